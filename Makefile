@@ -1,0 +1,79 @@
+# tupleflow: `make demo` to see a topology run, `make test` to run what CI runs.
+#
+# Everything runs inside .venv. Each extra set is installed once and remembered by a stamp file
+# (.venv/.stamp-<extras>) that is newer than pyproject.toml; editing pyproject.toml reinstalls.
+
+SHELL := bash
+.SHELLFLAGS := -eu -o pipefail -c
+.DEFAULT_GOAL := help
+
+PYTHON ?= python3
+VENV := .venv
+PY := $(VENV)/bin/python
+# Extra arguments for pytest, e.g. `make test PYTEST_ARGS='-m "not slow" -x'`.
+PYTEST_ARGS ?=
+# pip older than this cannot install a pyproject.toml-only project in editable mode (PEP 660).
+MIN_PIP := 21.3
+PIP_INSTALL := $(PY) -m pip install --quiet --progress-bar off
+
+.PHONY: help venv demo test lint bench clean system-deps
+
+help:
+	@echo "make demo    run examples/wordcount.py for 10 seconds"
+	@echo "make test    system packages, ruff, then the whole pytest suite (what CI runs)"
+	@echo "make lint    ruff check"
+	@echo "make bench   python benchmarks/wordcount.py"
+	@echo "make clean   remove .venv, caches and run directories"
+
+# --- the virtual environment -------------------------------------------------------------------
+
+# The interpreter: (re)created when missing or broken. Refuses a Python older than 3.11.
+$(PY):
+	@$(PYTHON) -c 'import sys; sys.exit(sys.version_info < (3, 11))' 2>/dev/null || { \
+	  echo "tupleflow needs Python >= 3.11, but '$(PYTHON)' is $$($(PYTHON) -V 2>&1 || echo missing)." >&2; \
+	  echo "Run e.g. 'make $(MAKECMDGOALS) PYTHON=python3.11'." >&2; exit 1; }
+	@echo "creating $(VENV) with $$($(PYTHON) -V 2>&1)"
+	@rm -rf $(VENV)
+	@$(PYTHON) -m venv $(VENV)
+	@$(PY) -c 'import sys, pip; v = tuple(int(p) for p in pip.__version__.split(".")[:2]); \
+	  sys.exit(v < tuple(int(p) for p in "$(MIN_PIP)".split(".")))' \
+	  || $(PIP_INSTALL) --upgrade pip
+
+# One stamp per set of extras. Installing the test extra also satisfies the base stamp.
+$(VENV)/.stamp-base: pyproject.toml | $(PY)
+	@echo "installing tupleflow (editable) into $(VENV)"
+	@$(PIP_INSTALL) -e .
+	@touch $@
+
+$(VENV)/.stamp-test: pyproject.toml | $(PY)
+	@echo "installing tupleflow[test] (editable) into $(VENV)"
+	@$(PIP_INSTALL) -e '.[test]'
+	@touch $@ $(VENV)/.stamp-base
+
+venv: $(VENV)/.stamp-base
+
+# --- targets -----------------------------------------------------------------------------------
+
+demo: $(VENV)/.stamp-base
+	$(PY) -m runtime run examples/wordcount.py:topology --seconds 10
+
+system-deps:
+	@bash .ci/system-deps.sh
+
+lint: $(VENV)/.stamp-test
+	$(VENV)/bin/ruff check .
+
+# pytest's exit code 5 means it collected no test: a failure here, never a silent pass.
+test: $(VENV)/.stamp-test system-deps lint
+	@status=0; $(PY) -m pytest $(PYTEST_ARGS) || status=$$?; \
+	if [ "$$status" -eq 5 ]; then \
+	  echo "make test: FAILED: pytest collected no tests (exit code 5)" >&2; exit 1; \
+	fi; \
+	exit "$$status"
+
+bench: $(VENV)/.stamp-base
+	$(PY) benchmarks/wordcount.py
+
+clean:
+	rm -rf $(VENV) .pytest_cache .ruff_cache .hypothesis .tupleflow artifacts build dist *.egg-info
+	find . -name __pycache__ -type d -prune -exec rm -rf {} +
