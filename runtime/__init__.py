@@ -1,0 +1,38 @@
+"""tupleflow's engine: define a topology of spouts and bolts, and run it.
+
+>>> from runtime import Topology, Spout, Bolt
+>>> class Words(Spout):
+...     outputs = ["word"]
+...     def next_tuple(self):
+...         self.emit(["storm"])
+>>> topo = Topology("wordcount")
+>>> topo.spout("words", Words, parallelism=2)
+Declarer('words')
+"""
+
+from ._api import BasicBolt, Bolt, Context, FailedException, Spout, Tuple
+from ._client import RunningTopology, TopologyDead
+from ._stats import InstanceStats
+from ._topology import ComponentSpec, Declarer, Subscription, Topology, TopologyError
+from .groupings import Grouping, stable_hash
+
+__all__ = [
+    "BasicBolt",
+    "Bolt",
+    "ComponentSpec",
+    "Context",
+    "Declarer",
+    "FailedException",
+    "Grouping",
+    "InstanceStats",
+    "RunningTopology",
+    "Spout",
+    "Subscription",
+    "Topology",
+    "TopologyDead",
+    "TopologyError",
+    "Tuple",
+    "stable_hash",
+]
+
+__version__ = "0.1.0"

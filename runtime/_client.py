@@ -1,0 +1,159 @@
+"""The handle a submitter holds on a running topology: a client of its topology master."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import secrets
+import signal
+import subprocess
+import threading
+import time
+from collections.abc import Callable
+from typing import Any
+
+import zmq
+
+from . import _procs, wire
+from ._plan import PhysicalPlan
+from ._stats import InstanceStats
+
+
+class TopologyDead(RuntimeError):
+    """The topology master is gone (killed, or crashed): the topology is not running."""
+
+
+class RunningTopology:
+    """A running topology. Ask it questions; leaving a ``with`` block kills it.
+
+    The submitting process only ever talks to the topology master, over a loopback
+    socket whose every message is signed with the topology's secret.
+    """
+
+    def __init__(self, name: str, plan: PhysicalPlan, run_dir: str, secret: bytes,
+                 endpoint: str, process: subprocess.Popen, submitted: float) -> None:
+        self.name, self.plan, self.run_dir = name, plan, run_dir
+        self.endpoint, self.submitted = endpoint, submitted
+        self._secret, self._process = secret, process
+        self._lock = threading.Lock()
+        self._ids = 0
+        self._killed = False
+        self._zctx = zmq.Context()
+        self._sock = self._connect()
+
+    def _connect(self) -> zmq.Socket:
+        sock = self._zctx.socket(zmq.DEALER)
+        sock.setsockopt(zmq.IDENTITY, b"c" + secrets.token_hex(8).encode())
+        sock.setsockopt(zmq.LINGER, 0)
+        sock.connect(self.endpoint)
+        return sock
+
+    # -- asking the master --------------------------------------------------------------
+    def _ask(self, what: str, timeout: float = 5.0, **fields: Any) -> Any:
+        with self._lock:
+            if self._killed or not self.alive:
+                raise TopologyDead(f"topology {self.name!r} is not running")
+            self._ids += 1
+            req = self._ids
+            self._sock.send_multipart(wire.seal(
+                self._secret, wire.control("request", id=req, what=what, **fields)))
+            return self._await_reply(req, what, time.monotonic() + timeout)
+
+    def _await_reply(self, req: int, what: str, deadline: float) -> Any:
+        while (left := deadline - time.monotonic()) > 0:
+            if not self._sock.poll(int(min(left, 0.1) * 1000) + 1):
+                if not self.alive:
+                    raise TopologyDead(f"topology {self.name!r} died")
+                continue
+            msg = wire.unseal(self._secret, self._sock.recv_multipart())
+            if msg["t"] == "reply" and msg["id"] == req:
+                if not msg["ok"]:
+                    raise RuntimeError(msg["value"])
+                return msg["value"]
+        raise TimeoutError(f"topology {self.name!r}: no answer to {what!r}")
+
+    @property
+    def alive(self) -> bool:
+        """Whether the topology master process is still running."""
+        return self._process.poll() is None
+
+    def statistics(self) -> list[InstanceStats]:
+        """One record per instance (task), as last reported to the master."""
+        return [InstanceStats.from_record(r) for r in self._ask("statistics")]
+
+    def status(self) -> dict:
+        """The master's state (``starting``, ``running``), pids, and counters."""
+        return self._ask("status")
+
+    def exceptions(self) -> list[dict]:
+        """Exceptions raised by user code: component, task, error, traceback, time."""
+        return self._ask("exceptions")
+
+    def events(self) -> list[dict]:
+        """Restarts, activation and other events, oldest first."""
+        return self._ask("events")
+
+    def logs(self, component: str, task: int) -> str:
+        """The log file of one instance (its prints, warnings and tracebacks)."""
+        path = os.path.join(self.run_dir, "logs", f"{component}-{task}.log")
+        with open(path, errors="replace") as f:
+            return f.read()
+
+    # -- waiting ------------------------------------------------------------------------
+    def wait_until(self, predicate: Callable[[list[InstanceStats]], bool],
+                   timeout: float = 30.0, interval: float = 0.02) -> list[InstanceStats]:
+        """Poll statistics until ``predicate(stats)`` is true; TimeoutError otherwise."""
+        deadline = time.monotonic() + timeout
+        while True:
+            stats = self.statistics()
+            if predicate(stats):
+                return stats
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"topology {self.name!r}: condition not met in {timeout} s; "
+                                   f"last statistics: {_summary(stats)}")
+            time.sleep(interval)
+
+    def wait_active(self, timeout: float = 30.0) -> None:
+        """Wait until every instance is ready and the spouts have been activated."""
+        deadline = time.monotonic() + timeout
+        while self.status()["state"] != "running":
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"topology {self.name!r} did not start in {timeout} s")
+            time.sleep(0.01)
+
+    # -- killing ------------------------------------------------------------------------
+    def kill(self, timeout: float = 2.0) -> None:
+        """Stop every process of the topology; idempotent. Logs stay in ``run_dir``."""
+        if self._killed:
+            return
+        with contextlib.suppress(TopologyDead, TimeoutError, zmq.ZMQError):
+            self._ask("kill", timeout=timeout)
+        self._killed = True
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            self._process.wait(timeout)
+        self._sweep()
+        _procs.close_pipe(self._process)
+        self._sock.close(linger=0)
+        self._zctx.term()
+
+    def _sweep(self) -> None:
+        """Whatever the master left behind in its process group goes too."""
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(self._process.pid, signal.SIGKILL)
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            self._process.wait(1.0)
+
+    def __enter__(self) -> RunningTopology:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.kill()
+
+    def __repr__(self) -> str:
+        state = "killed" if self._killed else ("running" if self.alive else "dead")
+        return f"<RunningTopology {self.name!r} {state} run_dir={self.run_dir!r}>"
+
+
+def _summary(stats: list[InstanceStats]) -> str:
+    return ", ".join(f"{s.component}[{s.task}] {s.state} emitted={s.emitted} "
+                     f"executed={s.executed}" for s in stats)

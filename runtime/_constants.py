@@ -1,0 +1,47 @@
+"""Reserved names and configuration keys: every one lives here, with a line on what it is.
+
+Component and stream ids that start with ``__`` belong to the runtime; user code may not
+declare them (see :func:`runtime._topology.check_user_id`).
+"""
+
+from __future__ import annotations
+
+RESERVED_PREFIX = "__"  # ids with this prefix are the runtime's own
+
+# --- system components and streams -----------------------------------------------------
+ACKER = "__acker"  # the acker bolt's component id (at-least-once)
+ACK_INIT = "__ack_init"  # spout -> acker: a spout tuple's root id and the xor of its edges
+ACK_ACK = "__ack_ack"  # bolt -> acker: an acked tuple's id xor its children's ids
+ACK_FAIL = "__ack_fail"  # bolt -> acker: a tuple failed explicitly
+SYSTEM = "__system"  # the component that tick tuples come from
+TICK = "__tick"  # the stream of tick tuples
+METRICS = "__metrics"  # the metrics stream (instances -> topology master)
+DEFAULT_STREAM = "default"  # the stream an emit goes to when none is named
+
+# --- configuration keys (topology-wide unless noted) ---------------------------------------
+ACKERS = "ackers"  # number of acker tasks; 0 means at most once
+MESSAGE_TIMEOUT = "message_timeout"  # seconds before a pending spout tuple fails
+MAX_SPOUT_PENDING = "max_spout_pending"  # in-flight spout tuples per spout task, or "auto"
+BATCH_SIZE = "batch_size"  # tuples per outgoing frame before it is sent
+FLUSH_INTERVAL = "flush_interval"  # seconds a partly filled batch may wait before it is sent
+TICK_FREQ_SECS = "tick_freq_secs"  # per component: seconds between tick tuples (None: none)
+STATS_INTERVAL = "stats_interval"  # seconds between an instance's statistics reports
+HEARTBEAT_TIMEOUT = "heartbeat_timeout"  # seconds of silence before an instance is presumed hung
+SPOUT_WAIT = "spout_wait"  # seconds a spout sleeps after a next_tuple that emitted nothing
+RESTART_BACKOFF_MAX = "restart_backoff_max"  # cap, in seconds, on the delay before a restart
+
+DEFAULTS: dict[str, object] = {
+    ACKERS: 0,
+    MESSAGE_TIMEOUT: 30.0,
+    MAX_SPOUT_PENDING: None,
+    BATCH_SIZE: 1000,
+    FLUSH_INTERVAL: 0.002,
+    TICK_FREQ_SECS: None,
+    STATS_INTERVAL: 0.25,
+    HEARTBEAT_TIMEOUT: 10.0,
+    SPOUT_WAIT: 0.001,
+    RESTART_BACKOFF_MAX: 5.0,
+}
+
+# Keys that may also be set per component (they override the topology-wide value there).
+COMPONENT_KEYS = frozenset({TICK_FREQ_SECS, MAX_SPOUT_PENDING, BATCH_SIZE, FLUSH_INTERVAL})

@@ -1,0 +1,198 @@
+"""An instance process (Heron's "Heron Instance"): one task of one spout or bolt.
+
+It gets its identity from its stream manager over stdin, fetches the plan and the user
+code from the topology master over the sealed control channel, then runs one loop:
+call ``next_tuple`` (spouts), handle incoming frames, flush batches on time, report.
+
+Data frames come and go on one DEALER socket to the local stream manager; control
+messages on another DEALER to the topology master. A user-code exception is logged
+with its traceback, reported, and ends the process with :data:`EXIT_USER_ERROR`; the
+stream manager starts a new incarnation.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import signal
+import sys
+import time
+import traceback
+
+import cloudpickle
+import zmq
+
+from . import _procs, wire
+from ._constants import SPOUT_WAIT, STATS_INTERVAL
+from ._executor import Executor, UserCodeError
+from ._plan import PhysicalPlan
+
+log = logging.getLogger("tupleflow.instance")
+
+EXIT_USER_ERROR = 70  # user code raised: restart me
+SPOUT_CALLS = 100  # next_tuple calls between two looks at the sockets
+MAX_DRAIN = 64  # frames handled before the loop looks at the clock again
+WELCOME_TIMEOUT = 30.0  # seconds to wait for the topology master's answer
+
+
+class Instance:
+    def __init__(self, boot: dict) -> None:
+        self.boot = boot
+        self.secret: bytes = boot["secret"]
+        self.task: int = boot["task"]
+        self.incarnation: int = boot["incarnation"]
+        self.stopping = False
+        self.active = False
+        self.zctx = zmq.Context()
+        self.ctl = self._socket(boot["tm"], b"i%d.%d" % (self.task, self.incarnation))
+        self.data = self._socket(boot["sm"], b"t%d" % self.task)
+
+    def _socket(self, endpoint: str, identity: bytes) -> zmq.Socket:
+        sock = self.zctx.socket(zmq.DEALER)
+        sock.setsockopt(zmq.IDENTITY, identity)
+        sock.setsockopt(zmq.LINGER, 2000)
+        sock.connect(endpoint)
+        return sock
+
+    # -- control channel ----------------------------------------------------------------
+    def tell(self, kind: str, **fields) -> None:
+        self.ctl.send_multipart(wire.seal(self.secret, wire.control(kind, **fields)))
+
+    def _receive_ctl(self, timeout_ms: int) -> dict | None:
+        if not self.ctl.poll(timeout_ms):
+            return None
+        frames = self.ctl.recv_multipart()
+        try:
+            return wire.unseal(self.secret, frames)
+        except wire.WireError as exc:
+            log.warning("dropped a control message: %s", exc)
+            return None
+
+    def handshake(self) -> Executor:
+        """Say hello; the answer carries the plan and the pickled user code."""
+        self.tell("hello", role="instance", id=self.task, incarnation=self.incarnation,
+                  pid=os.getpid())
+        deadline = time.monotonic() + WELCOME_TIMEOUT
+        while time.monotonic() < deadline:
+            msg = self._receive_ctl(100)
+            if msg is not None and msg["t"] == "welcome":
+                return self._executor(msg)
+        raise SystemExit(f"task {self.task}: no answer from the topology master")
+
+    def _executor(self, welcome: dict) -> Executor:
+        plan = PhysicalPlan.from_data(welcome["plan"])
+        specs = cloudpickle.loads(welcome["bundle"])  # verified: sealed with our secret
+        ex = Executor(plan, specs, self.task, self._send, run_dir=self.boot["run_dir"])
+        ex.on_error = self.report_error
+        self.data.send_multipart([wire.data_header(wire.HELLO, 0, 0, self.task), b""])
+        return ex
+
+    def _send(self, header: bytes, body: bytes) -> None:
+        self.data.send_multipart([header, body], copy=False)
+
+    def report_error(self, where: str, err: BaseException) -> None:
+        """A recoverable error: log it and tell the master; the instance keeps going."""
+        self.executor.errors += 1
+        tb = "".join(traceback.format_exception(err))
+        log.error("%s: %s\n%s", where, err, tb)
+        self.tell("exception", task=self.task, incarnation=self.incarnation,
+                  error=f"{where}: {err}", traceback=tb, time=time.time(), fatal=False)
+
+    # -- main loop ----------------------------------------------------------------------
+    def run(self) -> int:
+        self.executor = ex = self.handshake()
+        try:
+            ex.start()
+            self.tell("ready", task=self.task, incarnation=self.incarnation)
+            self.loop(ex)
+        except UserCodeError as exc:
+            return self.crash(exc)
+        ex.stop()
+        self.send_stats("stopped")
+        return 0
+
+    def loop(self, ex: Executor) -> None:
+        poller = zmq.Poller()
+        poller.register(self.data, zmq.POLLIN)
+        poller.register(self.ctl, zmq.POLLIN)
+        spout = ex.kind == "spout"
+        wait_ms = max(1, int(float(ex.config[SPOUT_WAIT]) * 1000))
+        stats_every = float(ex.config[STATS_INTERVAL])
+        next_stats = time.monotonic()
+        due = ex.on_timer(next_stats)
+        while not self.stopping:
+            if spout and self.active:
+                timeout = 0 if ex.step(SPOUT_CALLS) else wait_ms
+            else:
+                timeout = max(0, int((min(due, next_stats) - time.monotonic()) * 1000) + 1)
+            for sock, _ in poller.poll(timeout):
+                self.drain_data(ex) if sock is self.data else self.drain_ctl()
+            now = time.monotonic()
+            due = ex.on_timer(now)
+            if now >= next_stats:
+                self.send_stats("running")
+                next_stats = now + stats_every
+
+    def drain_data(self, ex: Executor) -> None:
+        for _ in range(MAX_DRAIN):
+            try:
+                frames = self.data.recv_multipart(zmq.NOBLOCK)
+            except zmq.Again:
+                return
+            if len(frames) != 2:
+                self._drop(f"data message of {len(frames)} parts")
+                continue
+            try:
+                ex.on_frame(frames[0], frames[1])
+            except wire.WireError as exc:
+                self._drop(str(exc))
+
+    def _drop(self, why: str) -> None:
+        self.executor.dropped += 1
+        log.warning("dropped a malformed frame: %s", why)
+
+    def drain_ctl(self) -> None:
+        while (msg := self._receive_ctl(0)) is not None:
+            if msg["t"] == "activate":
+                self.active = True
+            elif msg["t"] == "kill":
+                self.stopping = True
+
+    def send_stats(self, state: str) -> None:
+        record = {**self.executor.record(), "pid": os.getpid(), "state": state,
+                  "incarnation": self.incarnation, "reported": time.time()}
+        self.tell("stats", task=self.task, incarnation=self.incarnation, record=record)
+
+    def crash(self, exc: UserCodeError) -> int:
+        """Log the traceback, tell the master, send what was already emitted, and exit."""
+        tb = "".join(traceback.format_exception(exc.cause))
+        log.error("%s\n%s", exc, tb)
+        self.executor.errors += 1
+        self.tell("exception", task=self.task, incarnation=self.incarnation, error=str(exc),
+                  traceback=tb, time=time.time(), fatal=True)
+        with contextlib.suppress(UserCodeError):
+            self.executor.flush()
+        self.send_stats("failed")
+        return EXIT_USER_ERROR
+
+    def close(self) -> None:
+        self.ctl.close(linger=2000)
+        self.data.close(linger=2000)
+        self.zctx.term()
+
+
+def main() -> None:
+    boot = _procs.read_boot()
+    _procs.die_with_parent()
+    _procs.setup_logging("")
+    sys.path[:0] = [p for p in boot.get("sys_path", []) if p not in sys.path]
+    instance = Instance(boot)
+    signal.signal(signal.SIGTERM, lambda *_: setattr(instance, "stopping", True))
+    code = instance.run()
+    instance.close()
+    sys.exit(code)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,103 @@
+"""Starting and stopping the runtime's processes.
+
+Every child is started as ``python -m runtime.<role>`` and reads a bootstrap blob
+(the topology's secret, its addresses, its identity) from its stdin pipe: a channel
+only its parent can write to, and one that never shows in ``ps``. The parent keeps the
+pipe open; end-of-file tells the child its parent is gone.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import logging
+import os
+import signal
+import struct
+import subprocess
+import sys
+import time
+from typing import Any
+
+from . import wire
+
+_LEN = struct.Struct("<I")
+log = logging.getLogger("tupleflow.procs")
+
+
+def spawn(module: str, boot: dict, *, log_path: str, new_session: bool = False,
+          stdout: Any = None, env: dict | None = None) -> subprocess.Popen:
+    """Start ``python -m module`` with ``boot`` on its stdin; output goes to ``log_path``
+    (stdout may be redirected elsewhere, e.g. a pipe the parent reads)."""
+    with open(log_path, "ab") as logfile:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", module], stdin=subprocess.PIPE,
+            stdout=stdout if stdout is not None else logfile, stderr=logfile,
+            start_new_session=new_session, close_fds=True, env=env)
+    blob = wire.pack(boot)
+    proc.stdin.write(_LEN.pack(len(blob)) + blob)
+    proc.stdin.flush()
+    return proc
+
+
+def read_boot() -> dict:
+    """The bootstrap blob a parent wrote with :func:`spawn`."""
+    stdin = sys.stdin.buffer
+    (size,) = _LEN.unpack(_read_exact(stdin, _LEN.size))
+    return wire.unpack(_read_exact(stdin, size))
+
+
+def _read_exact(stream, size: int) -> bytes:
+    data = stream.read(size)
+    if data is None or len(data) != size:
+        raise SystemExit("bootstrap: parent closed the pipe early")
+    return data
+
+
+def die_with_parent() -> None:
+    """Ask Linux to SIGKILL this process when its parent dies (no-op elsewhere)."""
+    with contextlib.suppress(OSError, AttributeError):
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+    if os.getppid() == 1:  # the parent died before prctl took effect
+        os._exit(1)
+
+
+def setup_logging(path: str) -> None:
+    """Log to the process's own file (its stdout and stderr already go there)."""
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(logging.Formatter(
+        "%(asctime)s %(levelname)s %(name)s [%(process)d] %(message)s"))
+    root = logging.getLogger()
+    root.handlers[:] = [handler]
+    root.setLevel(logging.INFO)
+
+
+def terminate(procs: list[subprocess.Popen], timeout: float) -> None:
+    """SIGTERM, wait up to ``timeout`` seconds in all, then SIGKILL what is left."""
+    for p in procs:
+        _signal(p, signal.SIGTERM)
+    deadline = time.monotonic() + timeout
+    for p in procs:
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            p.wait(max(0.0, deadline - time.monotonic()))
+    for p in procs:
+        if p.poll() is None:
+            _signal(p, signal.SIGKILL)
+            p.wait()
+
+
+def _signal(proc: subprocess.Popen, sig: int) -> None:
+    with contextlib.suppress(ProcessLookupError):
+        proc.send_signal(sig)
+
+
+def close_pipe(proc: subprocess.Popen) -> None:
+    with contextlib.suppress(OSError, ValueError):
+        proc.stdin.close()
+
+
+def log_dir(run_dir: str) -> str:
+    path = os.path.join(run_dir, "logs")
+    os.makedirs(path, exist_ok=True)
+    return path

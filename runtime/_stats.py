@@ -1,0 +1,50 @@
+"""Statistics records: what the runtime reports, as frozen data."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, fields
+from typing import Any
+
+
+@dataclass(frozen=True)
+class InstanceStats:
+    """One instance (task) of a component, as last reported to the topology master.
+
+    Counts are since the instance's current incarnation started, except ``restarts``.
+    Times are wall-clock seconds (``time.time()``).
+    """
+
+    component: str
+    task: int
+    kind: str  # "spout" or "bolt"
+    container: int
+    pid: int | None = None
+    incarnation: int = 0
+    state: str = "starting"  # starting, running, restarting, failed, stopped
+    emitted: int = 0  # tuples sent, counted once per destination task
+    executed: int = 0  # tuples given to process() (ticks excluded)
+    acked: int = 0
+    failed: int = 0
+    dropped: int = 0  # tuples that could not be encoded, or malformed frames received
+    errors: int = 0  # exceptions raised by user code
+    restarts: int = 0
+    first_executed: float | None = None
+    last_executed: float | None = None
+    reported: float | None = None  # when this record was sent
+
+    @classmethod
+    def from_record(cls, record: Mapping[str, Any]) -> InstanceStats:
+        names = {f.name for f in fields(cls)}
+        return cls(**{k: v for k, v in record.items() if k in names})
+
+
+def totals(stats, component: str, field: str) -> int:
+    """Sum one counter over the instances of a component.
+
+    >>> s = [InstanceStats("c", 1, "bolt", 0, executed=3),
+    ...      InstanceStats("c", 2, "bolt", 0, executed=4)]
+    >>> totals(s, "c", "executed")
+    7
+    """
+    return sum(getattr(s, field) for s in stats if s.component == component)

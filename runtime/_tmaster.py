@@ -1,0 +1,254 @@
+"""The topology master: one process per topology, the only one the notebook talks to.
+
+It starts the containers, hands every process the plan (and instances the user code)
+over the sealed control channel, activates the spouts once every instance is ready,
+keeps the latest statistics of each instance, records exceptions and events, and
+answers the client's questions. It never runs tuple code and never unpickles anything.
+
+When its stdin reaches end-of-file (the submitting process is gone) it kills the
+topology, unless the topology was submitted detached.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections import deque
+from typing import Any
+
+import zmq
+
+from . import _procs, wire
+from ._plan import PhysicalPlan
+
+log = logging.getLogger("tupleflow.tmaster")
+
+TICK_MS = 100  # how often the master looks at its containers when nothing arrives
+MAX_EXCEPTIONS = 1000  # exceptions kept (the oldest are dropped)
+MAX_EVENTS = 1000  # events kept
+
+
+class TopologyMaster:
+    def __init__(self, boot: dict) -> None:
+        self.secret: bytes = boot["secret"]
+        self.run_dir: str = boot["run_dir"]
+        self.plan = PhysicalPlan.from_data(boot["plan"])
+        self.bundle: bytes = boot["bundle"]  # pickled user code: opaque here, never loaded
+        self.detached: bool = boot.get("detached", False)
+        self.sys_path: list[str] = boot.get("sys_path", [])
+        self.state = "starting"
+        self.started = time.time()
+        self.zctx = zmq.Context()
+        self.sock = self.zctx.socket(zmq.ROUTER)
+        self.sock.setsockopt(zmq.LINGER, 1000)
+        port = self.sock.bind_to_random_port("tcp://127.0.0.1")
+        self.endpoint = f"tcp://127.0.0.1:{port}"
+        self.sms: dict[int, dict[str, Any]] = {}
+        self.containers: dict[int, subprocess.Popen] = {}
+        self.tasks = {t.task: self._blank(t) for t in self.plan.tasks}
+        self.idents: dict[int, bytes] = {}
+        self.exceptions: deque[dict] = deque(maxlen=MAX_EXCEPTIONS)
+        self.events: deque[dict] = deque(maxlen=MAX_EVENTS)
+        self.dropped = 0
+        self.stopping = False
+        self.kill_requests: list[tuple[bytes, Any]] = []
+
+    @staticmethod
+    def _blank(t) -> dict[str, Any]:
+        return {"component": t.component, "task": t.task, "container": t.container,
+                "kind": None, "state": "starting", "incarnation": 0, "restarts": 0,
+                "ready": False}
+
+    # -- containers ---------------------------------------------------------------------
+    def start_containers(self) -> None:
+        for c in range(self.plan.containers):
+            self.start_container(c)
+
+    def start_container(self, c: int) -> None:
+        boot = {"secret": self.secret, "tm": self.endpoint, "container": c,
+                "run_dir": self.run_dir, "sys_path": self.sys_path}
+        path = os.path.join(_procs.log_dir(self.run_dir), f"container-{c}.log")
+        self.containers[c] = _procs.spawn("runtime._stmgr", boot, log_path=path)
+
+    def watch_containers(self) -> None:
+        for c, proc in list(self.containers.items()):
+            if proc.poll() is not None and not self.stopping:
+                self.event("container_restarted", container=c,
+                           reason=f"stream manager exited with code {proc.returncode}")
+                _procs.close_pipe(proc)
+                self.sms.pop(c, None)
+                self.start_container(c)
+
+    # -- messages -----------------------------------------------------------------------
+    def send(self, ident: bytes, kind: str, **fields) -> None:
+        self.sock.send_multipart([ident, *wire.seal(self.secret, wire.control(kind, **fields))])
+
+    def receive(self) -> None:
+        while self.sock.poll(0):
+            ident, *frames = self.sock.recv_multipart()
+            try:
+                msg = wire.unseal(self.secret, frames)
+            except wire.WireError as exc:
+                self.dropped += 1
+                log.warning("dropped a control message from %r: %s", ident, exc)
+                continue
+            handler = getattr(self, f"on_{msg['t']}", None)
+            if handler is None:
+                self.dropped += 1
+                log.warning("unexpected %r message from %r", msg["t"], ident)
+                continue
+            handler(ident, msg)
+
+    def on_hello(self, ident: bytes, msg: dict) -> None:
+        if msg["role"] == "sm":
+            self.sms[msg["id"]] = {"ident": ident, "inbound": msg["inbound"], "pid": msg["pid"]}
+            if len(self.sms) == self.plan.containers:
+                self._welcome_containers()
+        elif msg["role"] == "instance":
+            self._welcome_instance(ident, msg)
+
+    def _welcome_containers(self) -> None:
+        inbound = {str(c): sm["inbound"] for c, sm in self.sms.items()}
+        for sm in self.sms.values():
+            self.send(sm["ident"], "welcome", plan=self.plan.to_data(), inbound=inbound)
+
+    def _welcome_instance(self, ident: bytes, msg: dict) -> None:
+        task = self.tasks.get(msg["id"])
+        if task is None or msg["incarnation"] < task["incarnation"]:
+            return  # unknown task, or a late hello from an older incarnation
+        task.update(incarnation=msg["incarnation"], pid=msg["pid"], ready=False)
+        self.idents[msg["id"]] = ident
+        self.send(ident, "welcome", plan=self.plan.to_data(), bundle=self.bundle)
+
+    def _current(self, msg: dict) -> dict | None:
+        task = self.tasks.get(msg["task"])
+        if task is None or msg["incarnation"] != task["incarnation"]:
+            return None  # a late message from an incarnation that has been replaced
+        return task
+
+    def on_ready(self, ident: bytes, msg: dict) -> None:
+        task = self._current(msg)
+        if task is None:
+            return
+        task.update(ready=True, state="running")
+        if self.state == "running":
+            self.send(ident, "activate")
+        elif all(t["ready"] for t in self.tasks.values()):
+            self.state = "running"
+            self.event("activated", seconds=round(time.time() - self.started, 3))
+            for i in self.idents.values():
+                self.send(i, "activate")
+
+    def on_stats(self, ident: bytes, msg: dict) -> None:
+        task = self._current(msg)
+        if task is not None:
+            task.update({k: v for k, v in msg["record"].items() if k != "restarts"})
+
+    def on_exception(self, ident: bytes, msg: dict) -> None:
+        info = self.plan.task(msg["task"])
+        self.exceptions.append({"component": info.component, "task": msg["task"],
+                                "incarnation": msg["incarnation"], "error": msg["error"],
+                                "traceback": msg["traceback"], "time": msg["time"],
+                                "fatal": msg.get("fatal", True)})
+
+    def on_restarted(self, ident: bytes, msg: dict) -> None:
+        task = self.tasks[msg["task"]]
+        task.update(incarnation=msg["incarnation"], restarts=msg["restarts"], ready=False,
+                    state="restarting")
+        self.event("restarted", task=msg["task"], component=task["component"],
+                   reason=msg["reason"], restarts=msg["restarts"])
+
+    def on_bye(self, ident: bytes, msg: dict) -> None:
+        log.info("%s %s said bye", msg["role"], msg["id"])
+
+    def on_request(self, ident: bytes, msg: dict) -> None:
+        what = msg["what"]
+        answer = getattr(self, f"answer_{what}", None)
+        if answer is None:
+            self.send(ident, "reply", id=msg["id"], ok=False, value=f"unknown request {what!r}")
+        elif what == "kill":
+            self.kill_requests.append((ident, msg["id"]))
+            self.stopping = True
+        else:
+            self.send(ident, "reply", id=msg["id"], ok=True, value=answer(msg))
+
+    def event(self, kind: str, **fields) -> None:
+        self.events.append({"kind": kind, "time": time.time(), **fields})
+        log.info("event %s %s", kind, fields)
+
+    # -- answers to the client ------------------------------------------------------------
+    def answer_statistics(self, msg: dict) -> list[dict]:
+        return [{k: v for k, v in t.items() if k != "ready"} for t in self.tasks.values()]
+
+    def answer_status(self, msg: dict) -> dict:
+        return {"state": self.state, "started": self.started, "pid": os.getpid(),
+                "containers": {c: p.pid for c, p in self.containers.items()},
+                "dropped": self.dropped}
+
+    def answer_exceptions(self, msg: dict) -> list[dict]:
+        return list(self.exceptions)
+
+    def answer_events(self, msg: dict) -> list[dict]:
+        return list(self.events)
+
+    def answer_kill(self, msg: dict) -> None:
+        """Handled by the main loop (see on_request)."""
+
+    # -- main loop ----------------------------------------------------------------------
+    def run(self) -> None:
+        self.start_containers()
+        poller = zmq.Poller()
+        poller.register(self.sock, zmq.POLLIN)
+        stdin = sys.stdin.buffer.fileno()
+        poller.register(stdin, zmq.POLLIN)
+        while not self.stopping:
+            for sock, _ in poller.poll(TICK_MS):
+                if sock is self.sock:
+                    self.receive()
+                elif not os.read(stdin, 4096):
+                    poller.unregister(stdin)
+                    self.submitter_gone()
+            self.watch_containers()
+        self.shutdown()
+
+    def submitter_gone(self) -> None:
+        if self.detached:
+            log.info("the submitting process has gone; the topology is detached and runs on")
+            return
+        log.info("the submitting process has gone: killing the topology")
+        self.stopping = True
+
+    def shutdown(self) -> None:
+        self.state = "killed"
+        for sm in self.sms.values():
+            self.send(sm["ident"], "kill")
+        procs = list(self.containers.values())
+        deadline = time.monotonic() + 1.5
+        for p in procs:
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                p.wait(max(0.0, deadline - time.monotonic()))
+        _procs.terminate(procs, timeout=0.2)
+        for ident, req in self.kill_requests:
+            self.send(ident, "reply", id=req, ok=True, value=None)
+        self.sock.close(linger=1000)
+        self.zctx.term()
+
+
+def main() -> None:
+    boot = _procs.read_boot()
+    _procs.setup_logging("")
+    tm = TopologyMaster(boot)
+    signal.signal(signal.SIGTERM, lambda *_: setattr(tm, "stopping", True))
+    sys.stdout.write(f"READY {tm.endpoint}\n")
+    sys.stdout.flush()
+    tm.run()
+    sys.exit(0)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,253 @@
+"""A public test kit: a list spout, a list sink, a fake clock, and an in-memory twin of
+the runtime that runs a whole topology in one thread.
+
+The twin drives the very same :class:`~runtime._executor.Executor` objects as the
+instance processes, and its frames are encoded and decoded by :mod:`runtime.wire`, so
+a topology that works here differs from the multiprocess run only in scheduling.
+
+>>> from runtime import Topology
+>>> topo = Topology("double")
+>>> _ = topo.spout("numbers", ListSpout([[1], [2], [3]], fields=["n"]))
+>>> _ = topo.bolt("double", Doubler).shuffle_grouping("numbers")
+>>> _ = topo.bolt("sink", ListSink).shuffle_grouping("double")
+>>> with InMemoryCluster(topo) as cluster:
+...     cluster.run_until_idle()
+...     sorted(cluster.sink("sink"))
+[[2], [4], [6]]
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import shutil
+import tempfile
+import traceback
+from collections import deque
+from collections.abc import Callable, Iterable
+from dataclasses import replace
+from typing import Any
+
+import cloudpickle
+
+from . import wire
+from ._api import Bolt, Spout
+from ._executor import Executor, UserCodeError
+
+log = logging.getLogger("tupleflow.testing")
+
+
+class FakeClock:
+    """A clock that moves only when told to. Call it (or ``now()``) to read it.
+
+    >>> clock = FakeClock(100.0)
+    >>> clock.advance(2.5)
+    >>> clock()
+    102.5
+    """
+
+    def __init__(self, start: float = 0.0) -> None:
+        self._now = float(start)
+
+    def now(self) -> float:
+        return self._now
+
+    __call__ = now
+
+    def advance(self, seconds: float) -> None:
+        if seconds < 0:
+            raise ValueError("a clock does not go backwards")
+        self._now += seconds
+
+
+class ListSpout(Spout):
+    """Emits the given tuples once each, split over its tasks (tuple ``i`` goes to task
+    index ``i % parallelism``), each with ``msg_id=i``. Failed tuples are replayed when
+    ``replay`` is true.
+    """
+
+    def __init__(self, tuples: Iterable[list], fields: list[str] = ("value",),
+                 *, replay: bool = False) -> None:
+        self.tuples = [list(t) for t in tuples]
+        self.outputs = list(fields)
+        self.replay = replay
+
+    def open(self, config, context):
+        mine = range(context.task_index, len(self.tuples), context.parallelism)
+        self.todo = deque(mine)
+        self.acked: set[int] = set()
+        self.failed: list[int] = []
+
+    def next_tuple(self):
+        if self.todo:
+            i = self.todo.popleft()
+            self.emit(self.tuples[i], msg_id=i)
+
+    def ack(self, msg_id):
+        self.acked.add(msg_id)
+
+    def fail(self, msg_id):
+        self.failed.append(msg_id)
+        if self.replay:
+            self.todo.append(msg_id)
+
+
+class ListSink(Bolt):
+    """Records every tuple it receives to a file in the run directory, read back with
+    :func:`read_sink` (or ``cluster.sink(...)``), and acks it."""
+
+    outputs: list[str] = []
+
+    def prepare(self, config, context):
+        folder = os.path.join(context.run_dir, "sinks")
+        os.makedirs(folder, exist_ok=True)
+        path = os.path.join(folder, f"{context.component_id}-{context.task_id}.msgpack")
+        self._file = open(path, "ab")  # noqa: SIM115 - closed in cleanup
+
+    def process(self, tup):
+        self._file.write(wire.pack([tup.values, tup.component, tup.task, tup.stream]))
+        self._file.flush()
+        self.ack(tup)
+
+    def cleanup(self):
+        self._file.close()
+
+
+class Doubler(Bolt):
+    """Emits ``2 * n`` for each input ``n`` (a tiny bolt for examples and tests)."""
+
+    outputs = ["n"]
+
+    def process(self, tup):
+        self.emit([tup.values[0] * 2], anchors=[tup])
+        self.ack(tup)
+
+
+def read_sink(run_dir: str, component: str, *, with_source: bool = False) -> list:
+    """Every tuple a :class:`ListSink` component recorded, task by task.
+
+    With ``with_source``, each item is ``(values, source_component, source_task,
+    stream, sink_task)``.
+    """
+    out = []
+    folder = os.path.join(run_dir, "sinks")
+    for name in sorted(os.listdir(folder)) if os.path.isdir(folder) else []:
+        comp, _, rest = name.rpartition("-")
+        if comp != component:
+            continue
+        task = int(rest.split(".")[0])
+        with open(os.path.join(folder, name), "rb") as f:
+            for values, src, src_task, stream in wire.iter_records(f):
+                out.append((values, src, src_task, stream, task) if with_source else values)
+    return out
+
+
+class InMemoryCluster:
+    """Runs a topology in this thread: every task's executor, wired by an in-memory queue.
+
+    ``run_until_idle()`` steps spouts and delivers frames until nothing moves; ``advance``
+    moves the fake clock and fires due flushes and ticks. A user-code exception is
+    recorded in ``exceptions`` and the task is restarted with a fresh object, as the
+    multiprocess runtime does.
+    """
+
+    def __init__(self, topology, *, containers: int = 1, clock: FakeClock | None = None,
+                 **config: Any) -> None:
+        self.plan = topology.physical_plan(containers, **config)
+        self._bundle = cloudpickle.dumps(topology.components)
+        self.clock = clock or FakeClock()
+        self.run_dir = tempfile.mkdtemp(prefix="tf-mem-")
+        self.frames: deque[tuple[bytes, bytes]] = deque()
+        self.exceptions: list[dict] = []
+        self.restarts: dict[int, int] = {t.task: 0 for t in self.plan.tasks}
+        self.executors = {t.task: self._start(t.task) for t in self.plan.tasks}
+
+    def _start(self, task: int) -> Executor:
+        specs = cloudpickle.loads(self._bundle)  # the same trip user code takes to processes
+        ex = Executor(self.plan, specs, task, self._send, run_dir=self.run_dir,
+                      monotonic=self.clock, wall=self.clock)
+        self._guard(task, ex.start)
+        return ex
+
+    def _send(self, header: bytes, body: bytes) -> None:
+        self.frames.append((header, body))
+
+    def _guard(self, task: int, fn: Callable, *args) -> Any:
+        try:
+            return fn(*args)
+        except UserCodeError as exc:
+            self._restart(task, exc)
+            return None
+
+    def _restart(self, task: int, exc: UserCodeError) -> None:
+        tb = "".join(traceback.format_exception(exc.cause))
+        self.exceptions.append({"task": task, "error": str(exc), "traceback": tb})
+        log.warning("task %d: %s (restarting)", task, exc)
+        self.restarts[task] += 1
+        self.executors[task] = self._start(task)
+
+    # -- driving ----------------------------------------------------------------------------
+    def step(self, spout_calls: int = 100) -> int:
+        """One round: each spout's next_tuple ``spout_calls`` times, flush, deliver all.
+        Returns the number of frames delivered plus tuples emitted by spouts."""
+        moved = 0
+        for task, ex in list(self.executors.items()):
+            if ex.kind == "spout":
+                moved += self._guard(task, ex.step, spout_calls) or 0
+        return moved + self.deliver()
+
+    def deliver(self) -> int:
+        """Flush every executor and deliver frames until the queue is empty."""
+        delivered = 0
+        while True:
+            for task, ex in list(self.executors.items()):
+                self._guard(task, ex.flush)
+            if not self.frames:
+                return delivered
+            while self.frames:
+                header, body = self.frames.popleft()
+                task = wire.dest_of(header)
+                self._guard(task, self.executors[task].on_frame, header, body)
+                delivered += 1
+
+    def run_until_idle(self, max_rounds: int = 100_000) -> None:
+        """Step until a round moves nothing."""
+        for _ in range(max_rounds):
+            if not self.step():
+                return
+        raise RuntimeError(f"topology still busy after {max_rounds} rounds")
+
+    def advance(self, seconds: float) -> None:
+        """Move the fake clock and fire due timers (flushes, ticks), then deliver."""
+        self.clock.advance(seconds)
+        now = self.clock()
+        for task, ex in list(self.executors.items()):
+            self._guard(task, ex.on_timer, now)
+        self.deliver()
+
+    # -- reading ----------------------------------------------------------------------------
+    def statistics(self):
+        return [_with_restarts(ex.statistics(), self.restarts[t])
+                for t, ex in sorted(self.executors.items())]
+
+    def sink(self, component: str, *, with_source: bool = False) -> list:
+        return read_sink(self.run_dir, component, with_source=with_source)
+
+    def user_object(self, task: int) -> Spout | Bolt:
+        """The live spout/bolt object of a task (for assertions on its state)."""
+        return self.executors[task].user
+
+    def close(self) -> None:
+        for ex in self.executors.values():
+            ex.stop()
+        shutil.rmtree(self.run_dir, ignore_errors=True)
+
+    def __enter__(self) -> InMemoryCluster:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+
+def _with_restarts(stats, restarts: int):
+    return replace(stats, restarts=restarts)
