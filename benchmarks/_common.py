@@ -1,0 +1,143 @@
+"""Helpers shared by the benchmarks: vocabulary, word picking, options, RESULT lines.
+
+Every benchmark prints one line per measurement, in one fixed shape, so that
+runs can be compared with ``grep RESULT``::
+
+    >>> print(Measurement("python-loop", "wordcount", False, 1, 1, 1000, 0.5).line())
+    ... # doctest: +NORMALIZE_WHITESPACE
+    RESULT name=python-loop workload=wordcount acking=off spouts=1 bolts=1
+           tuples=1000 seconds=0.500 tps=2000
+"""
+
+from __future__ import annotations
+
+import argparse
+import functools
+import random
+import string
+from dataclasses import dataclass
+
+VOCABULARY_SIZE = 175_000  # Heron paper §7.3: "~175k words"
+VOCABULARY_SEED = 2015  # the vocabulary is the same in every process and every run
+WORD_SEED = 7  # seed of the baselines' word stream; spout task i uses WORD_SEED + i
+SHORTEST_WORD, LONGEST_WORD = 3, 10
+
+
+class BenchmarkError(RuntimeError):
+    """A measurement is invalid: counts do not add up, or a run timed out."""
+
+
+@functools.cache
+def vocabulary(size: int = VOCABULARY_SIZE, seed: int = VOCABULARY_SEED) -> tuple[str, ...]:
+    """``size`` distinct pseudo-words of 3-10 lowercase letters, identical on every call.
+
+    >>> words = vocabulary(5)
+    >>> len(set(words)), words == vocabulary(5)
+    (5, True)
+    """
+    rng, words = random.Random(seed), {}
+    while len(words) < size:
+        words.setdefault(_pseudo_word(rng), None)
+    return tuple(words)
+
+
+def _pseudo_word(rng: random.Random) -> str:
+    length = rng.randint(SHORTEST_WORD, LONGEST_WORD)
+    return "".join(rng.choices(string.ascii_lowercase, k=length))
+
+
+def word_chooser(seed: int = WORD_SEED):
+    """The one per-word generator every implementation calls: ``choose(words) -> word``.
+
+    A bound ``random.Random(seed).choice``: one method call, one Mersenne Twister draw
+    and one index per word, the same cost in a spout, a baseline loop or a producer.
+
+    >>> choose = word_chooser(1)
+    >>> choose(vocabulary(5)) in vocabulary(5)
+    True
+    """
+    return random.Random(seed).choice
+
+
+def share(total: int, index: int, parallelism: int) -> int:
+    """Task ``index``'s share of ``total`` items split over ``parallelism`` tasks.
+
+    >>> [share(10, i, 3) for i in range(3)]
+    [4, 3, 3]
+    """
+    return total // parallelism + int(index < total % parallelism)
+
+
+def timeout_for(tuples: int) -> float:
+    """Seconds a run may take before it is declared hung (assumes >= 10k tuples/s)."""
+    return max(60.0, tuples / 10_000)
+
+
+def check_equal(name: str, what: str, got: int, expected: int) -> None:
+    """Raise ``BenchmarkError`` unless ``got == expected``."""
+    if got != expected:
+        raise BenchmarkError(f"{name}: {what} is {got}, expected {expected}")
+
+
+@dataclass(frozen=True)
+class Measurement:
+    """One measured run; ``line()`` is what the benchmark prints."""
+
+    name: str
+    workload: str
+    acking: bool
+    spouts: int
+    bolts: int
+    tuples: int
+    seconds: float
+
+    @property
+    def tps(self) -> int:
+        return round(self.tuples / self.seconds)
+
+    def line(self) -> str:
+        return (
+            f"RESULT name={self.name} workload={self.workload}"
+            f" acking={'on' if self.acking else 'off'} spouts={self.spouts}"
+            f" bolts={self.bolts} tuples={self.tuples}"
+            f" seconds={self.seconds:.3f} tps={self.tps}"
+        )
+
+
+def checked_seconds(name: str, seconds: float) -> float:
+    """``seconds`` if it is a usable measurement window, else ``BenchmarkError``."""
+    if seconds <= 0:
+        raise BenchmarkError(f"{name}: empty measurement window ({seconds} s); use more --tuples")
+    return seconds
+
+
+def _positive_int(text: str) -> int:
+    value = int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be a positive integer, not {text}")
+    return value
+
+
+def base_parser(description: str, default_tuples: int = 2_000_000) -> argparse.ArgumentParser:
+    """The options every topology benchmark takes."""
+    parser = argparse.ArgumentParser(
+        description=description, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    count = _positive_int
+    parser.add_argument("--tuples", type=count, default=default_tuples, help="tuples in total")
+    parser.add_argument("--spouts", type=count, default=1, help="spout parallelism")
+    parser.add_argument("--bolts", type=count, default=1, help="bolt parallelism")
+    parser.add_argument("--acking", choices=("off", "on"), default="off", help="at least once")
+    parser.add_argument("--containers", type=count, default=1, help="tupleflow containers")
+    parser.add_argument(
+        "--only", action="append", metavar="NAME", help="run only this implementation (repeatable)"
+    )
+    return parser
+
+
+def selected(parser: argparse.ArgumentParser, names: list[str], only: list[str] | None):
+    """The implementations to run, in ``names`` order; unknown ``--only`` names are usage errors."""
+    unknown = sorted(set(only or ()) - set(names))
+    if unknown:
+        parser.error(f"unknown --only {', '.join(unknown)}; choose from {', '.join(names)}")
+    return [name for name in names if not only or name in only]

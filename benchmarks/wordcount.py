@@ -1,0 +1,322 @@
+"""Heron's word count (SIGMOD 2015, seed 002 §7.3) on tupleflow and on two baselines.
+
+Workload
+    A 175,000-word vocabulary of pseudo-words (3-10 lowercase letters, built
+    deterministically from a seeded ``random.Random``, no downloads) is built when a
+    spout opens. Each ``next_tuple`` picks one word at random and emits it; a fields
+    grouping on "word" sends it to one of the counting bolts, which keep a dict of
+    counts. Spouts and bolts do next to no work, so the run measures the overhead of
+    moving tuples. ``--tuples`` words are emitted in total, split over the spout tasks.
+
+Implementations (``--only NAME`` picks some; the default runs all three)
+    tupleflow    the topology above, on this repository's engine (``runtime``).
+    python-loop  one process draws the words and counts them in a dict: no framework,
+                 no processes, no serialization.
+    zmq-pipe     a producer process sends msgpack batches of 1000 words over a zmq
+                 PUSH/PULL ipc socket to a consumer process that unpacks and counts.
+    The two baselines are the physical limits we measure ourselves against:
+    python-loop is the most one Python core can do with this workload, zmq-pipe the
+    most two processes can do when tuples cross a socket in batches. tupleflow cannot
+    beat zmq-pipe with one spout and one bolt; the gap is the engine's own cost.
+
+Fairness
+    Every implementation draws a word with ``choose(words)``, where ``choose`` is the
+    bound ``random.Random(seed).choice`` returned by ``_common.word_chooser``: one
+    ``choice`` call (one Mersenne Twister draw, one index) per word, in the spout, the
+    loop and the producer alike.
+    Building the vocabulary is never inside a measured window.
+
+Reading the output
+    One line per implementation, for example (one line, wrapped here)::
+
+        RESULT name=zmq-pipe workload=wordcount acking=off spouts=1 bolts=1
+               tuples=2000000 seconds=1.118 tps=1788571
+
+    ``seconds`` is the measured window and ``tps = tuples / seconds``. tupleflow's
+    window runs from the first tuple any counting bolt executed to the last one
+    (``first_executed``/``last_executed`` in the instances' statistics), so process
+    start-up is excluded; python-loop times its loop; zmq-pipe times the consumer
+    from its first batch to the end of its last. The baselines always run one
+    producer and one counter without acking, so they print ``spouts=1 bolts=1
+    acking=off`` whatever the options say. Every implementation checks that its
+    counts add up to ``--tuples``; when one does not, or a run times out, it prints
+    ``FAILED ...`` on stderr instead of a RESULT line, and the exit status is 1.
+
+Run it as a script (``make bench`` does), with ``runtime`` importable (installed, or
+the repository root on PYTHONPATH)::
+
+    python benchmarks/wordcount.py --tuples 2000000 --spouts 1 --bolts 1 --acking off
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import queue
+import sys
+import tempfile
+import time
+
+import msgpack
+import zmq
+from _common import (
+    WORD_SEED,
+    BenchmarkError,
+    Measurement,
+    base_parser,
+    check_equal,
+    checked_seconds,
+    selected,
+    share,
+    timeout_for,
+    vocabulary,
+    word_chooser,
+)
+
+from runtime import Bolt, Spout, Topology
+
+WORKLOAD = "wordcount"
+BATCH = 1000  # words per zmq-pipe frame
+POLL_SECONDS = 0.02  # how often tupleflow's statistics are polled
+
+
+# --- tupleflow --------------------------------------------------------------
+
+
+class WordSpout(Spout):
+    """Emits its share of ``config["tuples"]`` random words, one per ``next_tuple``."""
+
+    outputs = ["word"]
+
+    def open(self, config, context):
+        self.words = vocabulary()
+        self.choose = word_chooser(WORD_SEED + context.task_index)
+        self.left = share(config["tuples"], context.task_index, context.parallelism)
+
+    def next_tuple(self):
+        if self.left:
+            self.left -= 1
+            self.emit([self.choose(self.words)])
+
+
+class AckingWordSpout(WordSpout):
+    """``WordSpout`` whose tuples are tracked: the countdown is the message id."""
+
+    def next_tuple(self):
+        if self.left:
+            self.left -= 1
+            self.emit([self.choose(self.words)], msg_id=self.left)
+
+
+class CountBolt(Bolt):
+    """Counts the words it receives in a dict; a sink."""
+
+    outputs = []
+
+    def prepare(self, config, context):
+        self.counts = {}
+
+    def process(self, tup):
+        word = tup.values[0]
+        self.counts[word] = self.counts.get(word, 0) + 1
+
+
+class AckingCountBolt(CountBolt):
+    """``CountBolt`` that acks every tuple it counts."""
+
+    def process(self, tup):
+        word = tup.values[0]
+        self.counts[word] = self.counts.get(word, 0) + 1
+        self.ack(tup)
+
+
+def build_topology(spouts: int, bolts: int, acking: bool) -> Topology:
+    spout, bolt = (AckingWordSpout, AckingCountBolt) if acking else (WordSpout, CountBolt)
+    topology = Topology("wordcount-bench")
+    topology.spout("words", spout, parallelism=spouts)
+    topology.bolt("count", bolt, parallelism=bolts).fields_grouping("words", ["word"])
+    return topology
+
+
+def run_tupleflow(args) -> Measurement:
+    acking = args.acking == "on"
+    config = {"tuples": args.tuples, "ackers": 1 if acking else 0}
+    topology = build_topology(args.spouts, args.bolts, acking)
+    with topology.submit(scheduler="local", containers=args.containers, config=config) as running:
+        stats = wait_until_counted(running, args.tuples, timeout_for(args.tuples))
+    check_tupleflow(stats, args.tuples)
+    seconds = counting_window(stats)
+    return Measurement("tupleflow", WORKLOAD, acking, args.spouts, args.bolts, args.tuples, seconds)
+
+
+def wait_until_counted(running, tuples: int, timeout: float) -> list:
+    """Poll ``running.statistics()`` until the "count" bolts executed ``tuples`` tuples."""
+    deadline = time.monotonic() + timeout
+    stats = running.statistics()
+    while total(stats, "count", "executed") < tuples:
+        if time.monotonic() > deadline:
+            counted = total(stats, "count", "executed")
+            raise BenchmarkError(
+                f"tupleflow: timed out after {timeout:.0f} s, {counted} of {tuples} counted"
+            )
+        time.sleep(POLL_SECONDS)
+        stats = running.statistics()
+    return stats
+
+
+def total(stats, component: str, field: str) -> int:
+    return sum(getattr(record, field) for record in stats if record.component == component)
+
+
+def check_tupleflow(stats, tuples: int) -> None:
+    emitted, executed = total(stats, "words", "emitted"), total(stats, "count", "executed")
+    check_equal("tupleflow", 'tuples emitted by "words"', emitted, tuples)
+    check_equal("tupleflow", 'tuples executed by "count"', executed, tuples)
+    check_equal("tupleflow", "instance restarts", sum(r.restarts for r in stats), 0)
+    check_equal("tupleflow", "failed tuples", sum(r.failed for r in stats), 0)
+
+
+def counting_window(stats) -> float:
+    """From the first tuple any "count" instance executed to the last one."""
+    counters = [r for r in stats if r.component == "count" and r.first_executed is not None]
+    if not counters:
+        raise BenchmarkError('tupleflow: no "count" instance reports a first_executed time')
+    first = min(r.first_executed for r in counters)
+    return checked_seconds("tupleflow", max(r.last_executed for r in counters) - first)
+
+
+# --- python-loop ------------------------------------------------------------
+
+
+def run_python_loop(args) -> Measurement:
+    words, choose = vocabulary(), word_chooser()
+    start = time.perf_counter()
+    counts = count_random_words(words, choose, args.tuples)
+    seconds = time.perf_counter() - start
+    check_equal("python-loop", "sum of counts", sum(counts.values()), args.tuples)
+    return baseline("python-loop", args.tuples, seconds)
+
+
+def count_random_words(words, choose, tuples: int) -> dict[str, int]:
+    counts = {}
+    get = counts.get
+    for _ in range(tuples):
+        word = choose(words)
+        counts[word] = get(word, 0) + 1
+    return counts
+
+
+def baseline(name: str, tuples: int, seconds: float) -> Measurement:
+    return Measurement(name, WORKLOAD, False, 1, 1, tuples, checked_seconds(name, seconds))
+
+
+# --- zmq-pipe ---------------------------------------------------------------
+
+
+def run_zmq_pipe(args) -> Measurement:
+    context = multiprocessing.get_context("spawn")
+    reports = context.Queue()
+    with tempfile.TemporaryDirectory(prefix="tupleflow-bench-") as directory:
+        address = f"ipc://{directory}/words.sock"
+        processes = [
+            context.Process(target=consume, args=(address, reports), name="zmq-pipe consumer"),
+            context.Process(target=produce, args=(address, args.tuples), name="zmq-pipe producer"),
+        ]
+        counted, seconds = run_processes(processes, reports, timeout_for(args.tuples))
+    check_equal("zmq-pipe", "consumer's total", counted, args.tuples)
+    return baseline("zmq-pipe", args.tuples, seconds)
+
+
+def produce(address: str, tuples: int) -> None:
+    """Send ``tuples`` random words in msgpack frames of ``BATCH``, then an empty frame."""
+    words, choose = vocabulary(), word_chooser()
+    with zmq.Context() as context, context.socket(zmq.PUSH) as push:
+        push.connect(address)
+        for size in batch_sizes(tuples, BATCH):
+            push.send(msgpack.packb([choose(words) for _ in range(size)]))
+        push.send(b"")
+
+
+def batch_sizes(total: int, batch: int) -> list[int]:
+    full, rest = divmod(total, batch)
+    return [batch] * full + ([rest] if rest else [])
+
+
+def consume(address: str, reports) -> None:
+    """Count words until the empty frame; report ``(total, seconds)``."""
+    with zmq.Context() as context, context.socket(zmq.PULL) as pull:
+        pull.bind(address)
+        reports.put(count_frames(pull.recv))
+
+
+def count_frames(recv) -> tuple[int, float]:
+    """Count the words of every frame; time from the first frame to the last one counted."""
+    counts = {}
+    get = counts.get
+    frame = recv()
+    start = end = time.perf_counter()
+    while frame:
+        for word in msgpack.unpackb(frame):
+            counts[word] = get(word, 0) + 1
+        end = time.perf_counter()
+        frame = recv()
+    return sum(counts.values()), end - start
+
+
+def run_processes(processes, reports, timeout: float):
+    """Start ``processes`` and return the first report; always reap them."""
+    for process in processes:
+        process.start()
+    try:
+        report = await_report(processes, reports, timeout)
+    finally:
+        reap(processes)
+    for process in processes:
+        check_equal("zmq-pipe", f"exit code of {process.name}", process.exitcode, 0)
+    return report
+
+
+def await_report(processes, reports, timeout: float):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            return reports.get(timeout=0.1)
+        except queue.Empty:
+            for process in processes:
+                if process.exitcode not in (None, 0):
+                    message = f"zmq-pipe: {process.name} exited with {process.exitcode}"
+                    raise BenchmarkError(message) from None
+    raise BenchmarkError(f"zmq-pipe: no report from the consumer within {timeout:.0f} s")
+
+
+def reap(processes, grace: float = 5.0) -> None:
+    for process in processes:
+        process.join(grace)
+        if process.is_alive():
+            process.terminate()
+            process.join()
+
+
+# --- command line -----------------------------------------------------------
+
+IMPLEMENTATIONS = {
+    "tupleflow": run_tupleflow,
+    "python-loop": run_python_loop,
+    "zmq-pipe": run_zmq_pipe,
+}
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = base_parser(__doc__)
+    args = parser.parse_args(argv)
+    failed = 0
+    for name in selected(parser, list(IMPLEMENTATIONS), args.only):
+        try:
+            print(IMPLEMENTATIONS[name](args).line(), flush=True)
+        except BenchmarkError as error:
+            print(f"FAILED {error}", file=sys.stderr, flush=True)
+            failed += 1
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
