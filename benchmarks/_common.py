@@ -129,6 +129,8 @@ def base_parser(description: str, default_tuples: int = 2_000_000) -> argparse.A
     parser.add_argument("--bolts", type=count, default=1, help="bolt parallelism")
     parser.add_argument("--acking", choices=("off", "on"), default="off", help="at least once")
     parser.add_argument("--containers", type=count, default=1, help="tupleflow containers")
+    parser.add_argument("--batch-size", type=count, help="tupleflow batch_size (default: engine's)")
+    parser.add_argument("--flush-interval", type=float, help="tupleflow flush_interval, seconds")
     parser.add_argument(
         "--only", action="append", metavar="NAME", help="run only this implementation (repeatable)"
     )

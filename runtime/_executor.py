@@ -27,6 +27,7 @@ from ._constants import (
     TICK,
     TICK_FREQ_SECS,
 )
+from ._outbound import Outlet, StreamOut
 from ._plan import PhysicalPlan
 from ._stats import InstanceStats
 from ._topology import ComponentSpec
@@ -46,73 +47,6 @@ class UserCodeError(Exception):
         self.cause = cause
 
 
-class Outlet:
-    """The batches towards one subscriber's tasks, for one stream of this component."""
-
-    __slots__ = ("batches", "headers", "tasks", "batch_size", "send", "sent", "on_bad")
-
-    def __init__(self, stream_id: int, src: int, tasks, batch_size: int, send: Send, on_bad):
-        self.tasks = list(tasks)
-        self.headers = [wire.data_header(wire.DATA, stream_id, t, src) for t in self.tasks]
-        self.batches: list[list] = [[] for _ in self.tasks]
-        self.batch_size = batch_size
-        self.send = send
-        self.sent = 0
-        self.on_bad = on_bad
-
-    def flush(self, i: int) -> None:
-        batch = self.batches[i]
-        try:
-            body = wire.encode_batch(batch)
-        except (TypeError, ValueError, OverflowError):
-            batch[:] = self.on_bad(batch)
-            if not batch:
-                return
-            body = wire.encode_batch(batch)
-        self.send(self.headers[i], body)
-        self.sent += len(batch)
-        batch.clear()
-
-    def flush_all(self) -> None:
-        for i, batch in enumerate(self.batches):
-            if batch:
-                self.flush(i)
-
-    def queued(self) -> int:
-        return sum(len(b) for b in self.batches)
-
-
-def _deliver_one(outlet: Outlet, pick: Callable[[list], int]) -> Callable[[list], None]:
-    """The per-tuple path for a single-target grouping: pick, append, maybe send."""
-    batches, size, flush = outlet.batches, outlet.batch_size, outlet.flush
-
-    def deliver(values):
-        i = pick(values)
-        batch = batches[i]
-        batch.append(values)
-        if len(batch) >= size:
-            flush(i)
-
-    return deliver
-
-
-def _deliver_many(outlet: Outlet, grouping) -> Callable[[list], None]:
-    """The per-tuple path for groupings that may choose several tasks (all, custom)."""
-    index = {t: i for i, t in enumerate(outlet.tasks)}
-    batches, size, flush = outlet.batches, outlet.batch_size, outlet.flush
-    choose = grouping.choose_tasks
-
-    def deliver(values):
-        for task in choose(values):
-            i = index[task]
-            batch = batches[i]
-            batch.append(values)
-            if len(batch) >= size:
-                flush(i)
-
-    return deliver
-
-
 class Executor:
     """Runs one task. Build it, call :meth:`start`, then feed it frames and timer ticks."""
 
@@ -127,14 +61,14 @@ class Executor:
         self.monotonic, self.wall = monotonic, wall
         self.user = user if user is not None else self.spec.new_instance()
         self.context = self._context(run_dir)
-        self.outlets: list[Outlet] = []
         self._stream_ids = plan.stream_ids()
+        self._batch_size = int(self.config[BATCH_SIZE])
         self._sources: dict[tuple[int, int], TupleSource] = {}
         self._acks: list = []
         self.executed = self.acked = self.failed = self.dropped = self.errors = 0
         self.first_executed: float | None = None
         self.last_executed: float | None = None
-        self._routes, self._direct = self._build_routes(send)
+        self.streams = self._build_streams(send)
         self._tick_every = self.config.get(TICK_FREQ_SECS)
         self._next_tick = None
         self._flush_every = float(self.config[FLUSH_INTERVAL])
@@ -148,51 +82,33 @@ class Executor:
                        self.spec.parallelism, tasks, info.container, run_dir,
                        dict(self.spec.streams), plan.task_containers())
 
-    def _build_routes(self, send: Send):
-        """For each stream of this component: its field count and the deliver functions
-        of its subscribers; plus, per stream, the direct-grouping targets."""
-        routes = {s: (len(f), []) for s, f in self.spec.streams.items()}
-        direct: dict[str, dict[int, Outlet]] = {s: {} for s in self.spec.streams}
+    def _build_streams(self, send: Send) -> dict[str, StreamOut]:
+        """Each declared stream of this component, wired to its subscribers' tasks."""
+        streams = {name: StreamOut(name, len(fields), send, self._report_unencodable)
+                   for name, fields in self.spec.streams.items()}
         tasks = self.plan.component_tasks()
-        size = int(self.config[BATCH_SIZE])
         for target in self.specs.values():
             for sub in target.inputs:
-                if sub.source != self.spec.id:
-                    continue
-                stream_id = self._stream_ids[(self.spec.id, sub.stream)]
-                outlet = Outlet(stream_id, self.task, tasks[target.id], size, send,
-                                self._drop_unencodable(sub.stream))
-                self.outlets.append(outlet)
-                self._wire_grouping(sub, outlet, routes, direct)
-        return routes, direct
+                if sub.source == self.spec.id:
+                    self._subscribe(streams[sub.stream], sub, tasks[target.id])
+        return streams
 
-    def _wire_grouping(self, sub, outlet: Outlet, routes, direct) -> None:
-        grouping = copy.copy(sub.grouping)
+    def _subscribe(self, out: StreamOut, sub, tasks: tuple[int, ...]) -> None:
+        stream_id = self._stream_ids[(self.spec.id, sub.stream)]
+        grouping = copy.copy(sub.grouping)  # each sender prepares its own
         if isinstance(grouping, DirectGrouping):
-            direct[sub.stream].update({t: (outlet, i) for i, t in enumerate(outlet.tasks)})
+            for t in tasks:
+                out.direct[t] = (wire.data_header(wire.DATA, stream_id, t, self.task), [])
             return
         prepare = getattr(grouping, "prepare", None)
         if prepare is not None:
-            prepare(self.context, sub.stream, outlet.tasks)
+            prepare(self.context, sub.stream, tasks)
         else:
-            grouping.target_tasks = outlet.tasks
-        single = getattr(grouping, "single", False)
-        deliver = (_deliver_one(outlet, grouping.pick) if single
-                   else _deliver_many(outlet, grouping))
-        routes[sub.stream][1].append(deliver)
+            grouping.target_tasks = list(tasks)
+        out.outlets.append(Outlet(grouping, tasks, stream_id, self.task))
 
-    def _drop_unencodable(self, stream: str):
+    def _report_unencodable(self, stream: str, values) -> None:
         fields = self.spec.streams[stream]
-
-        def keep_good(batch: list) -> list:
-            good = [v for v in batch if wire.encodable(v)]
-            for values in (v for v in batch if not wire.encodable(v)):
-                self._report_unencodable(stream, fields, values)
-            return good
-
-        return keep_good
-
-    def _report_unencodable(self, stream, fields, values) -> None:
         self.dropped += 1
         bad = [f"{f} ({type(v).__name__})" for f, v in zip(fields, values)
                if not wire.encodable(v)]
@@ -216,18 +132,25 @@ class Executor:
             user.reset_timeout = self._bolt_reset_timeout
 
     def _make_emit(self):
-        routes, comp, acks = self._routes, self.spec.id, self._acks
+        """``emit``: check the stream and arity, append; a full batch is flushed."""
+        streams = {name: (out.arity, out.items, out) for name, out in self.streams.items()}
+        comp, acks, size = self.spec.id, self._acks, self._batch_size
         is_spout = self.kind == "spout"
 
         def emit(values, stream=DEFAULT_STREAM, msg_id=None, anchors=None):
             try:
-                n, delivers = routes[stream]
+                n, items, out = streams[stream]
             except KeyError:
-                raise _unknown_stream(comp, stream, routes) from None
-            if _arity(values) != n:
+                raise _unknown_stream(comp, stream, streams) from None
+            try:
+                ok = len(values) == n
+            except TypeError:
+                ok = False
+            if not ok:
                 raise _wrong_arity(comp, stream, values, n)
-            for deliver in delivers:
-                deliver(values)
+            items.append(values)
+            if len(items) >= size:
+                out.flush()
             if msg_id is not None and is_spout:
                 acks.append(msg_id)
 
@@ -235,18 +158,18 @@ class Executor:
 
     def _emit_direct(self, task: int, values, stream=DEFAULT_STREAM, msg_id=None, anchors=None):
         comp = self.spec.id
-        if stream not in self._routes:
-            raise _unknown_stream(comp, stream, self._routes)
-        target = self._direct[stream].get(task)
+        out = self.streams.get(stream)
+        if out is None:
+            raise _unknown_stream(comp, stream, self.streams)
+        target = out.direct.get(task)
         if target is None:
             raise ValueError(f"component {comp!r}: emit_direct to task {task}, which does not "
                              f"subscribe to stream {stream!r} with a direct grouping")
-        if _arity(values) != self._routes[stream][0]:
-            raise _wrong_arity(comp, stream, values, self._routes[stream][0])
-        outlet, i = target
-        outlet.batches[i].append(values)
-        if len(outlet.batches[i]) >= outlet.batch_size:
-            outlet.flush(i)
+        if _arity(values) != out.arity:
+            raise _wrong_arity(comp, stream, values, out.arity)
+        target[1].append(values)
+        if len(target[1]) >= self._batch_size:
+            out.flush()
         if msg_id is not None and self.kind == "spout":
             self._acks.append(msg_id)
 
@@ -308,7 +231,7 @@ class Executor:
             self._call("ack", ack, msg_id)
 
     def queued_or_sent(self) -> int:
-        return sum(o.sent + o.queued() for o in self.outlets)
+        return sum(o.emitted + o.queued() for o in self.streams.values())
 
     # -- bolts --------------------------------------------------------------------------
     def on_frame(self, header: bytes, body: bytes) -> None:
@@ -385,14 +308,20 @@ class Executor:
         self._call("process_tick", self.user.process_tick, Tuple([self._tick_every], source))
 
     def flush(self) -> None:
-        for outlet in self.outlets:
-            outlet.flush_all()
+        """Send every pending batch (a custom grouping that raises is user code failing)."""
+        try:
+            for out in self.streams.values():
+                out.flush()
+        except Exception as exc:
+            raise UserCodeError(f"{self.spec.class_name} grouping", exc) from exc
 
     # -- statistics ---------------------------------------------------------------------
     def record(self) -> dict:
         """The executor's counters, as the plain dict an instance reports."""
         return {"component": self.spec.id, "task": self.task, "kind": self.kind,
-                "container": self.info.container, "emitted": sum(o.sent for o in self.outlets),
+                "container": self.info.container,
+                "emitted": sum(o.emitted for o in self.streams.values()),
+                "transferred": sum(o.transferred for o in self.streams.values()),
                 "executed": self.executed, "acked": self.acked, "failed": self.failed,
                 "dropped": self.dropped, "errors": self.errors,
                 "first_executed": self.first_executed, "last_executed": self.last_executed}

@@ -31,7 +31,7 @@ from ._plan import PhysicalPlan
 log = logging.getLogger("tupleflow.instance")
 
 EXIT_USER_ERROR = 70  # user code raised: restart me
-SPOUT_CALLS = 100  # next_tuple calls between two looks at the sockets
+SPOUT_CALLS = 500  # next_tuple calls between two looks at the sockets
 MAX_DRAIN = 64  # frames handled before the loop looks at the clock again
 WELCOME_TIMEOUT = 30.0  # seconds to wait for the topology master's answer
 

@@ -22,7 +22,8 @@ class InstanceStats:
     pid: int | None = None
     incarnation: int = 0
     state: str = "starting"  # starting, running, restarting, failed, stopped
-    emitted: int = 0  # tuples sent, counted once per destination task
+    emitted: int = 0  # tuples emitted (once per emit call)
+    transferred: int = 0  # copies sent to tasks (an all-grouping of 3 tasks counts 3)
     executed: int = 0  # tuples given to process() (ticks excluded)
     acked: int = 0
     failed: int = 0

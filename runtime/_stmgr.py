@@ -149,7 +149,7 @@ class StreamManager:
     def from_local(self) -> None:
         for _ in range(256):
             try:
-                frames = self.local.recv_multipart(zmq.NOBLOCK, copy=False)
+                frames = self.local.recv_multipart(zmq.NOBLOCK)
             except zmq.Again:
                 return
             if len(frames) != 3:
@@ -160,7 +160,7 @@ class StreamManager:
     def from_peers(self) -> None:
         for _ in range(256):
             try:
-                frames = self.inbound.recv_multipart(zmq.NOBLOCK, copy=False)
+                frames = self.inbound.recv_multipart(zmq.NOBLOCK)
             except zmq.Again:
                 return
             if len(frames) != 2:
@@ -170,7 +170,7 @@ class StreamManager:
 
     def _route(self, header, body) -> None:
         try:
-            h = wire.parse_header(header.bytes)
+            h = wire.parse_header(header)
         except wire.WireError as exc:
             return self._drop(str(exc))
         if h.kind == wire.HELLO:
@@ -181,7 +181,7 @@ class StreamManager:
         if peer is None:
             self._to_local(h.dest, header, body)
         else:
-            peer.send_multipart([header, body], copy=False)
+            peer.send_multipart([header, body])
 
     def _to_local(self, task: int, header, body) -> None:
         child = self.children[task]
@@ -189,7 +189,7 @@ class StreamManager:
             child.pending.append((header, body))
             return
         try:
-            self.local.send_multipart([b"t%d" % task, header, body], zmq.NOBLOCK, copy=False)
+            self.local.send_multipart([b"t%d" % task, header, body], zmq.NOBLOCK)
         except zmq.ZMQError:  # not connected (EHOSTUNREACH) or its queue is full (EAGAIN)
             child.pending.append((header, body))
 
@@ -205,7 +205,7 @@ class StreamManager:
         while child.pending:
             header, body = child.pending[0]
             try:
-                self.local.send_multipart([ident, header, body], zmq.NOBLOCK, copy=False)
+                self.local.send_multipart([ident, header, body], zmq.NOBLOCK)
             except zmq.ZMQError:
                 return
             child.pending.popleft()

@@ -1,0 +1,163 @@
+"""The outbound side of an instance: per-stream batches, split among subscribers' tasks.
+
+``emit`` only appends the values to its stream's batch. When the batch is full (or the
+flush interval has passed) each subscriber's grouping splits it among that
+subscriber's tasks, and each part is encoded once and sent as one frame. Grouping per
+batch rather than per emit keeps the per-tuple work in tight loops: a subscriber with
+a single task takes the batch whole, and an all-grouping encodes it once for every task.
+"""
+
+from __future__ import annotations
+
+import zlib
+from collections.abc import Callable
+
+from . import wire
+from .groupings import AllGrouping, FieldsGrouping, stable_hash
+
+Send = Callable[[bytes, bytes], None]
+
+
+class StreamOut:
+    """One declared stream of this component: its pending batch and its subscribers."""
+
+    __slots__ = ("name", "arity", "items", "outlets", "direct", "send", "on_bad",
+                 "emitted", "transferred", "_reported")
+
+    def __init__(self, name: str, arity: int, send: Send,
+                 on_bad: Callable[[str, list], None]) -> None:
+        self.name, self.arity, self.send, self.on_bad = name, arity, send, on_bad
+        self.items: list = []
+        self.outlets: list[Outlet] = []
+        self.direct: dict[int, tuple[bytes, list]] = {}  # task -> (header, pending values)
+        self.emitted = self.transferred = 0
+        self._reported: set[int] = set()
+
+    def queued(self) -> int:
+        return len(self.items) + sum(len(p) for _, p in self.direct.values())
+
+    def flush(self) -> None:
+        """Split the pending batch among subscribers and send every part."""
+        items = self.items
+        if items:
+            for outlet in self.outlets:
+                outlet.take(items, self)
+            self.emitted += len(items)
+            items.clear()
+        for header, pending in self.direct.values():
+            if pending:
+                self.emitted += len(pending)
+                self.ship(header, pending)
+                pending.clear()
+        self._reported.clear()
+
+    def ship(self, header: bytes, part: list) -> None:
+        """Encode and send one frame; values msgpack cannot carry are dropped and reported."""
+        try:
+            body = wire.encode_batch(part)
+        except (TypeError, ValueError, OverflowError):
+            part = self._without_unencodable(part)
+            if not part:
+                return
+            body = wire.encode_batch(part)
+        self.send(header, body)
+        self.transferred += len(part)
+
+    def ship_to_all(self, headers: list[bytes], part: list) -> None:
+        try:
+            body = wire.encode_batch(part)
+        except (TypeError, ValueError, OverflowError):
+            part = self._without_unencodable(part)
+            if not part:
+                return
+            body = wire.encode_batch(part)
+        for header in headers:
+            self.send(header, body)
+        self.transferred += len(part) * len(headers)
+
+    def _without_unencodable(self, part: list) -> list:
+        good = []
+        for values in part:
+            if wire.encodable(values):
+                good.append(values)
+            elif id(values) not in self._reported:  # report each tuple once per flush
+                self._reported.add(id(values))
+                self.on_bad(self.name, values)
+        return good
+
+
+class Outlet:
+    """One subscriber of a stream: its tasks, and how a batch is split among them."""
+
+    __slots__ = ("tasks", "headers", "take")
+
+    def __init__(self, grouping, tasks, stream_id: int, src: int) -> None:
+        self.tasks = list(tasks)
+        self.headers = [wire.data_header(wire.DATA, stream_id, t, src) for t in self.tasks]
+        self.take = _splitter(grouping, self)
+
+
+def _splitter(grouping, outlet: Outlet) -> Callable[[list, StreamOut], None]:
+    """``take(items, out)`` for this grouping, specialised by shape."""
+    headers, n = outlet.headers, len(outlet.tasks)
+    if isinstance(grouping, AllGrouping) or (grouping.single and n == 1):
+        return _whole(headers)
+    if isinstance(grouping, FieldsGrouping) and len(grouping.indexes) == 1:
+        return _by_field(headers, grouping.indexes[0])
+    if grouping.single:
+        return _by_pick(headers, grouping.pick)
+    return _by_choice(headers, outlet.tasks, grouping)
+
+
+def _whole(headers: list[bytes]):
+    if len(headers) == 1:
+        header = headers[0]
+        return lambda items, out: out.ship(header, items)
+    return lambda items, out: out.ship_to_all(headers, items)
+
+
+def _by_field(headers: list[bytes], field: int):
+    """A fields grouping on one field: the same choice as ``FieldsGrouping.pick``."""
+    n, crc, stable = len(headers), zlib.crc32, stable_hash
+
+    def take(items, out):
+        parts = [[] for _ in headers]
+        for values in items:
+            v = values[field]
+            parts[(crc(v.encode()) if type(v) is str else stable(v)) % n].append(values)
+        _ship_parts(headers, parts, out)
+
+    return take
+
+
+def _by_pick(headers: list[bytes], pick: Callable[[list], int]):
+    def take(items, out):
+        parts = [[] for _ in headers]
+        for values in items:
+            parts[pick(values)].append(values)
+        _ship_parts(headers, parts, out)
+
+    return take
+
+
+def _by_choice(headers: list[bytes], tasks: list[int], grouping):
+    index, choose = {t: i for i, t in enumerate(tasks)}, grouping.choose_tasks
+
+    def take(items, out):
+        parts = [[] for _ in headers]
+        for values in items:
+            for task in choose(values):
+                i = index.get(task)
+                if i is None:
+                    raise ValueError(f"grouping {grouping!r} chose task {task}, which "
+                                     f"is not one of the subscriber's tasks {tasks}")
+                parts[i].append(values)
+        _ship_parts(headers, parts, out)
+
+    return take
+
+
+def _ship_parts(headers: list[bytes], parts: list[list], out: StreamOut) -> None:
+    for header, part in zip(headers, parts):
+        if part:
+            out.ship(header, part)
