@@ -1,0 +1,573 @@
+"""The acker ledger (seeds 000 §2.3 and 001) and Storm's RotatingMap.
+
+The tests drive the ledger with the messages Storm's collectors would send it: a small
+model of those collectors (``Collectors``) gives every anchor its own random edge id,
+exactly as Storm's ``BoltOutputCollectorImpl`` does, so the XOR values are the real ones.
+Storm's own acking tests (``core_test.clj``: test-acking, test-ack-branching,
+test-acking-self-anchor, test-timeout, test-reset-timeout) are ported at this level, then
+a property test runs 10,000 random tuple DAGs delivered in shuffled order.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import itertools
+import os
+import random
+from collections import Counter
+from dataclasses import dataclass, field
+from functools import reduce
+from operator import xor
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from runtime._ledger import (
+    AckLedger,
+    Completed,
+    Failed,
+    LedgerStatistics,
+    RotatingMap,
+    new_id,
+)
+
+# --- a model of Storm's collectors -------------------------------------------------------
+
+
+@dataclass(eq=False)
+class Tup:
+    """A tuple in flight: root id -> XOR of the edge ids it came in on, and its ack val."""
+
+    roots: dict[int, int] = field(default_factory=dict)
+    ack_val: int = 0  # XOR of the edge ids of the tuples anchored to this one
+
+
+class Collectors:
+    """Storm's spout and bolt output collectors, reduced to what they send the acker."""
+
+    def __init__(self, seed: int = 0) -> None:
+        self.rng = random.Random(seed)
+        self.messages: list[tuple] = []
+
+    def new_id(self) -> int:
+        return self.rng.getrandbits(64) or 1
+
+    def spout_emit(self, task: int, consumers: int = 1) -> tuple[int, list[Tup]]:
+        """A spout tuple sent to ``consumers`` tasks: a new root and one tuple each."""
+        root = self.new_id()
+        tuples = [Tup({root: self.new_id()}) for _ in range(consumers)]
+        edges = [t.roots[root] for t in tuples]
+        self.messages.append(("init", root, task, reduce(xor, edges, 0)))
+        return root, tuples
+
+    def emit(self, anchors: list[Tup]) -> Tup:
+        """A bolt emits a tuple anchored to ``anchors``: one new edge id per anchor."""
+        child = Tup()
+        for anchor in anchors:
+            edge = self.new_id()
+            anchor.ack_val ^= edge
+            for root in anchor.roots:
+                child.roots[root] = child.roots.get(root, 0) ^ edge
+        return child
+
+    def ack(self, t: Tup) -> None:
+        self.messages += [("ack", root, edges ^ t.ack_val) for root, edges in t.roots.items()]
+
+    def fail(self, t: Tup) -> None:
+        self.messages += [("fail", root) for root in t.roots]
+
+    def take(self) -> list[tuple]:
+        """The messages sent since the last ``take``."""
+        taken, self.messages = self.messages, []
+        return taken
+
+
+def deliver(ledger: AckLedger, message: tuple, now: float) -> list:
+    """Hand one collector message to the ledger method of the same name."""
+    kind, *args = message
+    return getattr(ledger, kind)(*args, now=now)
+
+
+def deliver_each(ledger: AckLedger, messages: list[tuple], now: float = 0.0) -> list[list]:
+    """The decisions returned for each message, in order."""
+    return [deliver(ledger, m, now) for m in messages]
+
+
+def deliver_all(ledger: AckLedger, messages: list[tuple], now: float = 0.0) -> list:
+    return [d for ds in deliver_each(ledger, messages, now) for d in ds]
+
+
+# --- new_id ----------------------------------------------------------------------------------
+
+
+def test_new_id_is_a_nonzero_unsigned_64_bit_int():
+    ids = [new_id() for _ in range(10_000)]
+    assert all(0 < i < 2**64 for i in ids)
+    assert len(set(ids)) == len(ids)
+    assert max(ids).bit_length() == 64
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="needs os.fork")
+def test_forked_children_draw_different_ids():
+    read_end, write_end = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child: report its first id and leave at once
+        os.write(write_end, new_id().to_bytes(8, "little"))
+        os._exit(0)
+    os.close(write_end)
+    child_id = int.from_bytes(os.read(read_end, 8), "little")
+    os.close(read_end)
+    os.waitpid(pid, 0)
+    assert child_id != new_id()
+
+
+# --- RotatingMap -----------------------------------------------------------------------------
+
+
+def test_rotating_map_get_put_remove_contains_len():
+    m = RotatingMap(3)
+    m.put("a", 1)
+    m.rotate()
+    m.put("b", 2)
+    assert (m.get("a"), m.get("b"), m.get("c"), m.get("c", 0)) == (1, 2, None, 0)
+    assert ("a" in m, m.contains("b"), "c" in m, len(m)) == (True, True, False, 2)
+    assert (m.remove("a"), m.remove("a"), len(m)) == (1, None, 1)
+
+
+def test_rotating_map_keys_expire_after_as_many_rotations_as_buckets():
+    m = RotatingMap(3)
+    m.put("a", 1)
+    assert [m.rotate(), m.rotate(), m.rotate()] == [{}, {}, {"a": 1}]
+    assert "a" not in m and len(m) == 0
+
+
+def test_rotating_map_put_makes_a_key_the_youngest_and_replace_keeps_its_age():
+    m = RotatingMap(2)
+    m.put("old", 1)
+    m.put("young", 1)
+    m.rotate()
+    m.put("old", 2)  # moved to the newest bucket
+    m.replace("young", 2)  # stays in the older bucket
+    m.replace("new", 3)  # absent: starts in the newest bucket
+    assert m.rotate() == {"young": 2}
+    assert m.rotate() == {"old": 2, "new": 3}
+
+
+@pytest.mark.parametrize("buckets", [0, 1])
+def test_rotating_map_needs_two_buckets(buckets):
+    with pytest.raises(ValueError):
+        RotatingMap(buckets)
+
+
+operations = st.lists(
+    st.one_of(
+        st.tuples(st.sampled_from(["put", "replace"]), st.integers(0, 5), st.integers()),
+        st.tuples(st.just("remove"), st.integers(0, 5)),
+        st.tuples(st.just("rotate")),
+    ),
+    max_size=50,
+)
+
+
+@given(buckets=st.integers(2, 4), ops=operations)
+def test_rotating_map_matches_a_model_of_ages(buckets, ops):
+    m, model = RotatingMap(buckets), {}  # model: key -> [value, rotations survived]
+    for op, *args in ops:
+        if op == "put":
+            model[args[0]] = [args[1], 0]
+        elif op == "replace":
+            model[args[0]] = [args[1], model.get(args[0], [None, 0])[1]]
+        elif op == "remove":
+            assert m.remove(args[0]) == model.pop(args[0], [None])[0]
+            continue
+        else:
+            for entry in model.values():
+                entry[1] += 1
+            expired = {k: v for k, (v, age) in model.items() if age == buckets}
+            model = {k: e for k, e in model.items() if k not in expired}
+            assert m.rotate() == expired
+            continue
+        getattr(m, op)(*args)
+    assert {k: m.get(k) for k in range(6) if k in m} == {k: v for k, (v, _) in model.items()}
+    assert len(m) == len(model)
+
+
+# --- Storm's acking tests, at the ledger level ------------------------------------------------
+
+
+def test_a_single_tuple_completes_when_acked():
+    c, ledger = Collectors(), AckLedger(30)
+    root, [t] = c.spout_emit(task=4)
+    c.ack(t)
+    assert deliver_each(ledger, c.take()) == [[], [Completed(root, 4)]]
+
+
+def test_a_spout_tuple_with_no_consumers_completes_on_init():
+    c, ledger = Collectors(), AckLedger(30)
+    root, _ = c.spout_emit(task=0, consumers=0)
+    assert deliver_all(ledger, c.take()) == [Completed(root, 0)]
+
+
+def test_fan_out_completes_only_after_the_last_leaf():
+    """Spout -> a bolt that emits two children anchored to its input -> an acking bolt."""
+    c, ledger = Collectors(), AckLedger(30)
+    root, [t] = c.spout_emit(task=1)
+    kids = [c.emit([t]), c.emit([t])]
+    c.ack(t)
+    for kid in kids:
+        c.ack(kid)
+    assert deliver_each(ledger, c.take()) == [[], [], [], [Completed(root, 1)]]
+
+
+def test_diamond_branches_joined_by_one_tuple():
+    """test-ack-branching: spout -> two identity bolts -> a join anchored to both."""
+    c, ledger = Collectors(), AckLedger(30)
+    root, (left, right) = c.spout_emit(task=2, consumers=2)
+    left_out, right_out = c.emit([left]), c.emit([right])
+    c.ack(left)
+    c.ack(right)
+    joined = c.emit([left_out, right_out])
+    c.ack(left_out)
+    c.ack(right_out)
+    c.ack(joined)
+    decisions = deliver_each(ledger, c.take())
+    assert decisions[-1] == [Completed(root, 2)]
+    assert not any(decisions[:-1])
+
+
+def test_the_same_input_anchored_twice():
+    """test-acking-self-anchor: emit(anchors=[t, t]) gets two edges, both must come back."""
+    c, ledger = Collectors(), AckLedger(30)
+    root, [t] = c.spout_emit(task=3)
+    kid = c.emit([t, t])
+    c.ack(t)
+    assert deliver_all(ledger, c.take()) == []  # a shared edge id would cancel out here
+    c.ack(kid)
+    assert deliver_all(ledger, c.take()) == [Completed(root, 3)]
+
+
+def test_a_tuple_anchored_to_two_roots_holds_both():
+    c, ledger = Collectors(), AckLedger(30)
+    (r1, [a]), (r2, [b]) = c.spout_emit(task=1), c.spout_emit(task=2)
+    joined = c.emit([a, b])
+    c.ack(a)
+    c.ack(b)
+    assert deliver_all(ledger, c.take()) == []
+    c.ack(joined)
+    assert set(deliver_all(ledger, c.take())) == {Completed(r1, 1), Completed(r2, 2)}
+
+
+def test_a_failed_multi_anchored_tuple_fails_every_root():
+    c, ledger = Collectors(), AckLedger(30)
+    (r1, [a]), (r2, [b]) = c.spout_emit(task=1), c.spout_emit(task=2)
+    joined = c.emit([a, b])
+    c.ack(a)
+    c.ack(b)
+    c.fail(joined)
+    assert set(deliver_all(ledger, c.take())) == {Failed(r1, 1, "fail"), Failed(r2, 2, "fail")}
+
+
+def test_unanchored_emits_are_not_tracked():
+    c, ledger = Collectors(), AckLedger(30)
+    root, [t] = c.spout_emit(task=0)
+    loose = c.emit([])
+    c.ack(t)
+    c.fail(loose)  # fails nothing: it belongs to no tree
+    assert deliver_all(ledger, c.take()) == [Completed(root, 0)]
+
+
+class AckingTopology:
+    """test-acking: spouts 1-3 -> branching bolts (2, 4, 1) -> aggregate of 3 -> branch 2 -> ack.
+
+    Everything runs synchronously; ``feed`` returns how many roots of each spout
+    completed during that feed, like Storm's ack-tracking feeders.
+    """
+
+    BRANCHES = {1: 2, 2: 4, 3: 1}
+
+    def __init__(self) -> None:
+        self.c, self.ledger, self.held = Collectors(), AckLedger(30), []
+
+    def feed(self, spout: int) -> dict[int, int]:
+        _, [t] = self.c.spout_emit(task=spout)
+        for kid in self.branch(t, self.BRANCHES[spout]):
+            self.aggregate(kid)
+        done = deliver_all(self.ledger, self.c.take())
+        return dict(Counter(d.spout_task for d in done if isinstance(d, Completed)))
+
+    def branch(self, t: Tup, n: int) -> list[Tup]:
+        kids = [self.c.emit([t]) for _ in range(n)]
+        self.c.ack(t)
+        return kids
+
+    def aggregate(self, t: Tup) -> None:
+        self.held.append(t)
+        if len(self.held) == 3:
+            out = self.c.emit(self.held)
+            for held in self.held:
+                self.c.ack(held)
+            self.held = []
+            for kid in self.branch(out, 2):
+                self.c.ack(kid)
+
+
+def test_acking_topology_from_storm():
+    topology = AckingTopology()
+    assert topology.feed(1) == {}  # two tuples wait in the aggregate
+    assert topology.feed(2) == {1: 1, 2: 1}  # six tuples: two aggregates fire
+    assert topology.feed(1) == {}
+    assert topology.feed(1) == {1: 1}  # the first of these two roots completes
+    assert topology.feed(3) == {}
+    assert topology.feed(2) == {1: 1, 2: 1, 3: 1}
+    assert topology.ledger.statistics() == LedgerStatistics(0, 6, 0, 0, 0)
+
+
+# --- timeouts ----------------------------------------------------------------------------------
+
+
+def test_ack_every_other_with_a_ten_second_timeout():
+    """test-timeout: the acked roots complete at once; the other fails only after 10 s."""
+    c, ledger = Collectors(), AckLedger(10)
+    ledger.expire(now=0)
+    spouted = [c.spout_emit(task=0) for _ in range(3)]
+    for i, (_, [t]) in enumerate(spouted):
+        if i % 2 == 0:
+            c.ack(t)
+    (r1, _), (r2, _), (r3, _) = spouted
+    assert set(deliver_all(ledger, c.take(), now=11)) == {Completed(r1, 0), Completed(r3, 0)}
+    assert ledger.expire(now=20) == []  # 9 s later: not yet
+    assert ledger.expire(now=32) == [Failed(r2, 0, "timeout")]  # 21 s later
+    assert ledger.statistics() == LedgerStatistics(0, 2, 0, 1, 0)
+
+
+@pytest.mark.parametrize("buckets", [2, 3, 5])
+@pytest.mark.parametrize("offset", [0.0, 0.001, 1.7, 2.499, 2.5, 4.999])
+def test_a_timeout_fires_after_timeout_secs_and_within_one_rotation(buckets, offset):
+    ledger = AckLedger(10, buckets=buckets)
+    ledger.expire(now=100)
+    start = 100 + offset
+    ledger.init(7, 1, 12345, now=start)
+    times = [start + i / 100 for i in range(2500)]
+    fired = [now for now in times if ledger.expire(now) == [Failed(7, 1, "timeout")]]
+    assert len(fired) == 1
+    assert start + 10 < fired[0] <= start + 10 + ledger.rotation_secs + 0.01
+
+
+def test_reset_timeout_keeps_a_root_alive_for_twice_the_timeout():
+    """test-reset-timeout: a slow bolt resets the timeout, then acks after 2x the timeout."""
+    c, ledger = Collectors(), AckLedger(10)
+    root, [t] = c.spout_emit(task=5)
+    assert deliver_all(ledger, c.take(), now=0) == []
+    for now in range(1, 21):
+        assert ledger.expire(now) == []
+        if now % 6 == 0:
+            assert ledger.reset_timeout(root, now) == []
+    c.ack(t)
+    assert deliver_all(ledger, c.take(), now=21) == [Completed(root, 5)]
+
+
+def test_reset_timeout_of_an_unknown_root_is_ignored():
+    ledger = AckLedger(10)
+    assert ledger.reset_timeout(99, now=0) == []
+    assert ledger.statistics().pending == 0
+
+
+def test_a_long_silence_expires_everything_once():
+    ledger = AckLedger(10)
+    ledger.init(1, 0, 5, now=0)
+    ledger.ack(2, 5, now=1)  # an ack whose init never comes
+    assert ledger.expire(now=10**6) == [Failed(1, 0, "timeout")]
+    assert ledger.statistics() == LedgerStatistics(0, 0, 0, 1, 1)
+
+
+def test_a_clock_that_steps_back_expires_nothing():
+    ledger = AckLedger(10)
+    ledger.init(1, 0, 5, now=100)
+    assert ledger.expire(now=0) == []
+    assert ledger.expire(now=109) == []
+    assert ledger.expire(now=116) == [Failed(1, 0, "timeout")]
+
+
+# --- messages in any order -----------------------------------------------------------------------
+
+
+def small_tree() -> tuple[int, list[tuple]]:
+    """A spout tuple to two bolts; one emits a child, anchored twice; all acked."""
+    c = Collectors(7)
+    root, (a, b) = c.spout_emit(task=6, consumers=2)
+    kid = c.emit([a, a])
+    c.ack(a)
+    c.ack(b)
+    c.ack(kid)
+    return root, c.take()
+
+
+def test_every_delivery_order_completes_exactly_on_the_last_message():
+    root, messages = small_tree()
+    for order in itertools.permutations(messages):
+        decisions = deliver_each(AckLedger(30), list(order))
+        assert decisions == [[]] * (len(messages) - 1) + [[Completed(root, 6)]], order
+
+
+def test_acks_before_init_are_kept_without_a_spout_task():
+    root, messages = small_tree()
+    ledger = AckLedger(30)
+    assert deliver_all(ledger, messages[1:]) == []
+    assert ledger.statistics().pending == 1
+    assert deliver_all(ledger, messages[:1]) == [Completed(root, 6)]
+
+
+@pytest.mark.parametrize("position", range(3))
+def test_a_fail_fails_the_root_as_soon_as_the_init_is_in(position):
+    c = Collectors()
+    root, (a, b) = c.spout_emit(task=2, consumers=2)
+    c.ack(a)
+    c.fail(b)
+    init, *rest = c.take()
+    messages = rest[:position] + [init] + rest[position:]
+    decisions = deliver_each(AckLedger(30), messages)
+    decided_at = max(messages.index(init), messages.index(("fail", root)))
+    assert decisions[decided_at] == [Failed(root, 2, "fail")]
+    assert sum(map(len, decisions)) == 1
+
+
+def test_acks_whose_init_never_comes_expire_silently():
+    root, messages = small_tree()
+    ledger = AckLedger(10)
+    assert deliver_all(ledger, messages[1:], now=0) == []
+    assert ledger.expire(now=100) == []
+    assert ledger.statistics() == LedgerStatistics(0, 0, 0, 0, 1)
+    # the init comes after all: its tree can no longer add up, so it times out
+    assert deliver_all(ledger, messages[:1], now=101) == []
+    assert ledger.expire(now=200) == [Failed(root, 6, "timeout")]
+
+
+# --- settings and records ------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(("timeout", "buckets"), [(0, 3), (-1, 3), (10, 1)])
+def test_bad_settings_are_rejected(timeout, buckets):
+    with pytest.raises(ValueError):
+        AckLedger(timeout, buckets=buckets)
+
+
+def test_a_negative_spout_task_is_rejected():
+    with pytest.raises(ValueError):
+        AckLedger(10).init(1, -1, 5, now=0)
+
+
+def test_records_are_frozen():
+    ledger = AckLedger(10)
+    for record in (Completed(1, 2), Failed(1, 2, "fail"), ledger.statistics()):
+        with pytest.raises(dataclasses.FrozenInstanceError):
+            setattr(record, dataclasses.fields(record)[0].name, 3)
+
+
+def test_rotation_period_divides_the_timeout_between_buckets():
+    assert AckLedger(30).rotation_secs == 15
+    assert AckLedger(30, buckets=2).rotation_secs == 30
+    assert AckLedger(30, buckets=7).rotation_secs == 5
+
+
+# --- the property: random DAGs, random fates, shuffled delivery ----------------------------------
+
+TIMEOUT = 2.0  # seconds; a batch's messages are delivered well within it
+STEP = 0.001  # seconds between two deliveries
+ROOTS_PER_BATCH = 50
+
+
+def grow_batch(c: Collectors, rng: random.Random) -> dict[int, dict]:
+    """Spout tuples and their random DAGs; returns each root's task and expected fate.
+
+    Each bolt execution emits 0-3 children anchored to its input, sometimes also to
+    another pending tuple (a join, possibly across roots) or to its input twice, then
+    acks (96 %), fails (2 %) or loses (2 %: the task died) its input.
+    """
+    roots, pending = {}, []
+    for _ in range(ROOTS_PER_BATCH):
+        task = rng.randrange(8)
+        root, tuples = c.spout_emit(task, consumers=rng.choice([0, 1, 1, 2, 3]))
+        roots[root] = {"task": task, "fates": set()}
+        pending += [(t, 0) for t in tuples]
+    while pending:
+        t, depth = pending.pop(rng.randrange(len(pending)))
+        for _ in range(rng.choice([0, 1, 1, 2, 3]) if depth < 3 else 0):
+            anchors = [t] + [t] * (rng.random() < 0.05)
+            if pending and rng.random() < 0.2:
+                anchors.append(rng.choice(pending)[0])
+            pending.append((c.emit(anchors), depth + 1))
+        fate = rng.choices(["ack", "fail", "lost"], weights=[96, 2, 2])[0]
+        if fate != "lost":
+            getattr(c, fate)(t)
+        for root in t.roots:
+            roots[root]["fates"].add(fate)
+    return roots
+
+
+def expected_outcome(fates: set[str]) -> str:
+    if "fail" in fates:
+        return "fail"
+    return "timeout" if "lost" in fates else "complete"
+
+
+def run_property(dags: int, buckets: int, seed: int) -> None:
+    rng, c = random.Random(seed), Collectors(seed)
+    ledger = AckLedger(TIMEOUT, buckets=buckets)
+    now, roots, decided = 100.0, {}, {}  # decided: root -> (decision, now, message index)
+    last_message, init_at, first_fail = {}, {}, {}
+    index = 0
+    for _ in range(dags // ROOTS_PER_BATCH):
+        roots.update(grow_batch(c, rng))
+        messages = c.take()
+        rng.shuffle(messages)
+        for message in messages:
+            kind, root = message[0], message[1]
+            last_message[root] = index
+            if kind == "init":
+                init_at[root] = (index, now)
+            if kind == "fail":
+                first_fail.setdefault(root, index)
+            for decision in deliver(ledger, message, now):
+                assert decision.root_id not in decided, f"decided twice: {decision}"
+                decided[decision.root_id] = (decision, now, index)
+            now += STEP
+            index += 1
+    for _ in range(int(2 * TIMEOUT / 0.01)):  # quiet time: let the timeouts come in
+        for decision in ledger.expire(now):
+            assert decision.root_id not in decided, f"decided twice: {decision}"
+            decided[decision.root_id] = (decision, now, None)
+        now += 0.01
+
+    assert decided.keys() == roots.keys()
+    outcomes = Counter()
+    for root, info in roots.items():
+        decision, at, delivered_by = decided[root]
+        outcome = expected_outcome(info["fates"])
+        outcomes[outcome] += 1
+        assert decision.spout_task == info["task"]
+        init_index, init_now = init_at[root]
+        if outcome == "complete":
+            assert decision == Completed(root, info["task"])
+            assert delivered_by == last_message[root]  # not one message early
+        elif outcome == "fail":
+            assert decision == Failed(root, info["task"], "fail")
+            assert delivered_by == max(init_index, first_fail[root])
+        else:
+            assert decision == Failed(root, info["task"], "timeout")
+            assert init_now + TIMEOUT < at <= init_now + TIMEOUT + ledger.rotation_secs + 0.011
+
+    late = sum(  # failed roots that got messages after their decision: they end as orphans
+        1
+        for root, (d, _, i) in decided.items()
+        if isinstance(d, Failed) and i is not None and last_message[root] > i
+    )
+    assert ledger.statistics() == LedgerStatistics(
+        0, outcomes["complete"], outcomes["fail"], outcomes["timeout"], late
+    )
+    assert all(outcomes[o] > dags / 100 for o in ("complete", "fail", "timeout"))
+
+
+@pytest.mark.parametrize(("dags", "buckets"), [(10_000, 3), (2_000, 2), (2_000, 5)])
+def test_random_dags_in_random_order(dags, buckets):
+    run_property(dags, buckets, seed=dags + buckets)
