@@ -268,7 +268,7 @@ class Executor:
         now = self.wall()
         if self.first_executed is None:
             self.first_executed = now
-        done = 0
+        done = fails = 0
         try:
             for values in batch:
                 tup = Tuple(values, source)
@@ -277,15 +277,16 @@ class Executor:
                 except FailedException:
                     if not basic:
                         raise
-                    self.failed += 1
+                    fails += 1
                 done += 1
         except Exception as exc:
             raise UserCodeError(f"{self.spec.class_name}.process", exc) from exc
         finally:
             self.executed += done
             self.last_executed = self.wall()
-        if basic:
-            self.acked += done
+            if basic:  # a BasicBolt's input is acked when process returns, failed if it raised
+                self.acked += done - fails
+                self.failed += fails
 
     # -- timers -------------------------------------------------------------------------
     def on_timer(self, now: float) -> float:

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import networkx as nx
 
+from .groupings import label
+
 
 def logical_graph(topology) -> nx.DiGraph:
     """Nodes are components; an edge per (source, stream, grouping) subscription.
@@ -25,7 +27,7 @@ def _add_edge(graph: nx.DiGraph, sub, target: str) -> None:
     if graph.has_edge(sub.source, target):
         data = graph.edges[sub.source, target]
         data["streams"].append(sub.stream)
-        data["groupings"].append(sub.grouping.describe())
+        data["groupings"].append(label(sub.grouping))
         return
-    graph.add_edge(sub.source, target, stream=sub.stream, grouping=sub.grouping.describe(),
-                   streams=[sub.stream], groupings=[sub.grouping.describe()])
+    graph.add_edge(sub.source, target, stream=sub.stream, grouping=label(sub.grouping),
+                   streams=[sub.stream], groupings=[label(sub.grouping)])

@@ -80,10 +80,15 @@ class StreamOut:
         for values in part:
             if wire.encodable(values):
                 good.append(values)
-            elif id(values) not in self._reported:  # report each tuple once per flush
-                self._reported.add(id(values))
-                self.on_bad(self.name, values)
+            else:
+                self.drop(values)
         return good
+
+    def drop(self, values: list) -> None:
+        """A tuple that cannot be sent: reported once per flush, however many subscribers."""
+        if id(values) not in self._reported:
+            self._reported.add(id(values))
+            self.on_bad(self.name, values)
 
 
 class Outlet:
@@ -100,11 +105,12 @@ class Outlet:
 def _splitter(grouping, outlet: Outlet) -> Callable[[list, StreamOut], None]:
     """``take(items, out)`` for this grouping, specialised by shape."""
     headers, n = outlet.headers, len(outlet.tasks)
-    if isinstance(grouping, AllGrouping) or (grouping.single and n == 1):
+    single = getattr(grouping, "single", False)  # a duck-typed custom grouping has none
+    if isinstance(grouping, AllGrouping) or (single and n == 1):
         return _whole(headers)
     if isinstance(grouping, FieldsGrouping) and len(grouping.indexes) == 1:
         return _by_field(headers, grouping.indexes[0])
-    if grouping.single:
+    if single:
         return _by_pick(headers, grouping.pick)
     return _by_choice(headers, outlet.tasks, grouping)
 
@@ -120,11 +126,18 @@ def _by_field(headers: list[bytes], field: int):
     """A fields grouping on one field: the same choice as ``FieldsGrouping.pick``."""
     n, crc, stable = len(headers), zlib.crc32, stable_hash
 
+    def key(values):
+        v = values[field]
+        return (crc(v.encode()) if type(v) is str else stable(v)) % n
+
     def take(items, out):
         parts = [[] for _ in headers]
-        for values in items:
-            v = values[field]
-            parts[(crc(v.encode()) if type(v) is str else stable(v)) % n].append(values)
+        try:
+            for values in items:
+                v = values[field]
+                parts[(crc(v.encode()) if type(v) is str else stable(v)) % n].append(values)
+        except (TypeError, ValueError):  # a key msgpack could not carry either: go carefully
+            parts = _split_carefully(items, key, len(headers), out)
         _ship_parts(headers, parts, out)
 
     return take
@@ -133,11 +146,26 @@ def _by_field(headers: list[bytes], field: int):
 def _by_pick(headers: list[bytes], pick: Callable[[list], int]):
     def take(items, out):
         parts = [[] for _ in headers]
-        for values in items:
-            parts[pick(values)].append(values)
+        try:
+            for values in items:
+                parts[pick(values)].append(values)
+        except (TypeError, ValueError):  # a fields-grouping key that cannot be sent
+            parts = _split_carefully(items, pick, len(headers), out)
         _ship_parts(headers, parts, out)
 
     return take
+
+
+def _split_carefully(items: list, pick: Callable[[list], int], n: int, out: StreamOut):
+    """The slow path of a split, for a batch holding a key that cannot be hashed (and so
+    cannot be sent either): that tuple is dropped and reported, the others go on."""
+    parts = [[] for _ in range(n)]
+    for values in items:
+        try:
+            parts[pick(values)].append(values)
+        except (TypeError, ValueError):
+            out.drop(values)
+    return parts
 
 
 def _by_choice(headers: list[bytes], tasks: list[int], grouping):

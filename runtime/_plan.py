@@ -71,6 +71,8 @@ class PhysicalPlan:
         return tuple(t for t in self.tasks if t.container == container)
 
     def task(self, task_id: int) -> TaskInfo:
+        if not 1 <= task_id <= len(self.tasks):  # tasks[-1] would answer for task 0
+            raise IndexError(f"no task {task_id} in topology {self.topology!r}")
         return self.tasks[task_id - 1]
 
     def stream_ids(self) -> dict[tuple[str, str], int]:

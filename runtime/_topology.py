@@ -44,7 +44,7 @@ class Subscription:
 
     def describe(self) -> str:
         stream = "" if self.stream == DEFAULT_STREAM else f"[{self.stream}]"
-        return f"{self.source}{stream} --{self.grouping.describe()}-->"
+        return f"{self.source}{stream} --{g.label(self.grouping)}-->"
 
 
 @dataclass(frozen=True)
@@ -95,7 +95,8 @@ def declared_streams(comp_id: str, impl: Any) -> dict[str, tuple[str, ...]]:
 
 def _fields(comp_id: str, stream: str, fields: Any) -> tuple[str, ...]:
     check_user_id(f"component {comp_id!r}", stream)
-    if isinstance(fields, str) or not all(isinstance(f, str) for f in fields):
+    if (isinstance(fields, str) or not isinstance(fields, Sequence)
+            or not all(isinstance(f, str) for f in fields)):
         raise TopologyError(f"component {comp_id!r} stream {stream!r}: fields must be a list "
                             f"of strings, not {fields!r}")
     dupes = sorted({f for f in fields if list(fields).count(f) > 1})
@@ -214,6 +215,11 @@ class Declarer:
         if topo._components[self.id].kind != "bolt":
             raise TopologyError(f"component {self.id!r}: only bolts take inputs")
         topo.source_fields(self.id, source, stream)
+        if any(s.source == source and s.stream == stream
+               for s in topo._components[self.id].inputs):
+            raise TopologyError(f"component {self.id!r}: already subscribed to {source!r} "
+                                f"stream {stream!r}; a bolt takes each stream once, with one "
+                                "grouping")
         topo._subscribe(self.id, source, stream, grouping)
         return self
 

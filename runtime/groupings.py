@@ -141,6 +141,12 @@ class LocalOrShuffleGrouping(_SingleTarget):
         self.pick = _cycler(order)
 
 
+def label(grouping: Any) -> str:
+    """How a grouping is shown; a duck-typed custom grouping may lack ``describe``."""
+    describe = getattr(grouping, "describe", None)
+    return describe() if callable(describe) else Grouping.name
+
+
 class DirectGrouping(Grouping):
     """The sender names the task with ``emit_direct``; plain ``emit`` sends nothing here."""
 
@@ -158,7 +164,8 @@ def stable_hash(value: Any) -> int:
     """A 32-bit hash of a msgpack-able value that is the same in every process and run.
 
     Values that compare equal hash equal (``1 == 1.0 == True``; a tuple and a list with
-    the same items), so a fields grouping is consistent whatever the sender saw first.
+    the same items; a ``StrEnum`` member and its string), so a fields grouping is
+    consistent whatever the sender saw first.
 
     >>> stable_hash("storm") == stable_hash("storm"), stable_hash(1) == stable_hash(True)
     (True, True)
@@ -182,7 +189,14 @@ def _canonical(value: Any) -> bytes:
         return b"\x91".join(_canonical(v) for v in value) + b"\x90"
     if t is dict:
         return _dict_bytes(value)
+    for base, convert in _BASES:  # a subclass travels, and so hashes, as its base value
+        if isinstance(value, base):
+            return _canonical(convert(value))
     raise TypeError(f"cannot group on a value of type {t.__name__}: {value!r}")
+
+
+_BASES = ((str, str.__str__), (int, int.__int__), (float, float.__float__),
+          ((bytes, bytearray, memoryview), bytes), ((list, tuple), list), (dict, dict))
 
 
 def _int_bytes(i: int) -> bytes:

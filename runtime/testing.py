@@ -18,6 +18,8 @@ a topology that works here differs from the multiprocess run only in scheduling.
 
 from __future__ import annotations
 
+import contextlib
+import functools
 import logging
 import os
 import shutil
@@ -33,8 +35,11 @@ import cloudpickle
 from . import wire
 from ._api import Bolt, Spout
 from ._executor import Executor, UserCodeError
+from ._topology import TopologyError
 
 log = logging.getLogger("tupleflow.testing")
+
+START_ATTEMPTS = 10  # failed open/prepare calls in a row before the twin gives up on a task
 
 
 class FakeClock:
@@ -148,26 +153,48 @@ class InMemoryCluster:
     ``run_until_idle()`` steps spouts and delivers frames until nothing moves; ``advance``
     moves the fake clock and fires due flushes and ticks. A user-code exception is
     recorded in ``exceptions`` and the task is restarted with a fresh object, as the
-    multiprocess runtime does.
+    multiprocess runtime does; a recoverable error (a value that cannot be sent) is
+    recorded with ``fatal=False`` and the task keeps running.
+
+    With ``eager_flush`` (the default) every partly filled batch is sent whenever frames
+    are delivered, so ``run_until_idle`` leaves nothing behind. Pass ``eager_flush=False``
+    to batch as the instance processes do: a batch leaves when it holds ``batch_size``
+    tuples, or when ``advance`` moves the clock past its ``flush_interval``.
     """
 
     def __init__(self, topology, *, containers: int = 1, clock: FakeClock | None = None,
-                 **config: Any) -> None:
+                 eager_flush: bool = True, **config: Any) -> None:
         self.plan = topology.physical_plan(containers, **config)
-        self._bundle = cloudpickle.dumps(topology.components)
+        self._bundle = _bundle(topology)
         self.clock = clock or FakeClock()
+        self.eager_flush = eager_flush
         self.run_dir = tempfile.mkdtemp(prefix="tf-mem-")
         self.frames: deque[tuple[bytes, bytes]] = deque()
         self.exceptions: list[dict] = []
         self.restarts: dict[int, int] = {t.task: 0 for t in self.plan.tasks}
-        self.executors = {t.task: self._start(t.task) for t in self.plan.tasks}
+        self.executors: dict[int, Executor] = {}
+        try:
+            for t in self.plan.tasks:
+                self.executors[t.task] = self._start(t.task)
+        except BaseException:
+            self.close()
+            raise
 
     def _start(self, task: int) -> Executor:
-        specs = cloudpickle.loads(self._bundle)  # the same trip user code takes to processes
-        ex = Executor(self.plan, specs, task, self._send, run_dir=self.run_dir,
-                      monotonic=self.clock, wall=self.clock)
-        self._guard(task, ex.start)
-        return ex
+        """A new, started executor for ``task``; a failed open/prepare is retried."""
+        for _ in range(START_ATTEMPTS):
+            specs = cloudpickle.loads(self._bundle)  # the trip user code takes to processes
+            ex = Executor(self.plan, specs, task, self._send, run_dir=self.run_dir,
+                          monotonic=self.clock, wall=self.clock)
+            ex.on_error = functools.partial(self._report, task, ex)
+            try:
+                ex.start()
+                return ex
+            except UserCodeError as exc:
+                self._crashed(task, ex, exc)
+        component = self.plan.task(task).component
+        raise RuntimeError(f"task {task} ({component!r}): failed to start {START_ATTEMPTS} "
+                           f"times in a row; last error: {self.exceptions[-1]['error']}")
 
     def _send(self, header: bytes, body: bytes) -> None:
         self.frames.append((header, body))
@@ -180,11 +207,27 @@ class InMemoryCluster:
             return None
 
     def _restart(self, task: int, exc: UserCodeError) -> None:
-        tb = "".join(traceback.format_exception(exc.cause))
-        self.exceptions.append({"task": task, "error": str(exc), "traceback": tb})
+        self._crashed(task, self.executors[task], exc)
+        self.executors[task] = self._start(task)
+
+    def _crashed(self, task: int, ex: Executor, exc: UserCodeError) -> None:
+        """Record a fatal error and send what the task emitted before it, as an instance
+        process does before it exits."""
+        self._record(task, str(exc), exc.cause, fatal=True)
         log.warning("task %d: %s (restarting)", task, exc)
         self.restarts[task] += 1
-        self.executors[task] = self._start(task)
+        with contextlib.suppress(UserCodeError):
+            ex.flush()
+
+    def _report(self, task: int, ex: Executor, where: str, err: BaseException) -> None:
+        """``Executor.on_error``: a recoverable error; the task keeps running."""
+        ex.errors += 1
+        self._record(task, f"{where}: {err}", err, fatal=False)
+
+    def _record(self, task: int, error: str, cause: BaseException, *, fatal: bool) -> None:
+        self.exceptions.append({"task": task, "component": self.plan.task(task).component,
+                                "error": error, "fatal": fatal,
+                                "traceback": "".join(traceback.format_exception(cause))})
 
     # -- driving ----------------------------------------------------------------------------
     def step(self, spout_calls: int = 100) -> int:
@@ -201,7 +244,10 @@ class InMemoryCluster:
         delivered = 0
         while True:
             for task, ex in list(self.executors.items()):
-                self._guard(task, ex.flush)
+                if self.eager_flush:
+                    self._guard(task, ex.flush)
+                else:  # as an instance's loop does after each poll
+                    self._guard(task, ex.on_timer, self.clock())
             if not self.frames:
                 return delivered
             while self.frames:
@@ -238,15 +284,35 @@ class InMemoryCluster:
         return self.executors[task].user
 
     def close(self) -> None:
-        for ex in self.executors.values():
-            ex.stop()
-        shutil.rmtree(self.run_dir, ignore_errors=True)
+        try:
+            for task, ex in self.executors.items():
+                try:
+                    ex.stop()
+                except UserCodeError as exc:  # its last flush failed: record, stop the rest
+                    self._record(task, str(exc), exc.cause, fatal=True)
+        finally:
+            shutil.rmtree(self.run_dir, ignore_errors=True)
 
     def __enter__(self) -> InMemoryCluster:
         return self
 
     def __exit__(self, *exc) -> None:
         self.close()
+
+
+def _bundle(topology) -> bytes:
+    """The components pickled as the local scheduler ships them; a component that cannot
+    travel is named, as ``submit`` names it."""
+    try:
+        return cloudpickle.dumps(topology.components)
+    except Exception:
+        for spec in topology.components.values():
+            try:
+                cloudpickle.dumps(spec)
+            except Exception as exc:
+                raise TopologyError(f"component {spec.id!r}: {spec.class_name} cannot be "
+                                    f"shipped to its instances: {exc}") from exc
+        raise
 
 
 def _with_restarts(stats, restarts: int):

@@ -127,7 +127,7 @@ def control(kind: str, **fields: Any) -> dict:
 
 
 def _check_control(msg: Any) -> dict:
-    if type(msg) is not dict or msg.get("t") not in CONTROL:
+    if type(msg) is not dict or type(msg.get("t")) is not str or msg["t"] not in CONTROL:
         kind = msg.get("t") if type(msg) is dict else type(msg).__name__
         raise WireError(f"unknown control message {kind!r}")
     missing = [f for f in CONTROL[msg["t"]] if f not in msg]

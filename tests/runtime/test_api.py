@@ -1,0 +1,92 @@
+"""The curated public API, tuples as bolts see them, and the collector outside a run."""
+
+from __future__ import annotations
+
+import inspect
+
+import pytest
+
+import runtime
+from runtime import BasicBolt, Bolt, Spout, Tuple
+from runtime._api import TupleSource
+
+
+def test_all_is_sorted():
+    assert runtime.__all__ == sorted(runtime.__all__)
+
+
+def test_every_name_in_all_exists():
+    assert [name for name in runtime.__all__ if not hasattr(runtime, name)] == []
+
+
+def test_every_public_class_and_function_is_in_all():
+    """Guard test (as httpx has): a public name added to ``runtime`` must be exported."""
+    public = {name for name, value in vars(runtime).items()
+              if not name.startswith("_")
+              and (inspect.isclass(value) or inspect.isfunction(value))
+              and value.__module__.startswith("runtime")}
+    assert public - set(runtime.__all__) == set()
+
+
+def test_the_issues_names_are_exported():
+    assert {"Topology", "Spout", "Bolt", "BasicBolt", "Tuple", "Context"} <= set(runtime.__all__)
+    assert issubclass(BasicBolt, Bolt)
+
+
+# -- tuples ---------------------------------------------------------------------------------
+
+def tup(values=("storm", 3)) -> Tuple:
+    return Tuple(list(values), TupleSource.of("words", 7, "default", ["word", "n"]))
+
+
+def test_tuple_fields_by_name_and_index():
+    t = tup()
+    assert (t["word"], t["n"], t[0], t[-1]) == ("storm", 3, "storm", 3)
+    assert (t.component, t.task, t.stream, t.fields) == ("words", 7, "default", ("word", "n"))
+    assert list(t) == ["storm", 3] and len(t) == 2 and not t.is_tick
+
+
+def test_unknown_field_names_the_fields():
+    with pytest.raises(KeyError, match=r"tuple from 'words' stream 'default' has no field "
+                                       r"'wrd'; its fields are \['word', 'n'\]"):
+        tup()["wrd"]
+
+
+def test_get_with_a_default():
+    assert tup().get("n") == 3 and tup().get("missing", "-") == "-"
+
+
+def test_tuple_repr():
+    assert repr(tup()) == "Tuple(['storm', 3], component='words', task=7, stream='default')"
+
+
+def test_tick_tuples_say_so():
+    assert Tuple([5], TupleSource.of("__system", 0, "__tick", ["freq"])).is_tick
+
+
+# -- the collector outside a run ------------------------------------------------------------
+
+@pytest.mark.parametrize("call", [
+    lambda: Spout().emit(["x"]),
+    lambda: Spout().emit_direct(3, ["x"]),
+    lambda: Bolt().emit(["x"]),
+    lambda: Bolt().ack(tup()),
+    lambda: Bolt().fail(tup()),
+])
+def test_collector_calls_outside_a_run_explain_themselves(call):
+    with pytest.raises(RuntimeError, match=r"\.(emit|emit_direct|ack|fail)\(\) can only be "
+                                           "called while the component runs"):
+        call()
+
+
+def test_the_error_names_the_users_class():
+    class Words(Spout):
+        pass
+
+    with pytest.raises(RuntimeError, match=r"^Words\.emit\(\)"):
+        Words().emit(["x"])
+
+
+def test_spout_callbacks_are_user_hooks_not_collector_calls():
+    spout = Spout()
+    assert spout.ack("id") is None and spout.fail("id") is None

@@ -1,0 +1,248 @@
+"""Groupings, tested as the pure classes they are (issue 2, item 2), plus the executor's
+batch splitter (``runtime._outbound``), which must make the same choices."""
+
+from __future__ import annotations
+
+import enum
+import os
+import subprocess
+import sys
+from collections import Counter
+from pathlib import Path
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+import runtime
+from runtime import wire
+from runtime._api import Context
+from runtime._outbound import Outlet, StreamOut
+from runtime.groupings import (
+    AllGrouping,
+    DirectGrouping,
+    FieldsGrouping,
+    GlobalGrouping,
+    Grouping,
+    LocalOrShuffleGrouping,
+    ShuffleGrouping,
+    stable_hash,
+)
+
+TASKS = [4, 5, 6]
+WORDS = [f"w{i}" for i in range(300)]
+
+
+def prepared(grouping, tasks=TASKS, context=None):
+    grouping.prepare(context, "default", tasks)
+    return grouping
+
+
+def by_word() -> FieldsGrouping:
+    return prepared(FieldsGrouping(["word"], fields_of_stream=["word", "n"]))
+
+
+# -- stable_hash ----------------------------------------------------------------------------
+
+SAMPLES = ["storm", "", "é", 42, -7, 2**70, 3.5, None, True, b"raw", ["a", 1], {"k": [1, 2]}]
+HASH_PROBE = ("from runtime.groupings import stable_hash\n"
+              f"print([stable_hash(v) for v in {SAMPLES!r}], hash('storm'))")
+
+
+def hashes_in_a_process(seed: str) -> tuple[str, str]:
+    root = str(Path(runtime.__file__).parent.parent)
+    env = {**os.environ, "PYTHONHASHSEED": seed, "PYTHONPATH": root}
+    out = subprocess.run([sys.executable, "-c", HASH_PROBE], env=env, capture_output=True,
+                         text=True, check=True, timeout=60).stdout
+    stable, _, salted = out.rpartition(" ")
+    return stable, salted
+
+
+def test_stable_hash_is_the_same_in_every_process():
+    (stable1, salted1), (stable2, salted2) = hashes_in_a_process("1"), hashes_in_a_process("2")
+    assert salted1 != salted2  # the seeds really differ: hash() would split keys
+    assert stable1 == stable2 == str([stable_hash(v) for v in SAMPLES])
+
+
+@pytest.mark.parametrize("a, b", [
+    (1, 1.0), (1, True), (0, False), (0, -0.0), (2**70, float(2**70)),
+    ({"a": 1, "b": 2}, {"b": 2, "a": 1}), ([1.0, {"x": True}], [1, {"x": 1}]),
+])
+def test_equal_values_hash_equal(a, b):
+    assert a == b and stable_hash(a) == stable_hash(b)
+
+
+@pytest.mark.parametrize("a, b", [((1, "a"), [1, "a"]), ([[1], (2,)], ((1,), [2])),
+                                  ({"k": (1, 2)}, {"k": [1, 2]})])
+def test_tuples_hash_as_lists(a, b):
+    """Both travel as msgpack arrays, and arrive as lists."""
+    assert stable_hash(a) == stable_hash(b)
+
+
+class Colour(enum.StrEnum):
+    RED = "red"
+
+
+class Level(enum.IntEnum):
+    HIGH = 3
+
+
+def test_subclasses_hash_as_their_values():
+    """msgpack sends a StrEnum as its str: a re-emitting bolt must pick the same task."""
+    assert stable_hash(Colour.RED) == stable_hash("red")
+    assert stable_hash(Level.HIGH) == stable_hash(3)
+    assert stable_hash(bytearray(b"ab")) == stable_hash(b"ab")
+
+
+def test_different_values_usually_differ():
+    assert len({stable_hash(v) for v in WORDS}) == len(WORDS)
+    assert stable_hash([1, 2]) != stable_hash([2, 1])
+    assert stable_hash(["a", "b"]) != stable_hash(["ab"])
+
+
+@pytest.mark.parametrize("value, name", [(object(), "object"), ({1, 2}, "set"),
+                                         (["ok", object()], "object")])
+def test_values_that_cannot_travel_cannot_be_grouped_on(value, name):
+    with pytest.raises(TypeError, match=f"cannot group on a value of type {name}"):
+        stable_hash(value)
+
+
+msgpack_values = st.recursive(
+    st.none() | st.booleans() | st.integers(-(2**63), 2**64 - 1) | st.text() | st.binary()
+    | st.floats(allow_nan=False),
+    lambda inner: st.lists(inner, max_size=4) | st.tuples(inner, inner)
+    | st.dictionaries(st.text(max_size=5), inner, max_size=4),
+    max_leaves=12)
+
+
+@given(msgpack_values)
+def test_a_value_and_its_decoded_copy_hash_equal(value):
+    """What a bolt receives (lists for tuples, ...) groups like what the spout sent."""
+    (received,) = wire.decode_batch(wire.encode_batch([value]))
+    assert stable_hash(received) == stable_hash(value)
+
+
+# -- fields ---------------------------------------------------------------------------------
+
+def test_fields_same_key_same_task_from_every_sender():
+    one, two = by_word(), by_word()
+    for w in WORDS:
+        assert one.choose_tasks([w, 1]) == two.choose_tasks([w, 99])
+
+
+def test_fields_spreads_keys_over_all_tasks():
+    load = Counter(by_word().choose_tasks([w, 0])[0] for w in WORDS)
+    assert set(load) == set(TASKS) and min(load.values()) > len(WORDS) // 6
+
+
+def test_fields_on_two_fields():
+    g = prepared(FieldsGrouping(["a", "b"], fields_of_stream=["b", "x", "a"]))
+    assert g.choose_tasks([1, "x", 2]) == g.choose_tasks([1, "y", 2])
+    assert g.indexes == (2, 0) and g.describe() == "fields(a, b)"
+
+
+def splits(grouping, tasks, batch: list) -> dict[int, list]:
+    """Run ``batch`` through the executor's outbound path; return task -> values received."""
+    got: dict[int, list] = {}
+    out = StreamOut("default", 2, lambda h, b: got.setdefault(wire.parse_header(h).dest, [])
+                    .extend(wire.decode_batch(b)), on_bad=None)
+    out.outlets.append(Outlet(grouping, tasks, stream_id=1, src=1))
+    out.items.extend(batch)
+    out.flush()
+    return got
+
+
+keys = (st.text() | st.integers(-(2**63), 2**64 - 1) | st.floats(allow_nan=False) | st.none()
+        | st.booleans() | st.binary() | st.lists(st.integers(-9, 9), max_size=3))
+
+
+@given(st.lists(keys, min_size=1, max_size=30), st.integers(2, 7))
+def test_outbound_field_split_matches_fields_grouping(batch_keys, n):
+    tasks = list(range(10, 10 + n))
+    g = prepared(FieldsGrouping(["k"], fields_of_stream=["k", "i"]), tasks)
+    batch = [[k, i] for i, k in enumerate(batch_keys)]
+    for task, received in splits(g, tasks, batch).items():
+        for values in received:
+            assert g.choose_tasks(values) == [task]
+    assert sum(map(len, splits(g, tasks, batch).values())) == len(batch)
+
+
+# -- shuffle, global, all, local-or-shuffle, direct -----------------------------------------
+
+def test_shuffle_is_exactly_balanced():
+    g = prepared(ShuffleGrouping())
+    load = Counter(g.choose_tasks([i])[0] for i in range(7 * len(TASKS)))
+    assert load == {t: 7 for t in TASKS}
+
+
+def test_shuffle_starts_at_a_random_task():
+    firsts = {prepared(ShuffleGrouping()).choose_tasks(["x"])[0] for _ in range(60)}
+    assert firsts == set(TASKS)
+
+
+def test_global_goes_to_the_lowest_task():
+    g = prepared(GlobalGrouping(), tasks=[7, 3, 5])
+    assert {g.choose_tasks([i])[0] for i in range(20)} == {3}
+
+
+def test_all_replicates():
+    assert prepared(AllGrouping()).choose_tasks(["x"]) == TASKS
+
+
+def context(container: int) -> Context:
+    return Context("t", "src", 1, 0, 1, {}, container, "", {},
+                   task_containers={1: 0, 4: 0, 5: 1, 6: 1})
+
+
+def test_local_or_shuffle_prefers_the_senders_container():
+    g = prepared(LocalOrShuffleGrouping(), context=context(1))
+    assert Counter(g.choose_tasks([i])[0] for i in range(10)) == {5: 5, 6: 5}
+
+
+@pytest.mark.parametrize("ctx", [context(2), None])
+def test_local_or_shuffle_falls_back_to_all(ctx):
+    g = prepared(LocalOrShuffleGrouping(), context=ctx)
+    assert Counter(g.choose_tasks([i])[0] for i in range(9)) == {4: 3, 5: 3, 6: 3}
+
+
+def test_direct_emits_nothing_by_itself():
+    assert prepared(DirectGrouping()).choose_tasks(["x"]) == []
+
+
+# -- custom ---------------------------------------------------------------------------------
+
+class ByParity(Grouping):
+    def choose_tasks(self, values):
+        return [self.target_tasks[values[0] % 2]]
+
+
+class EveryOther:
+    """A duck-typed grouping: only ``choose_tasks``, no Grouping base class."""
+
+    def choose_tasks(self, values):
+        return [5] if values[0] % 2 else [4, 6]
+
+
+def test_custom_grouping_subclass():
+    got = splits(prepared(ByParity()), TASKS, [[i, 0] for i in range(6)])
+    assert got == {4: [[0, 0], [2, 0], [4, 0]], 5: [[1, 0], [3, 0], [5, 0]]}
+
+
+def test_duck_typed_custom_grouping():
+    got = splits(EveryOther(), TASKS, [[i, 0] for i in range(3)])
+    assert got == {4: [[0, 0], [2, 0]], 5: [[1, 0]], 6: [[0, 0], [2, 0]]}
+
+
+def test_custom_grouping_choosing_a_foreign_task_is_an_error():
+    class Wrong(Grouping):
+        def choose_tasks(self, values):
+            return [99]
+
+    with pytest.raises(ValueError, match=r"chose task 99, which is not one of the "
+                                         r"subscriber's tasks \[4, 5, 6\]"):
+        splits(prepared(Wrong()), TASKS, [["x", 0]])
+
+
+def test_base_grouping_must_be_overridden():
+    with pytest.raises(NotImplementedError, match="Grouping must define choose_tasks"):
+        prepared(Grouping()).choose_tasks(["x"])

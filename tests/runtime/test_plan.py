@@ -1,0 +1,80 @@
+"""The physical plan: task numbering, round-robin packing, and the plan as plain data."""
+
+from __future__ import annotations
+
+import pytest
+
+from runtime import Bolt, Topology, TopologyError, wire
+from runtime._constants import DEFAULTS, SYSTEM, TICK
+from runtime._plan import PhysicalPlan
+from runtime.testing import ListSink, ListSpout
+
+
+class Split(Bolt):
+    outputs = {"default": ["word"], "errors": ["line"]}
+
+
+def topology() -> Topology:
+    topo = Topology("wc", batch_size=10)
+    topo.spout("lines", ListSpout([], fields=["line"]), parallelism=2)
+    topo.bolt("split", Split, parallelism=3).shuffle_grouping("lines")
+    topo.bolt("sink", ListSink).shuffle_grouping("split")
+    return topo
+
+
+def test_tasks_are_numbered_from_one_in_declaration_order():
+    plan = topology().physical_plan(containers=2)
+    assert [(t.task, t.component, t.index) for t in plan.tasks] == [
+        (1, "lines", 0), (2, "lines", 1), (3, "split", 0), (4, "split", 1), (5, "split", 2),
+        (6, "sink", 0)]
+    assert plan.component_tasks() == {"lines": (1, 2), "split": (3, 4, 5), "sink": (6,)}
+
+
+def test_containers_are_filled_round_robin():
+    plan = topology().physical_plan(containers=2)
+    assert plan.task_containers() == {1: 0, 2: 1, 3: 0, 4: 1, 5: 0, 6: 1}
+    assert [t.task for t in plan.tasks_in(1)] == [2, 4, 6]
+
+
+def test_more_containers_than_tasks():
+    plan = topology().physical_plan(containers=8)
+    assert [len(plan.tasks_in(c)) for c in range(8)] == [1, 1, 1, 1, 1, 1, 0, 0]
+
+
+def test_the_plan_prints():
+    assert str(topology().physical_plan(containers=2)) == (
+        "physical plan of 'wc': 6 tasks in 2 containers\n"
+        "  container 0: lines[1] split[3] split[5]\n"
+        "  container 1: lines[2] split[4] sink[6]")
+
+
+def test_task_lookup():
+    plan = topology().physical_plan()
+    assert plan.task(4).component == "split" and plan.task(4).index == 1
+    for missing in (0, -1, 7):
+        with pytest.raises(IndexError, match=f"no task {missing}"):
+            plan.task(missing)
+
+
+def test_stream_ids_start_with_the_tick_stream():
+    plan = topology().physical_plan()
+    assert plan.stream_ids() == {(SYSTEM, TICK): 0, ("lines", "default"): 1,
+                                 ("split", "default"): 2, ("split", "errors"): 3,
+                                 ("sink", "default"): 4}
+
+
+def test_config_is_defaults_then_topology_then_call():
+    config = topology().physical_plan(flush_interval=0.5).config
+    assert config == {**DEFAULTS, "batch_size": 10, "flush_interval": 0.5}
+
+
+def test_round_trip_through_plain_data_and_the_wire():
+    plan = topology().physical_plan(containers=3)
+    assert PhysicalPlan.from_data(plan.to_data()) == plan
+    assert PhysicalPlan.from_data(wire.unpack(wire.pack(plan.to_data()))) == plan
+
+
+@pytest.mark.parametrize("containers", [0, -1, 1.5, "2", True])
+def test_containers_must_be_a_positive_int(containers):
+    with pytest.raises(TopologyError, match="topology 'wc': containers must be >= 1"):
+        topology().physical_plan(containers=containers)
