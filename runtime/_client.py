@@ -5,18 +5,18 @@ from __future__ import annotations
 import contextlib
 import os
 import secrets
-import signal
 import subprocess
 import threading
 import time
 from collections.abc import Callable
-from typing import Any
-
-import zmq
+from typing import TYPE_CHECKING, Any
 
 from . import _procs, wire
 from ._plan import PhysicalPlan
 from ._stats import InstanceStats
+
+if TYPE_CHECKING:
+    import zmq
 
 
 class TopologyDead(RuntimeError):
@@ -38,10 +38,14 @@ class RunningTopology:
         self._lock = threading.Lock()
         self._ids = 0
         self._killed = False
+        import zmq  # here, not at the top: importing runtime to define a topology needs none
+
+        self._zmq = zmq
         self._zctx = zmq.Context()
         self._sock = self._connect()
 
     def _connect(self) -> zmq.Socket:
+        zmq = self._zmq
         sock = self._zctx.socket(zmq.DEALER)
         sock.setsockopt(zmq.IDENTITY, b"c" + secrets.token_hex(8).encode())
         sock.setsockopt(zmq.LINGER, 0)
@@ -123,23 +127,28 @@ class RunningTopology:
 
     # -- killing ------------------------------------------------------------------------
     def kill(self, timeout: float = 2.0) -> None:
-        """Stop every process of the topology; idempotent. Logs stay in ``run_dir``."""
-        if self._killed:
-            return
-        with contextlib.suppress(TopologyDead, TimeoutError, zmq.ZMQError):
+        """Stop every process of the topology; idempotent. Logs stay in ``run_dir``.
+
+        Safe to call while another thread asks questions (a live view polling
+        statistics): the socket is closed under the lock, and that thread's next
+        question raises :class:`TopologyDead`.
+        """
+        with contextlib.suppress(TopologyDead, TimeoutError, self._zmq.ZMQError):
             self._ask("kill", timeout=timeout)
-        self._killed = True
-        with contextlib.suppress(subprocess.TimeoutExpired):
-            self._process.wait(timeout)
-        self._sweep()
-        _procs.close_pipe(self._process)
-        self._sock.close(linger=0)
-        self._zctx.term()
+        with self._lock:
+            if self._killed:
+                return
+            self._killed = True
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                self._process.wait(timeout)
+            self._sweep()
+            _procs.close_pipe(self._process)
+            self._sock.close(linger=0)
+            self._zctx.term()
 
     def _sweep(self) -> None:
         """Whatever the master left behind in its process group goes too."""
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.killpg(self._process.pid, signal.SIGKILL)
+        _procs.kill_group(self._process.pid, timeout=1.0)
         with contextlib.suppress(subprocess.TimeoutExpired):
             self._process.wait(1.0)
 

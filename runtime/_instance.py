@@ -24,14 +24,14 @@ import cloudpickle
 import zmq
 
 from . import _procs, wire
-from ._constants import SPOUT_WAIT, STATS_INTERVAL
+from ._constants import FLUSH_INTERVAL, SPOUT_WAIT, STATS_INTERVAL
 from ._executor import Executor, UserCodeError
 from ._plan import PhysicalPlan
 
 log = logging.getLogger("tupleflow.instance")
 
 EXIT_USER_ERROR = 70  # user code raised: restart me
-SPOUT_CALLS = 500  # next_tuple calls between two looks at the sockets
+SPOUT_CALLS = 500  # most next_tuple calls between two looks at the sockets
 MAX_DRAIN = 64  # frames handled before the loop looks at the clock again
 WELCOME_TIMEOUT = 30.0  # seconds to wait for the topology master's answer
 
@@ -75,6 +75,8 @@ class Instance:
                   pid=os.getpid())
         deadline = time.monotonic() + WELCOME_TIMEOUT
         while time.monotonic() < deadline:
+            if self.stopping:  # SIGTERM before the welcome: nothing to stop yet
+                raise SystemExit(0)
             msg = self._receive_ctl(100)
             if msg is not None and msg["t"] == "welcome":
                 return self._executor(msg)
@@ -121,9 +123,13 @@ class Instance:
         stats_every = float(ex.config[STATS_INTERVAL])
         next_stats = time.monotonic()
         due = ex.on_timer(next_stats)
+        calls, budget = 1, float(ex.config[FLUSH_INTERVAL])
         while not self.stopping:
             if spout and self.active:
-                timeout = 0 if ex.step(SPOUT_CALLS) else wait_ms
+                started = time.monotonic()
+                emitted = ex.step(calls)
+                calls = paced(calls, time.monotonic() - started, budget)
+                timeout = 0 if emitted else wait_ms
             else:
                 timeout = max(0, int((min(due, next_stats) - time.monotonic()) * 1000) + 1)
             for sock, _ in poller.poll(timeout):
@@ -145,8 +151,10 @@ class Instance:
                 continue
             try:
                 ex.on_frame(frames[0], frames[1])
-            except wire.WireError as exc:
-                self._drop(str(exc))
+            except UserCodeError:
+                raise
+            except Exception as exc:  # WireError, or a frame the executor cannot take
+                self._drop(f"{type(exc).__name__}: {exc}")
 
     def _drop(self, why: str) -> None:
         self.executor.dropped += 1
@@ -182,9 +190,26 @@ class Instance:
         self.zctx.term()
 
 
+def paced(calls: int, took: float, budget: float) -> int:
+    """How many ``next_tuple`` calls to make in the next run, given that ``calls`` took
+    ``took`` seconds: a run should not outlast ``budget`` (the flush interval), so that a
+    spout whose ``next_tuple`` blocks a while still flushes, reports and hears a kill.
+
+    >>> paced(1, 0.00001, 0.002), paced(500, 0.00001, 0.002)
+    (2, 500)
+    >>> paced(500, 5.0, 0.002), paced(100, 0.004, 0.002), paced(100, 0.0015, 0.002)
+    (1, 50, 100)
+    """
+    if took > budget:
+        return max(1, int(calls * budget / took))
+    if took < budget / 2:
+        return min(SPOUT_CALLS, calls * 2)
+    return calls
+
+
 def main() -> None:
     boot = _procs.read_boot()
-    _procs.die_with_parent()
+    _procs.die_with_parent(boot.get("parent"))
     _procs.setup_logging("")
     sys.path[:0] = [p for p in boot.get("sys_path", []) if p not in sys.path]
     instance = Instance(boot)

@@ -28,15 +28,20 @@ log = logging.getLogger("tupleflow.procs")
 def spawn(module: str, boot: dict, *, log_path: str, new_session: bool = False,
           stdout: Any = None, env: dict | None = None) -> subprocess.Popen:
     """Start ``python -m module`` with ``boot`` on its stdin; output goes to ``log_path``
-    (stdout may be redirected elsewhere, e.g. a pipe the parent reads)."""
+    (stdout may be redirected elsewhere, e.g. a pipe the parent reads).
+
+    The boot also tells the child its parent's pid (see :func:`die_with_parent`). A child
+    that dies before reading it is not an error here: whoever supervises it sees it exit.
+    """
     with open(log_path, "ab") as logfile:
         proc = subprocess.Popen(
             [sys.executable, "-m", module], stdin=subprocess.PIPE,
             stdout=stdout if stdout is not None else logfile, stderr=logfile,
             start_new_session=new_session, close_fds=True, env=env)
-    blob = wire.pack(boot)
-    proc.stdin.write(_LEN.pack(len(blob)) + blob)
-    proc.stdin.flush()
+    blob = wire.pack({**boot, "parent": os.getpid()})
+    with contextlib.suppress(BrokenPipeError):
+        proc.stdin.write(_LEN.pack(len(blob)) + blob)
+        proc.stdin.flush()
     return proc
 
 
@@ -54,12 +59,17 @@ def _read_exact(stream, size: int) -> bytes:
     return data
 
 
-def die_with_parent() -> None:
-    """Ask Linux to SIGKILL this process when its parent dies (no-op elsewhere)."""
+def die_with_parent(parent: int | None = None) -> None:
+    """Ask Linux to SIGKILL this process when its parent dies (no-op elsewhere).
+
+    ``parent`` is the pid the parent wrote in the boot: if it is no longer this process's
+    parent, the parent died before prctl took effect (and the orphan was adopted by init
+    or by a subreaper, so comparing with 1 is not enough).
+    """
     with contextlib.suppress(OSError, AttributeError):
         libc = ctypes.CDLL(None, use_errno=True)
         libc.prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
-    if os.getppid() == 1:  # the parent died before prctl took effect
+    if os.getppid() == 1 or (parent is not None and os.getppid() != parent):
         os._exit(1)
 
 
@@ -76,20 +86,44 @@ def setup_logging(path: str) -> None:
 def terminate(procs: list[subprocess.Popen], timeout: float) -> None:
     """SIGTERM, wait up to ``timeout`` seconds in all, then SIGKILL what is left."""
     for p in procs:
-        _signal(p, signal.SIGTERM)
+        signal_quietly(p, signal.SIGTERM)
     deadline = time.monotonic() + timeout
     for p in procs:
         with contextlib.suppress(subprocess.TimeoutExpired):
             p.wait(max(0.0, deadline - time.monotonic()))
     for p in procs:
         if p.poll() is None:
-            _signal(p, signal.SIGKILL)
+            signal_quietly(p, signal.SIGKILL)
             p.wait()
 
 
-def _signal(proc: subprocess.Popen, sig: int) -> None:
+def signal_quietly(proc: subprocess.Popen, sig: int) -> None:
+    """Send a signal to a child, unless it has already gone."""
     with contextlib.suppress(ProcessLookupError):
         proc.send_signal(sig)
+
+
+def kill_group(pgid: int, timeout: float) -> None:
+    """SIGKILL a process group, and wait up to ``timeout`` seconds until none of its
+    members runs. Orphans (say, instances whose stream manager was killed) are reaped by
+    init, which may take its time: a zombie counts as gone, as it runs nothing."""
+    try:
+        os.killpg(pgid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        return  # the group is empty (the usual case after a clean shutdown)
+    deadline = time.monotonic() + timeout
+    while _group_runs(pgid) and time.monotonic() < deadline:
+        time.sleep(0.01)
+
+
+def _group_runs(pgid: int) -> bool:
+    import psutil  # only needed on this rare path
+
+    for proc in psutil.process_iter():
+        with contextlib.suppress(psutil.Error, OSError):
+            if os.getpgid(proc.pid) == pgid and proc.status() != psutil.STATUS_ZOMBIE:
+                return True
+    return False
 
 
 def close_pipe(proc: subprocess.Popen) -> None:

@@ -25,6 +25,7 @@ from ._topology import TopologyError
 
 READY_TIMEOUT = 15.0  # seconds for the topology master to start listening
 RUN_ROOT_ENV = "TUPLEFLOW_RUN_ROOT"  # where run directories go (default: the temp dir)
+IPC_PATH_MAX = 107  # bytes in a unix socket path (sockaddr_un.sun_path, less the NUL)
 
 
 def submit(topology, *, scheduler: str, containers: int,
@@ -36,7 +37,7 @@ def submit(topology, *, scheduler: str, containers: int,
     plan = topology.physical_plan(containers, **config)
     bundle = pickle_components(topology)
     secret = secrets.token_bytes(32)
-    run_dir = tempfile.mkdtemp(prefix=f"tf-{topology.name}-", dir=os.environ.get(RUN_ROOT_ENV))
+    run_dir = make_run_dir(topology.name, containers)
     boot = {"secret": secret, "run_dir": run_dir, "plan": plan.to_data(), "bundle": bundle,
             "detached": detached, "sys_path": _sys_path()}
     submitted = time.time()
@@ -61,11 +62,28 @@ def pickle_components(topology) -> bytes:
         raise
 
 
+def make_run_dir(name: str, containers: int) -> str:
+    """A fresh run directory, short enough for the stream managers' unix sockets: a
+    path that does not fit would make every stream manager fail at start."""
+    root = os.environ.get(RUN_ROOT_ENV)
+    run_dir = tempfile.mkdtemp(prefix=f"tf-{name[:24]}-", dir=root)
+    longest = os.path.join(run_dir, f"sm-{containers - 1}-local.sock")
+    if len(os.fsencode(longest)) > IPC_PATH_MAX:
+        os.rmdir(run_dir)
+        raise ValueError(f"the run directory {run_dir!r} is too deep for a unix socket path "
+                         f"({len(os.fsencode(longest))} > {IPC_PATH_MAX} bytes); set "
+                         f"{RUN_ROOT_ENV} (now {root!r}) to a shorter directory")
+    return run_dir
+
+
 def _await_ready(proc: subprocess.Popen, run_dir: str) -> str:
     ready, _, _ = select.select([proc.stdout], [], [], READY_TIMEOUT)
     line = proc.stdout.readline().decode() if ready else ""
     if not line.startswith("READY "):
-        proc.kill()
+        proc.kill()  # it has started nothing yet: it starts containers after READY
+        proc.wait()
+        proc.stdout.close()
+        _procs.close_pipe(proc)
         log = os.path.join(run_dir, "logs", "master.log")
         raise RuntimeError(f"the topology master did not start; see {log}")
     proc.stdout.close()

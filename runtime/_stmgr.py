@@ -30,6 +30,7 @@ log = logging.getLogger("tupleflow.stmgr")
 
 SUPERVISE_EVERY = 0.05  # seconds between looks at the instance processes
 STABLE_AFTER = 30.0  # seconds an incarnation must live for the back-off to reset
+WELCOME_TIMEOUT = 30.0  # seconds to wait for the master's welcome
 PENDING_LIMIT = 10_000  # frames held for one absent destination before the oldest is dropped
 
 
@@ -60,7 +61,10 @@ class StreamManager:
         self.local.setsockopt(zmq.ROUTER_HANDOVER, 1)
         self.inbound = self._bind(zmq.PULL, "in")
         self.ctl = self.zctx.socket(zmq.DEALER)
-        self.ctl.setsockopt(zmq.IDENTITY, b"s%d" % self.container)
+        # a restarted container gets a new identity: the master's ROUTER would refuse one
+        # it still holds for the dead stream manager
+        self.generation: int = boot.get("generation", 0)
+        self.ctl.setsockopt(zmq.IDENTITY, b"s%d.%d" % (self.container, self.generation))
         self.ctl.setsockopt(zmq.LINGER, 1000)
         self.ctl.connect(boot["tm"])
 
@@ -79,14 +83,18 @@ class StreamManager:
         self.ctl.send_multipart(wire.seal(self.secret, wire.control(kind, **fields)))
 
     def handshake(self) -> None:
-        self.tell("hello", role="sm", id=self.container, incarnation=0, pid=os.getpid(),
-                  inbound=self.endpoint(self.inbound))
-        while True:
-            if not self.ctl.poll(30_000):
+        self.tell("hello", role="sm", id=self.container, incarnation=self.generation,
+                  pid=os.getpid(), inbound=self.endpoint(self.inbound))
+        deadline = time.monotonic() + WELCOME_TIMEOUT
+        while not self.stopping:  # a kill (or SIGTERM) may come before the welcome
+            if time.monotonic() > deadline:
                 raise SystemExit(f"container {self.container}: no answer from the master")
-            msg = self._unseal(self.ctl.recv_multipart())
+            msg = self._unseal(self.ctl.recv_multipart()) if self.ctl.poll(100) else None
             if msg is not None and msg["t"] == "welcome":
                 return self._wire(msg)
+            if msg is not None and msg["t"] == "kill":
+                break
+        raise SystemExit(0)
 
     def _unseal(self, frames) -> dict | None:
         try:
@@ -104,7 +112,9 @@ class StreamManager:
                 self.peers[int(c)] = self._push(ep)
         self.route = {t: (None if c == self.container else self.peers[c])
                       for t, c in containers.items()}
-        self.children = {t.task: Child(t.task) for t in self.plan.tasks_in(self.container)}
+        incarnations = self.boot.get("incarnations", {})
+        self.children = {t.task: Child(t.task, incarnation=incarnations.get(t.task, 0))
+                         for t in self.plan.tasks_in(self.container)}
 
     def _push(self, endpoint: str) -> zmq.Socket:
         sock = self.zctx.socket(zmq.PUSH)
@@ -132,7 +142,7 @@ class StreamManager:
     def _schedule_restart(self, child: Child, now: float) -> None:
         code = child.proc.returncode
         _procs.close_pipe(child.proc)
-        child.proc = None
+        child.proc, child.connected = None, False  # hold its frames until the next hello
         if now - child.started > STABLE_AFTER:
             child.streak = 0
         cap = float(self.plan.config[RESTART_BACKOFF_MAX])
@@ -261,7 +271,7 @@ class StreamManager:
 
 def main() -> None:
     boot = _procs.read_boot()
-    _procs.die_with_parent()
+    _procs.die_with_parent(boot.get("parent"))
     _procs.setup_logging("")
     sm = StreamManager(boot)
     signal.signal(signal.SIGTERM, lambda *_: setattr(sm, "stopping", True))

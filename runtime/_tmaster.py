@@ -1,8 +1,9 @@
 """The topology master: one process per topology, the only one the notebook talks to.
 
-It starts the containers, hands every process the plan (and instances the user code)
-over the sealed control channel, activates the spouts once every instance is ready,
-keeps the latest statistics of each instance, records exceptions and events, and
+It starts the containers (and restarts one whose stream manager dies, with a growing
+back-off), hands every process the plan (and instances the user code) over the sealed
+control channel, activates the spouts once every instance is ready, keeps the latest
+statistics of each instance's current incarnation, records exceptions and events, and
 answers the client's questions. It never runs tuple code and never unpickles anything.
 
 When its stdin reaches end-of-file (the submitting process is gone) it kills the
@@ -24,13 +25,16 @@ from typing import Any
 import zmq
 
 from . import _procs, wire
+from ._constants import RESTART_BACKOFF_MAX
 from ._plan import PhysicalPlan
+from ._stmgr import STABLE_AFTER
 
 log = logging.getLogger("tupleflow.tmaster")
 
 TICK_MS = 100  # how often the master looks at its containers when nothing arrives
 MAX_EXCEPTIONS = 1000  # exceptions kept (the oldest are dropped)
 MAX_EVENTS = 1000  # events kept
+FIRST_BACKOFF = 0.1  # seconds before a dead container is restarted; doubles while it keeps dying
 
 
 class TopologyMaster:
@@ -50,6 +54,10 @@ class TopologyMaster:
         self.endpoint = f"tcp://127.0.0.1:{port}"
         self.sms: dict[int, dict[str, Any]] = {}
         self.containers: dict[int, subprocess.Popen] = {}
+        self.generations: dict[int, int] = {}  # container -> how many times it was started
+        self.started_at: dict[int, float] = {}  # container -> when it was last started
+        self.streaks: dict[int, int] = {}  # container -> deaths in a row without a stable run
+        self.restart_at: dict[int, float] = {}  # dead container -> when to start it again
         self.tasks = {t.task: self._blank(t) for t in self.plan.tasks}
         self.idents: dict[int, bytes] = {}
         self.exceptions: deque[dict] = deque(maxlen=MAX_EXCEPTIONS)
@@ -70,19 +78,45 @@ class TopologyMaster:
             self.start_container(c)
 
     def start_container(self, c: int) -> None:
+        """Start (or restart) container ``c``. Its instances start at the incarnation the
+        master expects, so that a restarted container's instances are not taken for
+        late ones; its generation keeps its control identity unique."""
+        generation = self.generations[c] = self.generations.get(c, -1) + 1
+        incarnations = {t.task: self.tasks[t.task]["incarnation"]
+                        for t in self.plan.tasks_in(c)}
         boot = {"secret": self.secret, "tm": self.endpoint, "container": c,
+                "generation": generation, "incarnations": incarnations,
                 "run_dir": self.run_dir, "sys_path": self.sys_path}
         path = os.path.join(_procs.log_dir(self.run_dir), f"container-{c}.log")
         self.containers[c] = _procs.spawn("runtime._stmgr", boot, log_path=path)
+        self.started_at[c] = time.monotonic()
 
-    def watch_containers(self) -> None:
+    def watch_containers(self, now: float) -> None:
+        """Reap dead containers, and restart them after a back-off that grows while they
+        keep dying (a container that cannot start must not spin the machine)."""
+        if self.stopping:
+            return
         for c, proc in list(self.containers.items()):
-            if proc.poll() is not None and not self.stopping:
-                self.event("container_restarted", container=c,
-                           reason=f"stream manager exited with code {proc.returncode}")
-                _procs.close_pipe(proc)
-                self.sms.pop(c, None)
+            if proc.poll() is not None:
+                self._container_died(c, proc, now)
+        for c, due in list(self.restart_at.items()):
+            if now >= due:
+                del self.restart_at[c]
                 self.start_container(c)
+
+    def _container_died(self, c: int, proc: subprocess.Popen, now: float) -> None:
+        reason = f"stream manager exited with code {proc.returncode}"
+        self.event("container_restarted", container=c, reason=reason)
+        _procs.close_pipe(proc)
+        del self.containers[c]
+        self.sms.pop(c, None)
+        for t in self.plan.tasks_in(c):  # its instances died with it
+            self._restarted(t.task, self.tasks[t.task]["incarnation"] + 1,
+                            f"container {c} restarted ({reason})")
+        streak = 0 if now - self.started_at[c] > STABLE_AFTER else self.streaks.get(c, 0)
+        self.streaks[c] = streak + 1
+        cap = float(self.plan.config[RESTART_BACKOFF_MAX])
+        self.restart_at[c] = now + min(cap, FIRST_BACKOFF * 2**streak)
 
     # -- messages -----------------------------------------------------------------------
     def send(self, ident: bytes, kind: str, **fields) -> None:
@@ -102,7 +136,11 @@ class TopologyMaster:
                 self.dropped += 1
                 log.warning("unexpected %r message from %r", msg["t"], ident)
                 continue
-            handler(ident, msg)
+            try:
+                handler(ident, msg)
+            except Exception:  # a sealed message with bad fields must not end the topology
+                self.dropped += 1
+                log.exception("could not handle a %r message from %r", msg["t"], ident)
 
     def on_hello(self, ident: bytes, msg: dict) -> None:
         if msg["role"] == "sm":
@@ -157,11 +195,18 @@ class TopologyMaster:
                                 "fatal": msg.get("fatal", True)})
 
     def on_restarted(self, ident: bytes, msg: dict) -> None:
-        task = self.tasks[msg["task"]]
-        task.update(incarnation=msg["incarnation"], restarts=msg["restarts"], ready=False,
-                    state="restarting")
-        self.event("restarted", task=msg["task"], component=task["component"],
-                   reason=msg["reason"], restarts=msg["restarts"])
+        self._restarted(msg["task"], msg["incarnation"], msg["reason"])
+
+    def _restarted(self, task_id: int, incarnation: int, reason: str) -> None:
+        """Count a restart. The master keeps the count (a restarted container's stream
+        manager starts counting afresh), and never moves an incarnation backwards: the
+        new instance's hello may have overtaken its stream manager's message."""
+        task = self.tasks[task_id]
+        task["restarts"] += 1
+        if incarnation > task["incarnation"]:
+            task.update(incarnation=incarnation, ready=False, state="restarting")
+        self.event("restarted", task=task_id, component=task["component"], reason=reason,
+                   restarts=task["restarts"])
 
     def on_bye(self, ident: bytes, msg: dict) -> None:
         log.info("%s %s said bye", msg["role"], msg["id"])
@@ -213,7 +258,7 @@ class TopologyMaster:
                 elif not os.read(stdin, 4096):
                     poller.unregister(stdin)
                     self.submitter_gone()
-            self.watch_containers()
+            self.watch_containers(time.monotonic())
         self.shutdown()
 
     def submitter_gone(self) -> None:
@@ -227,7 +272,11 @@ class TopologyMaster:
         self.state = "killed"
         for sm in self.sms.values():
             self.send(sm["ident"], "kill")
+        hello = {sm["pid"] for sm in self.sms.values()}
         procs = list(self.containers.values())
+        for p in procs:  # one that has not said hello yet cannot hear a kill
+            if p.pid not in hello:
+                _procs.signal_quietly(p, signal.SIGTERM)
         deadline = time.monotonic() + 1.5
         for p in procs:
             with contextlib.suppress(subprocess.TimeoutExpired):

@@ -352,8 +352,6 @@ def test_defining_a_topology_does_not_import_networkx(imported_by_defining):
     assert graph_imports_networkx
 
 
-@pytest.mark.xfail(reason="runtime/__init__.py imports _client, which imports zmq at module "
-                          "level (files owned by the process engineer)", strict=True)
 def test_defining_a_topology_does_not_import_zmq(imported_by_defining):
     modules, _ = imported_by_defining
     assert "zmq" not in modules

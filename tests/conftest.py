@@ -1,0 +1,109 @@
+"""Shared test set-up: a hypothesis profile, and a guard against leaked topology processes.
+
+Every test runs with ``TUPLEFLOW_RUN_ROOT`` pointing at a directory of its own. Run
+directories go there, and every process of a topology the test starts (master, stream
+managers, instances, and any submitter script it runs with this environment) inherits
+the variable. That is how the guard tells this test's processes from those of anyone
+else on the machine: by their environment, not by their age or their parent.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import time
+
+import psutil
+import pytest
+from hypothesis import settings
+
+settings.register_profile("tupleflow", deadline=None)
+settings.register_profile("ci", deadline=None, print_blob=True)
+settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "tupleflow"))
+
+RUN_ROOT_ENV = "TUPLEFLOW_RUN_ROOT"  # runtime._scheduler.RUN_ROOT_ENV
+ROLES = ("runtime._tmaster", "runtime._stmgr", "runtime._instance")
+GRACE = 5.0  # seconds a leftover process gets to exit after its topology was killed
+
+
+def is_tupleflow(proc: psutil.Process) -> bool:
+    """Whether a process is a master, stream manager or instance (zombies are not)."""
+    with contextlib.suppress(psutil.Error):
+        if proc.status() == psutil.STATUS_ZOMBIE:
+            return False
+        cmdline = " ".join(proc.cmdline())
+        return any(role in cmdline for role in ROLES)
+    return False
+
+
+def processes_under(run_root: str) -> list[psutil.Process]:
+    """Live tupleflow processes whose environment names ``run_root``."""
+    found = []
+    for proc in psutil.process_iter():
+        if proc.pid == os.getpid() or not is_tupleflow(proc):
+            continue
+        with contextlib.suppress(psutil.Error):
+            if proc.environ().get(RUN_ROOT_ENV) == run_root:
+                found.append(proc)
+    return found
+
+
+def _sigkill(procs: list[psutil.Process]) -> None:
+    """SIGKILL each process, and the whole group of a topology master (a group leader)."""
+    for proc in procs:
+        with contextlib.suppress(psutil.Error, ProcessLookupError, PermissionError):
+            if os.getpgid(proc.pid) == proc.pid:
+                os.killpg(proc.pid, signal.SIGKILL)
+            else:
+                proc.kill()
+
+
+@pytest.fixture(autouse=True)
+def topology_guard(request, tmp_path_factory, monkeypatch):
+    """Kill what a test leaves running; fail it if any of its processes outlive that.
+
+    Cheap for tests that start no topology: the process table is read only for tests
+    marked ``slow`` or that submitted something.
+    """
+    from runtime import _scheduler
+
+    run_root = str(tmp_path_factory.mktemp("runs"))
+    monkeypatch.setenv(RUN_ROOT_ENV, run_root)
+    handles = []
+    submit = _scheduler.submit
+
+    def recording_submit(*args, **kwargs):
+        handles.append(submit(*args, **kwargs))
+        return handles[-1]
+
+    monkeypatch.setattr(_scheduler, "submit", recording_submit)
+    yield run_root
+    for handle in handles:
+        handle.kill()
+    if not handles and request.node.get_closest_marker("slow") is None:
+        return
+    leftovers = _wait_gone(run_root, GRACE)
+    described = ", ".join(f"{p.pid} {' '.join(_cmdline(p))}" for p in leftovers)
+    _sigkill(leftovers)
+    assert not leftovers, f"tupleflow processes outlived the test: {described}"
+
+
+def _wait_gone(run_root: str, timeout: float) -> list[psutil.Process]:
+    deadline = time.monotonic() + timeout
+    while (left := processes_under(run_root)) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    return left
+
+
+def _cmdline(proc: psutil.Process) -> list[str]:
+    with contextlib.suppress(psutil.Error):
+        return proc.cmdline()
+    return ["?"]
+
+
+@pytest.fixture
+def tupleflow_processes(topology_guard):
+    """A function that lists this test's live master, stream manager and instance
+    processes, wherever they are in the process tree."""
+    return lambda: processes_under(topology_guard)
