@@ -29,6 +29,8 @@ STATS_INTERVAL = "stats_interval"  # seconds between an instance's statistics re
 HEARTBEAT_TIMEOUT = "heartbeat_timeout"  # seconds of silence before an instance is presumed hung
 SPOUT_WAIT = "spout_wait"  # seconds a spout sleeps after a next_tuple that emitted nothing
 RESTART_BACKOFF_MAX = "restart_backoff_max"  # cap, in seconds, on the delay before a restart
+BACKPRESSURE_HIGH = "backpressure_high"  # bytes queued for one destination that stop the spouts
+BACKPRESSURE_LOW = "backpressure_low"  # bytes it must drain below for the spouts to resume
 
 DEFAULTS: dict[str, object] = {
     ACKERS: 0,
@@ -41,6 +43,8 @@ DEFAULTS: dict[str, object] = {
     HEARTBEAT_TIMEOUT: 10.0,
     SPOUT_WAIT: 0.001,
     RESTART_BACKOFF_MAX: 5.0,
+    BACKPRESSURE_HIGH: 4 * 1024 * 1024,
+    BACKPRESSURE_LOW: 2 * 1024 * 1024,
 }
 
 # Keys that may also be set per component (they override the topology-wide value there).

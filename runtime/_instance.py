@@ -4,10 +4,15 @@ It gets its identity from its stream manager over stdin, fetches the plan and th
 code from the topology master over the sealed control channel, then runs one loop:
 call ``next_tuple`` (spouts), handle incoming frames, flush batches on time, report.
 
-Data frames come and go on one DEALER socket to the local stream manager; control
-messages on another DEALER to the topology master. A user-code exception is logged
-with its traceback, reported, and ends the process with :data:`EXIT_USER_ERROR`; the
-stream manager starts a new incarnation.
+Data frames come and go on one DEALER socket to the local stream manager (spouts use
+the stream manager's spout socket, which it stops reading under backpressure); control
+messages on another DEALER to the topology master. Sends never block: a frame the
+stream manager cannot take yet waits in ``pending_emits`` (Storm 2.0's pendingEmitsQ),
+and while it is not empty a spout calls no ``next_tuple`` and a bolt reads no input, but
+both keep answering the master and a spout keeps reading what is sent to it.
+
+A user-code exception is logged with its traceback, reported, and ends the process with
+:data:`EXIT_USER_ERROR`; the stream manager starts a new incarnation.
 """
 
 from __future__ import annotations
@@ -19,6 +24,7 @@ import signal
 import sys
 import time
 import traceback
+from collections import deque
 
 import cloudpickle
 import zmq
@@ -34,6 +40,7 @@ EXIT_USER_ERROR = 70  # user code raised: restart me
 SPOUT_CALLS = 500  # most next_tuple calls between two looks at the sockets
 MAX_DRAIN = 64  # frames handled before the loop looks at the clock again
 WELCOME_TIMEOUT = 30.0  # seconds to wait for the topology master's answer
+QUEUE_FRAMES = 16  # frames the data socket queues each way before sends refuse
 
 
 class Instance:
@@ -46,12 +53,16 @@ class Instance:
         self.active = False
         self.zctx = zmq.Context()
         self.ctl = self._socket(boot["tm"], b"i%d.%d" % (self.task, self.incarnation))
-        self.data = self._socket(boot["sm"], b"t%d" % self.task)
+        self.data: zmq.Socket | None = None  # connected once the kind is known
+        self.pending_emits: deque[tuple[bytes, bytes]] = deque()
 
-    def _socket(self, endpoint: str, identity: bytes) -> zmq.Socket:
+    def _socket(self, endpoint: str, identity: bytes, hwm: int | None = None) -> zmq.Socket:
         sock = self.zctx.socket(zmq.DEALER)
         sock.setsockopt(zmq.IDENTITY, identity)
         sock.setsockopt(zmq.LINGER, 2000)
+        if hwm is not None:  # before connect: zmq sizes a pipe when it creates it
+            sock.setsockopt(zmq.SNDHWM, hwm)
+            sock.setsockopt(zmq.RCVHWM, hwm)
         sock.connect(endpoint)
         return sock
 
@@ -87,11 +98,29 @@ class Instance:
         specs = cloudpickle.loads(welcome["bundle"])  # verified: sealed with our secret
         ex = Executor(plan, specs, self.task, self._send, run_dir=self.boot["run_dir"])
         ex.on_error = self.report_error
+        endpoint = self.boot["sm_spouts"] if ex.kind == "spout" else self.boot["sm"]
+        self.data = self._socket(endpoint, b"t%d" % self.task, hwm=QUEUE_FRAMES)
         self.data.send_multipart([wire.data_header(wire.HELLO, 0, 0, self.task), b""])
         return ex
 
     def _send(self, header: bytes, body: bytes) -> None:
-        self.data.send_multipart([header, body], copy=False)
+        if not self.pending_emits:
+            try:
+                return self.data.send_multipart([header, body], zmq.NOBLOCK)
+            except zmq.Again:
+                pass
+        self.pending_emits.append((header, body))
+
+    def drain_pending_emits(self) -> bool:
+        """Send what waits, in order; True when nothing is left waiting."""
+        pending = self.pending_emits
+        while pending:
+            try:
+                self.data.send_multipart(pending[0], zmq.NOBLOCK)
+            except zmq.Again:
+                return False
+            pending.popleft()
+        return True
 
     def report_error(self, where: str, err: BaseException) -> None:
         """A recoverable error: log it and tell the master; the instance keeps going."""
@@ -111,6 +140,7 @@ class Instance:
         except UserCodeError as exc:
             return self.crash(exc)
         ex.stop()
+        self.send_the_rest()
         self.send_stats("stopped")
         return 0
 
@@ -124,16 +154,23 @@ class Instance:
         next_stats = time.monotonic()
         due = ex.on_timer(next_stats)
         calls, budget = 1, float(ex.config[FLUSH_INTERVAL])
+        clear = True
         while not self.stopping:
-            if spout and self.active:
+            if clear != self.drain_pending_emits():
+                clear = not clear
+                poller.modify(self.data, _data_events(spout, clear))
+            if spout and self.active and clear:
                 started = time.monotonic()
                 emitted = ex.step(calls)
                 calls = paced(calls, time.monotonic() - started, budget)
                 timeout = 0 if emitted else wait_ms
             else:
                 timeout = max(0, int((min(due, next_stats) - time.monotonic()) * 1000) + 1)
-            for sock, _ in poller.poll(timeout):
-                self.drain_data(ex) if sock is self.data else self.drain_ctl()
+            for sock, events in poller.poll(timeout):
+                if sock is self.ctl:
+                    self.drain_ctl()
+                elif events & zmq.POLLIN:
+                    self.drain_data(ex)
             now = time.monotonic()
             due = ex.on_timer(now)
             if now >= next_stats:
@@ -142,6 +179,8 @@ class Instance:
 
     def drain_data(self, ex: Executor) -> None:
         for _ in range(MAX_DRAIN):
+            if self.pending_emits and ex.kind == "bolt":
+                return  # read no more input until what it caused has been sent
             try:
                 frames = self.data.recv_multipart(zmq.NOBLOCK)
             except zmq.Again:
@@ -186,8 +225,23 @@ class Instance:
 
     def close(self) -> None:
         self.ctl.close(linger=2000)
-        self.data.close(linger=2000)
+        if self.data is not None:
+            self.data.close(linger=2000)
         self.zctx.term()
+
+    def send_the_rest(self, seconds: float = 1.0) -> None:
+        """On the way out: give what still waits up to ``seconds`` to be taken."""
+        deadline = time.monotonic() + seconds
+        while not self.drain_pending_emits() and time.monotonic() < deadline:
+            self.data.poll(10, zmq.POLLOUT)
+
+
+def _data_events(spout: bool, clear: bool) -> int:
+    """What the loop waits for on the data socket: input, unless a bolt has output
+    waiting (it reads nothing until that is sent); and writability while output waits.
+    A spout always reads, so that acks and fails keep flowing under backpressure."""
+    reading = zmq.POLLIN if (spout or clear) else 0
+    return reading | (0 if clear else zmq.POLLOUT)
 
 
 def paced(calls: int, took: float, budget: float) -> int:

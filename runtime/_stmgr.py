@@ -1,9 +1,13 @@
 """A container: its stream manager, and the instance processes it starts and supervises.
 
 The stream manager routes data frames by the destination task in their header, never
-decoding the tuples inside: to a local instance over its ROUTER socket, or to the
-stream manager of another container over a PUSH socket. A frame for a local instance
-that is not connected (yet, or any more) waits in a bounded queue until it says hello.
+decoding the tuples inside: to a local instance over a ROUTER socket, or to the stream
+manager of another container over a PUSH socket. It never blocks on a send: a frame a
+destination cannot take yet (not connected, or its queue full) waits in that
+destination's :class:`Link`, and the bytes waiting are held to water marks. When a
+destination crosses the high mark, every stream manager stops reading from its local
+spouts until it drains below the low mark (Heron's spout backpressure; see
+``docs/internals/backpressure.md``). Spouts connect to a socket of their own for this.
 
 It also plays Heron's executor role: it starts one process per local task, and
 restarts a process that exits, with a growing back-off when it keeps failing.
@@ -11,6 +15,7 @@ restarts a process that exits, with a growing back-off when it keeps failing.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import signal
@@ -23,7 +28,8 @@ from dataclasses import dataclass, field
 import zmq
 
 from . import _procs, wire
-from ._constants import RESTART_BACKOFF_MAX
+from ._backpressure import START, Backpressure, WaterMarks
+from ._constants import BACKPRESSURE_HIGH, BACKPRESSURE_LOW, RESTART_BACKOFF_MAX
 from ._plan import PhysicalPlan
 
 log = logging.getLogger("tupleflow.stmgr")
@@ -31,20 +37,42 @@ log = logging.getLogger("tupleflow.stmgr")
 SUPERVISE_EVERY = 0.05  # seconds between looks at the instance processes
 STABLE_AFTER = 30.0  # seconds an incarnation must live for the back-off to reset
 WELCOME_TIMEOUT = 30.0  # seconds to wait for the master's welcome
-PENDING_LIMIT = 10_000  # frames held for one absent destination before the oldest is dropped
+QUEUE_FRAMES = 16  # frames a zmq pipe to one instance or peer may hold before sends refuse
+ANNOUNCE_EVERY = 1.0  # seconds between repeats of a backpressure announcement while it lasts
+ANNOUNCE_TTL = 3.0  # seconds a peer's announcement holds unless repeated
+
+
+@dataclass(eq=False)  # compared and hashed by identity: links are kept in a set
+class Link:
+    """The frames on their way to one destination: a local task, or a peer container.
+
+    ``sock`` and ``ident`` say where to send (a ROUTER needs the instance's identity); a
+    local link has neither until its instance says hello.
+    """
+
+    key: object  # the task id, or ("container", c) for a peer
+    sock: zmq.Socket | None = None
+    ident: bytes | None = None
+    pending: deque = field(default_factory=deque)
+
+    def send(self, header: bytes, body: bytes) -> None:
+        """Hand one frame to zmq; zmq.Again (queue full) or ZMQError (gone) if it can't."""
+        if self.ident is None:
+            self.sock.send_multipart([header, body], zmq.NOBLOCK)
+        else:
+            self.sock.send_multipart([self.ident, header, body], zmq.NOBLOCK)
 
 
 @dataclass
 class Child:
     task: int
+    link: Link
     proc: subprocess.Popen | None = None
     incarnation: int = 0
     restarts: int = 0
     streak: int = 0  # restarts in a row without a stable run in between
     started: float = 0.0
     restart_at: float | None = None
-    pending: deque = field(default_factory=lambda: deque(maxlen=PENDING_LIMIT))
-    connected: bool = False
 
 
 class StreamManager:
@@ -56,10 +84,12 @@ class StreamManager:
         self.stopping = False
         self.dropped = 0
         self.zctx = zmq.Context()
-        self.local = self._bind(zmq.ROUTER, "local")
-        self.local.setsockopt(zmq.ROUTER_MANDATORY, 1)
-        self.local.setsockopt(zmq.ROUTER_HANDOVER, 1)
+        self.local = self._bind_router("local")  # bolts
+        self.spouts = self._bind_router("spouts")  # not read while backpressure is on
         self.inbound = self._bind(zmq.PULL, "in")
+        self.backlog: set[Link] = set()  # links with frames waiting
+        self.backpressure = Backpressure(ANNOUNCE_TTL)
+        self.next_announce = 0.0
         self.ctl = self.zctx.socket(zmq.DEALER)
         # a restarted container gets a new identity: the master's ROUTER would refuse one
         # it still holds for the dead stream manager
@@ -71,8 +101,16 @@ class StreamManager:
     def _bind(self, kind: int, name: str) -> zmq.Socket:
         sock = self.zctx.socket(kind)
         sock.setsockopt(zmq.LINGER, 0)
+        sock.setsockopt(zmq.SNDHWM, QUEUE_FRAMES)  # set before bind: zmq sizes each pipe as
+        sock.setsockopt(zmq.RCVHWM, QUEUE_FRAMES)  # it creates it, and what waits is bounded
         path = os.path.join(self.run_dir, f"sm-{self.container}-{name}.sock")
         sock.bind(f"ipc://{path}")
+        return sock
+
+    def _bind_router(self, name: str) -> zmq.Socket:
+        sock = self._bind(zmq.ROUTER, name)
+        sock.setsockopt(zmq.ROUTER_MANDATORY, 1)  # refuse, rather than drop, what can't go
+        sock.setsockopt(zmq.ROUTER_HANDOVER, 1)  # a restarted instance takes its identity back
         return sock
 
     def endpoint(self, sock: zmq.Socket) -> str:
@@ -106,31 +144,34 @@ class StreamManager:
     def _wire(self, welcome: dict) -> None:
         self.plan = PhysicalPlan.from_data(welcome["plan"])
         containers = self.plan.task_containers()
-        self.peers = {}
-        for c, ep in welcome["inbound"].items():
-            if int(c) != self.container:
-                self.peers[int(c)] = self._push(ep)
-        self.route = {t: (None if c == self.container else self.peers[c])
-                      for t, c in containers.items()}
+        self.peers = {int(c): Link(("container", int(c)), self._push(ep))
+                      for c, ep in welcome["inbound"].items() if int(c) != self.container}
         incarnations = self.boot.get("incarnations", {})
-        self.children = {t.task: Child(t.task, incarnation=incarnations.get(t.task, 0))
+        self.children = {t.task: Child(t.task, Link(t.task),
+                                       incarnation=incarnations.get(t.task, 0))
                          for t in self.plan.tasks_in(self.container)}
+        self.route = {t: self.children[t].link if c == self.container else self.peers[c]
+                      for t, c in containers.items()}
+        config = self.plan.config
+        self.marks = WaterMarks(int(config[BACKPRESSURE_HIGH]), int(config[BACKPRESSURE_LOW]))
 
     def _push(self, endpoint: str) -> zmq.Socket:
         sock = self.zctx.socket(zmq.PUSH)
         sock.setsockopt(zmq.LINGER, 0)
+        sock.setsockopt(zmq.SNDHWM, QUEUE_FRAMES)
         sock.connect(endpoint)
         return sock
 
     # -- instances ----------------------------------------------------------------------
     def start(self, child: Child) -> None:
         boot = {"secret": self.secret, "tm": self.boot["tm"], "sm": self.endpoint(self.local),
+                "sm_spouts": self.endpoint(self.spouts),
                 "task": child.task, "incarnation": child.incarnation, "run_dir": self.run_dir,
                 "sys_path": self.boot.get("sys_path", [])}
         info = self.plan.task(child.task)
         path = os.path.join(_procs.log_dir(self.run_dir), f"{info.component}-{child.task}.log")
         child.proc = _procs.spawn("runtime._instance", boot, log_path=path)
-        child.started, child.restart_at, child.connected = time.monotonic(), None, False
+        child.started, child.restart_at, child.link.sock = time.monotonic(), None, None
 
     def supervise(self, now: float) -> None:
         for child in self.children.values():
@@ -142,7 +183,7 @@ class StreamManager:
     def _schedule_restart(self, child: Child, now: float) -> None:
         code = child.proc.returncode
         _procs.close_pipe(child.proc)
-        child.proc, child.connected = None, False  # hold its frames until the next hello
+        child.proc, child.link.sock = None, None  # hold its frames until the next hello
         if now - child.started > STABLE_AFTER:
             child.streak = 0
         cap = float(self.plan.config[RESTART_BACKOFF_MAX])
@@ -156,16 +197,16 @@ class StreamManager:
                   restarts=child.restarts, reason=reason)
 
     # -- routing ------------------------------------------------------------------------
-    def from_local(self) -> None:
+    def from_instances(self, sock: zmq.Socket) -> None:
         for _ in range(256):
             try:
-                frames = self.local.recv_multipart(zmq.NOBLOCK)
+                frames = sock.recv_multipart(zmq.NOBLOCK)
             except zmq.Again:
                 return
             if len(frames) != 3:
                 self._drop(f"local message of {len(frames)} parts")
                 continue
-            self._route(frames[1], frames[2])
+            self._route(frames[1], frames[2], sock)
 
     def from_peers(self) -> None:
         for _ in range(256):
@@ -176,49 +217,82 @@ class StreamManager:
             if len(frames) != 2:
                 self._drop(f"peer message of {len(frames)} parts")
                 continue
-            self._route(frames[0], frames[1])
+            self._route(frames[0], frames[1], None)
 
-    def _route(self, header, body) -> None:
+    def _route(self, header: bytes, body: bytes, sock: zmq.Socket | None) -> None:
         try:
             h = wire.parse_header(header)
         except wire.WireError as exc:
             return self._drop(str(exc))
-        if h.kind == wire.HELLO:
-            return self._connected(h.src)
-        if h.dest not in self.route:
-            return self._drop(f"frame for unknown task {h.dest}")
-        peer = self.route[h.dest]
-        if peer is None:
-            self._to_local(h.dest, header, body)
-        else:
-            peer.send_multipart([header, body])
+        if h.kind == wire.HELLO and sock is not None:
+            return self._connected(h.src, sock)
+        if h.kind == wire.BACKPRESSURE and sock is None:
+            return self.backpressure.announced(h.src, wire.bp_transition(h), time.monotonic())
+        link = self.route.get(h.dest)
+        if link is None or h.kind not in wire.ROUTED:
+            return self._drop(f"frame of kind {h.kind} for task {h.dest} cannot be routed")
+        self.deliver(link, header, body)
 
-    def _to_local(self, task: int, header, body) -> None:
-        child = self.children[task]
-        if child.pending or not child.connected:
-            child.pending.append((header, body))
-            return
-        try:
-            self.local.send_multipart([b"t%d" % task, header, body], zmq.NOBLOCK)
-        except zmq.ZMQError:  # not connected (EHOSTUNREACH) or its queue is full (EAGAIN)
-            child.pending.append((header, body))
+    def deliver(self, link: Link, header: bytes, body: bytes) -> None:
+        if not link.pending and link.sock is not None:
+            try:
+                return link.send(header, body)
+            except zmq.ZMQError:  # queue full (EAGAIN) or instance gone (EHOSTUNREACH)
+                pass
+        link.pending.append((header, body))
+        self.backlog.add(link)
+        if self.marks.add(link.key, len(body)) == START:
+            self._pressure_on(link.key)
 
-    def _connected(self, task: int) -> None:
+    def drain(self, link: Link) -> None:
+        """Hand over what waits for ``link``, in order, until it refuses or is empty."""
+        while link.pending and link.sock is not None:
+            header, body = link.pending[0]
+            try:
+                link.send(header, body)
+            except zmq.ZMQError:
+                return
+            link.pending.popleft()
+            if self.marks.remove(link.key, len(body)) is not None:
+                self._pressure_off(link.key)
+        if not link.pending:
+            self.backlog.discard(link)
+
+    def _connected(self, task: int, sock: zmq.Socket) -> None:
         child = self.children.get(task)
         if child is None:
             return self._drop(f"hello from task {task}, which is not in this container")
-        child.connected = True
-        self.flush_pending(child)
+        child.link.sock, child.link.ident = sock, b"t%d" % task
+        self.drain(child.link)
 
-    def flush_pending(self, child: Child) -> None:
-        ident = b"t%d" % child.task
-        while child.pending:
-            header, body = child.pending[0]
-            try:
-                self.local.send_multipart([ident, header, body], zmq.NOBLOCK)
-            except zmq.ZMQError:
-                return
-            child.pending.popleft()
+    # -- backpressure -------------------------------------------------------------------
+    def _pressure_on(self, key) -> None:
+        self.backpressure.local.add(key)
+        log.warning("backpressure on: %s crossed the high water mark", key)
+        self.tell("backpressure", container=self.container, on=True, cause=_cause(key))
+        self.next_announce = 0.0  # announce at once
+
+    def _pressure_off(self, key) -> None:
+        self.backpressure.local.discard(key)
+        log.info("backpressure off: %s drained below the low water mark", key)
+        self.tell("backpressure", container=self.container, on=False, cause=_cause(key))
+        if isinstance(key, int):
+            self._announce(key, on=False)
+
+    def announce(self, now: float) -> None:
+        """Tell every peer which local tasks are over the high mark (repeated while they are)."""
+        if now < self.next_announce:
+            return
+        self.next_announce = now + ANNOUNCE_EVERY
+        for key in self.backpressure.local:
+            if isinstance(key, int):
+                self._announce(key, on=True)
+
+    def _announce(self, task: int, on: bool) -> None:
+        header = wire.bp_header(task, on)
+        for peer in self.peers.values():
+            with contextlib.suppress(zmq.ZMQError):  # a peer that can't take it hears the repeat
+                peer.send(header, b"")
 
     def _drop(self, why: str) -> None:
         self.dropped += 1
@@ -230,28 +304,33 @@ class StreamManager:
         for child in self.children.values():
             self.start(child)
         poller = zmq.Poller()
-        for sock in (self.local, self.inbound, self.ctl):
+        for sock in (self.local, self.spouts, self.inbound, self.ctl):
             poller.register(sock, zmq.POLLIN)
-        next_look = 0.0
+        next_look, reading_spouts = 0.0, True
         while not self.stopping:
-            for sock, _ in poller.poll(int(SUPERVISE_EVERY * 1000)):
+            timeout = 1 if self.backlog else int(SUPERVISE_EVERY * 1000)
+            for sock, _ in poller.poll(timeout):
                 self._on_readable(sock)
+            for link in list(self.backlog):
+                self.drain(link)
             now = time.monotonic()
+            self.announce(now)
+            paused = self.backpressure.active(now)
+            if paused == reading_spouts:  # the spouts' socket is read only without pressure
+                poller.modify(self.spouts, 0 if paused else zmq.POLLIN)
+                reading_spouts = not paused
             if now >= next_look:
                 self.supervise(now)
-                for child in self.children.values():
-                    if child.pending and child.connected:
-                        self.flush_pending(child)
                 next_look = now + SUPERVISE_EVERY
         self.shutdown()
 
     def _on_readable(self, sock: zmq.Socket) -> None:
-        if sock is self.local:
-            self.from_local()
-        elif sock is self.inbound:
+        if sock is self.inbound:
             self.from_peers()
-        else:
+        elif sock is self.ctl:
             self.from_master()
+        else:
+            self.from_instances(sock)
 
     def from_master(self) -> None:
         while self.ctl.poll(0):
@@ -263,10 +342,15 @@ class StreamManager:
         procs = [c.proc for c in self.children.values() if c.proc is not None]
         _procs.terminate(procs, timeout=1.0)
         self.tell("bye", role="sm", id=self.container)
-        for sock in (self.local, self.inbound, *self.peers.values()):
+        for sock in (self.local, self.spouts, self.inbound, *(p.sock for p in self.peers.values())):
             sock.close(linger=0)
         self.ctl.close(linger=1000)
         self.zctx.term()
+
+
+def _cause(key) -> str | int:
+    """A backpressure cause for the master: a task id, or "container N" for a peer link."""
+    return key if isinstance(key, int) else f"container {key[1]}"
 
 
 def main() -> None:

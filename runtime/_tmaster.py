@@ -63,6 +63,7 @@ class TopologyMaster:
         self.exceptions: deque[dict] = deque(maxlen=MAX_EXCEPTIONS)
         self.events: deque[dict] = deque(maxlen=MAX_EVENTS)
         self.dropped = 0
+        self.backpressure: dict[str, dict] = {}  # causes now over the high water mark
         self.stopping = False
         self.kill_requests: list[tuple[bytes, Any]] = []
 
@@ -208,6 +209,18 @@ class TopologyMaster:
         self.event("restarted", task=task_id, component=task["component"], reason=reason,
                    restarts=task["restarts"])
 
+    def on_backpressure(self, ident: bytes, msg: dict) -> None:
+        """A stream manager's destination crossed a water mark: the root cause, on or off."""
+        cause = msg["cause"]
+        component = self.plan.task(cause).component if isinstance(cause, int) else None
+        if msg["on"]:
+            self.backpressure[str(cause)] = {"cause": cause, "component": component,
+                                            "container": msg["container"], "since": time.time()}
+        else:
+            self.backpressure.pop(str(cause), None)
+        self.event("backpressure_on" if msg["on"] else "backpressure_off", cause=cause,
+                   component=component, container=msg["container"])
+
     def on_bye(self, ident: bytes, msg: dict) -> None:
         log.info("%s %s said bye", msg["role"], msg["id"])
 
@@ -233,7 +246,7 @@ class TopologyMaster:
     def answer_status(self, msg: dict) -> dict:
         return {"state": self.state, "started": self.started, "pid": os.getpid(),
                 "containers": {c: p.pid for c, p in self.containers.items()},
-                "dropped": self.dropped}
+                "dropped": self.dropped, "backpressure": list(self.backpressure.values())}
 
     def answer_exceptions(self, msg: dict) -> list[dict]:
         return list(self.exceptions)

@@ -35,7 +35,9 @@ import msgpack
 DATA = 1  # body: a batch of tuples, each a list of values (at most once)
 TRACKED = 2  # body: a batch of [values, anchor ids] for at-least-once tuples
 HELLO = 9  # instance -> its stream manager, once connected: "route my frames to me"
-KINDS = frozenset({DATA, TRACKED, HELLO})
+BACKPRESSURE = 10  # stream manager -> peers: src is the cause task; stream 1 = start, 0 = stop
+KINDS = frozenset({DATA, TRACKED, HELLO, BACKPRESSURE})
+ROUTED = frozenset({DATA, TRACKED})  # the kinds a stream manager forwards to a task
 
 _HEADER = struct.Struct("<BxHII")  # kind, pad, stream id, destination task, source task
 HEADER_SIZE = _HEADER.size
@@ -64,6 +66,19 @@ def parse_header(raw: bytes) -> Header:
     if header.kind not in KINDS:
         raise WireError(f"unknown frame kind {header.kind}")
     return header
+
+
+def bp_header(task: int, on: bool) -> bytes:
+    """A backpressure announcement: ``task`` crossed the high mark (on) or drained (off).
+
+    >>> bp_transition(parse_header(bp_header(7, True)))
+    'start'
+    """
+    return _HEADER.pack(BACKPRESSURE, int(on), 0, task)
+
+
+def bp_transition(header: Header) -> str:
+    return "start" if header.stream else "stop"
 
 
 def dest_of(raw: bytes) -> int:
@@ -117,6 +132,7 @@ CONTROL: dict[str, tuple[str, ...]] = {
     "reply": ("id", "ok", "value"),  # TM -> client
     "kill": (),  # TM -> SM / instances: stop now
     "bye": ("role", "id"),  # a process tells the TM it is exiting
+    "backpressure": ("container", "on", "cause"),  # SM -> TM: a cause crossed a water mark
 }
 
 
