@@ -90,6 +90,7 @@ class Measurement:
     bolts: int
     tuples: int
     seconds: float
+    extra: tuple[tuple[str, object], ...] = ()  # more key=value pairs, e.g. latencies
 
     @property
     def tps(self) -> int:
@@ -101,6 +102,7 @@ class Measurement:
             f" acking={'on' if self.acking else 'off'} spouts={self.spouts}"
             f" bolts={self.bolts} tuples={self.tuples}"
             f" seconds={self.seconds:.3f} tps={self.tps}"
+            + "".join(f" {key}={value}" for key, value in self.extra)
         )
 
 

@@ -77,6 +77,7 @@ from runtime import Bolt, Spout, Topology
 WORKLOAD = "wordcount"
 BATCH = 1000  # words per zmq-pipe frame
 POLL_SECONDS = 0.02  # how often tupleflow's statistics are polled
+HALF_RATE_SECONDS = 5.0  # about how long the half-rate latency run lasts
 
 
 # --- tupleflow --------------------------------------------------------------
@@ -99,11 +100,22 @@ class WordSpout(Spout):
 
 
 class AckingWordSpout(WordSpout):
-    """``WordSpout`` whose tuples are tracked: the countdown is the message id."""
+    """``WordSpout`` whose tuples are tracked: the countdown is the message id.
+
+    With ``config["rate"]`` (tuples per second per task) it keeps to that rate, for
+    measuring latency below the maximum throughput."""
+
+    def open(self, config, context):
+        super().open(config, context)
+        self.rate = config.get("rate")
+        self.started, self.sent = time.monotonic(), 0
 
     def next_tuple(self):
+        if self.rate and self.sent >= (time.monotonic() - self.started) * self.rate:
+            return  # ahead of schedule: emit nothing, the runtime idles briefly
         if self.left:
             self.left -= 1
+            self.sent += 1
             self.emit([self.choose(self.words)], msg_id=self.left)
 
 
@@ -137,15 +149,38 @@ def build_topology(spouts: int, bolts: int, acking: bool) -> Topology:
     return topology
 
 
-def run_tupleflow(args) -> Measurement:
+def run_tupleflow(args) -> list[Measurement]:
+    """At full speed; with acking on, also at half the measured rate, for latency."""
     acking = args.acking == "on"
-    config = {"tuples": args.tuples, "ackers": 1 if acking else 0, **engine_options(args)}
+    first = tupleflow_run(args, args.tuples, WORKLOAD, acking, rate=None)
+    if not acking:
+        return [first]
+    rate = first.tps / 2
+    tuples = min(args.tuples, max(1000, int(rate * HALF_RATE_SECONDS)))
+    return [first, tupleflow_run(args, tuples, "wordcount-half-rate", acking, rate)]
+
+
+def tupleflow_run(args, tuples: int, workload: str, acking: bool, rate: float | None):
+    config = {"tuples": tuples, "ackers": 1 if acking else 0, **engine_options(args)}
+    if rate:
+        config["rate"] = rate / args.spouts
     topology = build_topology(args.spouts, args.bolts, acking)
     with topology.submit(scheduler="local", containers=args.containers, config=config) as running:
-        stats = wait_until_counted(running, args.tuples, timeout_for(args.tuples))
-    check_tupleflow(stats, args.tuples)
-    seconds = counting_window(stats)
-    return Measurement("tupleflow", WORKLOAD, acking, args.spouts, args.bolts, args.tuples, seconds)
+        stats = wait_until_counted(running, tuples, timeout_for(tuples) + HALF_RATE_SECONDS * 2,
+                                   acking)
+    check_tupleflow(stats, tuples)
+    extra = latencies(stats) if acking else ()
+    return Measurement("tupleflow", workload, acking, args.spouts, args.bolts, tuples,
+                       counting_window(stats), extra)
+
+
+def latencies(stats) -> tuple[tuple[str, str], ...]:
+    """The spout tuples' complete latency: the worst p50 and p99 over the spout tasks."""
+    summaries = [r.complete_latency_ms for r in stats if r.component == "words"]
+    if not all(summaries):
+        raise BenchmarkError("tupleflow: a spout task reported no complete latency")
+    return (("p50_ms", f"{max(s['p50'] for s in summaries):.2f}"),
+            ("p99_ms", f"{max(s['p99'] for s in summaries):.2f}"))
 
 
 def engine_options(args) -> dict:
@@ -154,12 +189,13 @@ def engine_options(args) -> dict:
     return {k: v for k, v in options.items() if v is not None}
 
 
-def wait_until_counted(running, tuples: int, timeout: float) -> list:
-    """Wait until the spouts report ``tuples`` emitted and the "count" bolts as many
-    executed (each instance reports on its own schedule, so wait for both)."""
+def wait_until_counted(running, tuples: int, timeout: float, acking: bool = False) -> list:
+    """Wait until the spouts report ``tuples`` emitted (and, with acking, acked) and the
+    "count" bolts as many executed (each instance reports on its own schedule)."""
+    spout_field = "acked" if acking else "emitted"
 
     def done(stats) -> bool:
-        return min(total(stats, "words", "emitted"), total(stats, "count", "executed")) >= tuples
+        return min(total(stats, "words", spout_field), total(stats, "count", "executed")) >= tuples
 
     try:
         return running.wait_until(done, timeout=timeout, interval=POLL_SECONDS)
@@ -191,13 +227,13 @@ def counting_window(stats) -> float:
 # --- python-loop ------------------------------------------------------------
 
 
-def run_python_loop(args) -> Measurement:
+def run_python_loop(args) -> list[Measurement]:
     words, choose = vocabulary(), word_chooser()
     start = time.perf_counter()
     counts = count_random_words(words, choose, args.tuples)
     seconds = time.perf_counter() - start
     check_equal("python-loop", "sum of counts", sum(counts.values()), args.tuples)
-    return baseline("python-loop", args.tuples, seconds)
+    return [baseline("python-loop", args.tuples, seconds)]
 
 
 def count_random_words(words, choose, tuples: int) -> dict[str, int]:
@@ -216,7 +252,7 @@ def baseline(name: str, tuples: int, seconds: float) -> Measurement:
 # --- zmq-pipe ---------------------------------------------------------------
 
 
-def run_zmq_pipe(args) -> Measurement:
+def run_zmq_pipe(args) -> list[Measurement]:
     context = multiprocessing.get_context("spawn")
     reports = context.Queue()
     with tempfile.TemporaryDirectory(prefix="tupleflow-bench-") as directory:
@@ -227,7 +263,7 @@ def run_zmq_pipe(args) -> Measurement:
         ]
         counted, seconds = run_processes(processes, reports, timeout_for(args.tuples))
     check_equal("zmq-pipe", "consumer's total", counted, args.tuples)
-    return baseline("zmq-pipe", args.tuples, seconds)
+    return [baseline("zmq-pipe", args.tuples, seconds)]
 
 
 def produce(address: str, tuples: int) -> None:
@@ -315,7 +351,8 @@ def main(argv: list[str] | None = None) -> int:
     failed = 0
     for name in selected(parser, list(IMPLEMENTATIONS), args.only):
         try:
-            print(IMPLEMENTATIONS[name](args).line(), flush=True)
+            for measurement in IMPLEMENTATIONS[name](args):
+                print(measurement.line(), flush=True)
         except BenchmarkError as error:
             print(f"FAILED {error}", file=sys.stderr, flush=True)
             failed += 1

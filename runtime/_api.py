@@ -60,6 +60,14 @@ class Spout(Component):
     def close(self) -> None:
         """Called when the topology is killed, if the instance gets the chance."""
 
+    def progress(self) -> int | None:
+        """How far this spout has got, for the max-spout-pending auto-tuner.
+
+        ``None`` (the default) means the number of tuples acked so far; a spout reading
+        a log may return its committed offset instead (Storm @Twitter §3.3.3).
+        """
+        return None
+
 
 class Bolt(Component):
     """Processes tuples. Override ``process``; emit with ``self.emit(values, anchors=[tup])``
@@ -117,12 +125,13 @@ class Tuple:
     ('storm', 2, 'words', 3, 'default', ('word', 'n'))
     """
 
-    __slots__ = ("values", "source", "ids")
+    __slots__ = ("values", "source", "ids", "ack_val")
 
     def __init__(self, values: list, source: TupleSource, ids: Any = None) -> None:
         self.values = values
         self.source = source
-        self.ids = ids  # acking bookkeeping, owned by the runtime
+        self.ids = ids  # {root id: edge id} of a tracked tuple (owned by the runtime)
+        self.ack_val = 0  # XOR of the edge ids of the tuples anchored to this one
 
     @property
     def component(self) -> str:

@@ -22,6 +22,7 @@ DEFAULT_STREAM = "default"  # the stream an emit goes to when none is named
 ACKERS = "ackers"  # number of acker tasks; 0 means at most once
 MESSAGE_TIMEOUT = "message_timeout"  # seconds before a pending spout tuple fails
 MAX_SPOUT_PENDING = "max_spout_pending"  # in-flight spout tuples per spout task, or "auto"
+TUNE_INTERVAL = "tune_interval"  # seconds between two turns of the max-spout-pending tuner
 BATCH_SIZE = "batch_size"  # tuples per outgoing frame before it is sent
 FLUSH_INTERVAL = "flush_interval"  # seconds a partly filled batch may wait before it is sent
 TICK_FREQ_SECS = "tick_freq_secs"  # per component: seconds between tick tuples (None: none)
@@ -36,6 +37,7 @@ DEFAULTS: dict[str, object] = {
     ACKERS: 0,
     MESSAGE_TIMEOUT: 30.0,
     MAX_SPOUT_PENDING: None,
+    TUNE_INTERVAL: 120.0,
     BATCH_SIZE: 1000,
     FLUSH_INTERVAL: 0.002,
     TICK_FREQ_SECS: None,
@@ -48,4 +50,7 @@ DEFAULTS: dict[str, object] = {
 }
 
 # Keys that may also be set per component (they override the topology-wide value there).
-COMPONENT_KEYS = frozenset({TICK_FREQ_SECS, MAX_SPOUT_PENDING, BATCH_SIZE, FLUSH_INTERVAL})
+COMPONENT_KEYS = frozenset({TICK_FREQ_SECS, MAX_SPOUT_PENDING, TUNE_INTERVAL, BATCH_SIZE,
+                            FLUSH_INTERVAL})
+AUTO = "auto"  # max_spout_pending="auto": the tuner sets it, starting from AUTO_START
+AUTO_START = 1000

@@ -4,9 +4,15 @@ incoming frames into ``process`` calls. It owns no socket and no clock: whoever 
 the clocks, and calls :meth:`Executor.step`, :meth:`Executor.on_frame` and
 :meth:`Executor.on_timer`.
 
-The hot path is ``emit -> deliver -> list.append``; a batch is encoded and sent when it
-holds ``batch_size`` tuples, or when ``flush_interval`` has passed (Storm 2.0's batching
-with flush tuples, driven here by the executor's own timer).
+The hot path is ``emit -> list.append``; a batch is encoded and sent when it holds
+``batch_size`` tuples, or when ``flush_interval`` has passed (Storm 2.0's batching with
+flush tuples, driven here by the executor's own timer).
+
+With acking on (``ackers`` > 0), a spout tuple emitted with a ``msg_id`` gets a random
+root id, and each copy sent to a task a random edge id; the spout tells the acker the
+XOR of those edges. A bolt's emit anchored to tracked inputs gives each copy an edge id
+per anchor and XORs it into the anchor's ``ack_val``; acking the input sends, per root,
+its own edge id XOR that ``ack_val``. See ``docs/internals/acker.md``.
 """
 
 from __future__ import annotations
@@ -20,17 +26,24 @@ from typing import Any
 from . import wire
 from ._api import BasicBolt, Context, FailedException, Tuple, TupleSource
 from ._constants import (
+    ACKER,
+    ACKERS,
     BATCH_SIZE,
     DEFAULT_STREAM,
     FLUSH_INTERVAL,
+    MAX_SPOUT_PENDING,
+    MESSAGE_TIMEOUT,
     SYSTEM,
     TICK,
     TICK_FREQ_SECS,
+    TUNE_INTERVAL,
 )
+from ._ledger import new_id
 from ._outbound import Outlet, StreamOut
 from ._plan import PhysicalPlan
 from ._stats import InstanceStats
 from ._topology import ComponentSpec
+from ._tracking import SpoutTracker
 from .groupings import DirectGrouping
 
 log = logging.getLogger("tupleflow.executor")
@@ -69,10 +82,24 @@ class Executor:
         self.first_executed: float | None = None
         self.last_executed: float | None = None
         self.streams = self._build_streams(send)
+        self.acking = int(self.config[ACKERS]) > 0
+        self._acker_tasks = plan.component_tasks().get(ACKER, ())
+        self._ack_out = {t: [] for t in self._acker_tasks}  # acker task -> ACKS messages
+        self._ack_headers = {t: wire.data_header(wire.ACKS, 0, t, task)
+                             for t in self._acker_tasks}
+        self._ack_batches = [self._ack_out[t] for t in self._acker_tasks]  # by root % n
+        self._send = send
+        self.tracker = self._tracker() if self.kind == "spout" and self.acking else None
+        self._current: list[Tuple | None] = [None]  # a BasicBolt's input being processed
         self._tick_every = self.config.get(TICK_FREQ_SECS)
         self._next_tick = None
         self._flush_every = float(self.config[FLUSH_INTERVAL])
         self._next_flush = 0.0
+
+    def _tracker(self) -> SpoutTracker:
+        return SpoutTracker(float(self.config[MESSAGE_TIMEOUT]),
+                            self.config.get(MAX_SPOUT_PENDING),
+                            float(self.config[TUNE_INTERVAL]), self.monotonic())
 
     # -- wiring -------------------------------------------------------------------------
     def _context(self, run_dir: str) -> Context:
@@ -99,6 +126,8 @@ class Executor:
         if isinstance(grouping, DirectGrouping):
             for t in tasks:
                 out.direct[t] = (wire.data_header(wire.DATA, stream_id, t, self.task), [])
+                out.direct_tracked[t] = (wire.data_header(wire.TRACKED, stream_id, t, self.task),
+                                         [])
             return
         prepare = getattr(grouping, "prepare", None)
         if prepare is not None:
@@ -107,7 +136,9 @@ class Executor:
             grouping.target_tasks = list(tasks)
         out.outlets.append(Outlet(grouping, tasks, stream_id, self.task))
 
-    def _report_unencodable(self, stream: str, values) -> None:
+    def _report_unencodable(self, stream: str, values, ids: dict | None) -> None:
+        for root in ids or ():
+            self._ack(wire.ACK_FAIL, root, 0)  # the copy is lost: fail its trees now
         fields = self.spec.streams[stream]
         self.dropped += 1
         bad = [f"{f} ({type(v).__name__})" for f, v in zip(fields, values)
@@ -132,10 +163,15 @@ class Executor:
             user.reset_timeout = self._bolt_reset_timeout
 
     def _make_emit(self):
-        """``emit``: check the stream and arity, append; a full batch is flushed."""
+        """``emit``: check the stream and arity, append; a full batch is flushed.
+
+        Tracked tuples (a spout's with a ``msg_id``, a bolt's anchored to tracked inputs,
+        both only with acking on) take :meth:`_emit_root` / :meth:`_emit_anchored`.
+        """
         streams = {name: (out.arity, out.items, out) for name, out in self.streams.items()}
-        comp, acks, size = self.spec.id, self._acks, self._batch_size
-        is_spout = self.kind == "spout"
+        comp, acks, size, acking = self.spec.id, self._acks, self._batch_size, self.acking
+        spout, current = self.kind == "spout", self._current
+        basic = isinstance(self.user, BasicBolt)
 
         def emit(values, stream=DEFAULT_STREAM, msg_id=None, anchors=None):
             try:
@@ -148,13 +184,64 @@ class Executor:
                 ok = False
             if not ok:
                 raise _wrong_arity(comp, stream, values, n)
+            if spout:
+                if msg_id is not None:
+                    if acking:
+                        return self._emit_root(out, values, msg_id)
+                    acks.append(msg_id)
+            elif acking and (anchors is not None or basic) and self._emit_anchored(
+                    out, values, current if anchors is None else anchors):
+                return
             items.append(values)
             if len(items) >= size:
                 out.flush()
-            if msg_id is not None and is_spout:
-                acks.append(msg_id)
 
         return emit
+
+    def _emit_root(self, out: StreamOut, values, msg_id, direct: int | None = None) -> None:
+        """A new spout tuple tree: an edge id per copy, their XOR to the acker."""
+        root, xor, size = new_id(), 0, self._batch_size
+        for batch in self._copies(out, values, direct):
+            edge = new_id()
+            xor ^= edge
+            batch.append([values, {root: edge}])
+            if len(batch) >= size:
+                out.flush_tracked()
+        out.emitted += 1
+        self.tracker.emitted(root, msg_id, self.monotonic())
+        self._ack(wire.ACK_INIT, root, xor, self.task)
+
+    def _emit_anchored(self, out: StreamOut, values, anchors, direct: int | None = None) -> bool:
+        """A tuple joining its anchors' trees; False when no anchor is tracked."""
+        if isinstance(anchors, Tuple):
+            anchors = [anchors]
+        tracked = [a for a in anchors if a is not None and a.ids]
+        if not tracked:
+            return False
+        size = self._batch_size
+        for batch in self._copies(out, values, direct):
+            ids: dict[int, int] = {}
+            for anchor in tracked:
+                edge = new_id()
+                anchor.ack_val ^= edge
+                for root in anchor.ids:
+                    ids[root] = ids.get(root, 0) ^ edge
+            batch.append([values, ids])
+            if len(batch) >= size:
+                out.flush_tracked()
+        out.emitted += 1
+        return True
+
+    @staticmethod
+    def _copies(out: StreamOut, values, direct: int | None) -> list[list]:
+        """The tracked batches one tuple goes into: one per target task, chosen now."""
+        if direct is not None:
+            return [out.direct_tracked[direct][1]]
+        return out.tracked_batches(values)
+
+    def _ack(self, op: int, root: int, value: int, spout: int = 0) -> None:
+        """Queue one message for the acker task that keeps ``root`` (``acker_for``)."""
+        self._ack_batches[root % len(self._ack_batches)].append([op, root, value, spout])
 
     def _emit_direct(self, task: int, values, stream=DEFAULT_STREAM, msg_id=None, anchors=None):
         comp = self.spec.id
@@ -167,20 +254,40 @@ class Executor:
                              f"subscribe to stream {stream!r} with a direct grouping")
         if _arity(values) != out.arity:
             raise _wrong_arity(comp, stream, values, out.arity)
+        spout = self.kind == "spout"
+        if self.acking and spout and msg_id is not None:
+            return self._emit_root(out, values, msg_id, direct=task)
+        if self.acking and not spout and (anchors is not None or self._current[0] is not None):
+            anchors = self._current if anchors is None else anchors
+            if self._emit_anchored(out, values, anchors, direct=task):
+                return None
         target[1].append(values)
         if len(target[1]) >= self._batch_size:
             out.flush()
-        if msg_id is not None and self.kind == "spout":
+        if msg_id is not None and spout:
             self._acks.append(msg_id)
+        return None
 
     def _bolt_ack(self, tup: Tuple) -> None:
         self.acked += 1
+        ids, tup.ids = tup.ids, None  # a second ack of the same tuple changes nothing
+        if ids and self.acking:
+            ack_val = tup.ack_val
+            for root, edge in ids.items():
+                self._ack(wire.ACK_ACK, root, edge ^ ack_val)
 
     def _bolt_fail(self, tup: Tuple) -> None:
         self.failed += 1
+        ids, tup.ids = tup.ids, None
+        if ids and self.acking:
+            for root in ids:
+                self._ack(wire.ACK_FAIL, root, 0)
 
     def _bolt_reset_timeout(self, tup: Tuple) -> None:
-        """Nothing to reset in at-most-once mode."""
+        """Restart the timeout of every tree this tuple belongs to."""
+        if tup.ids and self.acking:
+            for root in tup.ids:
+                self._ack(wire.ACK_RESET, root, 0)
 
     # -- lifecycle ----------------------------------------------------------------------
     def start(self) -> None:
@@ -210,17 +317,47 @@ class Executor:
 
     # -- spouts -------------------------------------------------------------------------
     def step(self, calls: int) -> int:
-        """Call ``next_tuple`` up to ``calls`` times; return how many tuples were emitted."""
+        """Call ``next_tuple`` up to ``calls`` times, and not while ``max_spout_pending``
+        roots are in flight; return how many tuples were emitted."""
         before = self.queued_or_sent()
         next_tuple = self.user.next_tuple
+        tracker = self.tracker
         try:
-            for _ in range(calls):
-                next_tuple()
+            if tracker is None or tracker.limit is None:
+                for _ in range(calls):
+                    next_tuple()
+            else:
+                for _ in range(calls):
+                    if tracker.full():
+                        break
+                    next_tuple()
         except Exception as exc:
             raise UserCodeError(f"{self.spec.class_name}.next_tuple", exc) from exc
         if self._acks:
             self._ack_at_emit()
         return self.queued_or_sent() - before
+
+    def set_max_spout_pending(self, value) -> None:
+        """Change the limit of a running spout: an int, None, or "auto"."""
+        if self.tracker is not None:
+            self.tracker.set_limit(value, self.monotonic())
+
+    def _on_acked(self, batch: list) -> None:
+        """The acker's outcomes for roots this spout task emitted."""
+        if self.tracker is None:
+            raise wire.WireError(f"ack outcomes for task {self.task}, which tracks nothing")
+        now, user = self.monotonic(), self.user
+        for root, outcome in batch:
+            ok = outcome == wire.ACKED_OK
+            msg_id = self.tracker.outcome(root, ok, now, outcome == wire.ACKED_TIMEOUT)
+            if msg_id is None:
+                continue
+            if ok:
+                self.acked += 1
+                self._call("ack", user.ack, msg_id)
+            else:
+                self.failed += 1
+                self._call("fail", user.fail, msg_id)
 
     def _ack_at_emit(self) -> None:
         """At most once: a tuple given a msg_id is acked as soon as it is emitted."""
@@ -235,15 +372,21 @@ class Executor:
 
     # -- bolts --------------------------------------------------------------------------
     def on_frame(self, header: bytes, body: bytes) -> None:
-        """One data frame from the stream manager. WireError for a malformed frame."""
+        """One frame from the stream manager. WireError for a malformed frame."""
         h = wire.parse_header(header)
-        if h.kind != wire.DATA:
-            raise wire.WireError(f"frame kind {h.kind} is not for an instance")
         if h.dest != self.task:
             raise wire.WireError(f"frame for task {h.dest} reached task {self.task}")
+        if h.kind == wire.ACKED:
+            return self._on_acked(wire.decode_batch(body))
+        if h.kind not in (wire.DATA, wire.TRACKED) or self.kind != "bolt":
+            raise wire.WireError(f"frame kind {h.kind} is not for a {self.kind}")
         batch = wire.decode_batch(body)
         source = self._source(h.src, h.stream)
-        self._execute(batch, source)
+        tuples = _tracked_tuples(batch, source) if h.kind == wire.TRACKED else [
+            Tuple(values, source) for values in batch]
+        if isinstance(self.user, BasicBolt):
+            return self._execute_basic(tuples)
+        return self._execute(tuples)
 
     def _source(self, src: int, stream: int) -> TupleSource:
         key = (src, stream)
@@ -262,35 +405,52 @@ class Executor:
             raise wire.WireError(f"task {src} does not belong to {comp!r}")
         return TupleSource.of(comp, src, name, self.specs[comp].streams[name])
 
-    def _execute(self, batch: list, source: TupleSource) -> None:
+    def _execute(self, tuples: list[Tuple]) -> None:
         process = self.user.process
-        basic = isinstance(self.user, BasicBolt)
-        now = self.wall()
-        if self.first_executed is None:
-            self.first_executed = now
-        done = fails = 0
+        self._started_batch()
+        done = 0
         try:
-            for values in batch:
-                tup = Tuple(values, source)
-                try:
-                    process(tup)
-                except FailedException:
-                    if not basic:
-                        raise
-                    fails += 1
+            for tup in tuples:
+                process(tup)
                 done += 1
         except Exception as exc:
             raise UserCodeError(f"{self.spec.class_name}.process", exc) from exc
         finally:
             self.executed += done
             self.last_executed = self.wall()
-            if basic:  # a BasicBolt's input is acked when process returns, failed if it raised
-                self.acked += done - fails
-                self.failed += fails
+
+    def _execute_basic(self, tuples: list[Tuple]) -> None:
+        """A BasicBolt: emits anchor to the input; it is acked when ``process`` returns,
+        failed when it raises FailedException."""
+        process, current = self.user.process, self._current
+        self._started_batch()
+        done = 0
+        try:
+            for tup in tuples:
+                current[0] = tup
+                try:
+                    process(tup)
+                except FailedException:
+                    self._bolt_fail(tup)
+                else:
+                    self._bolt_ack(tup)
+                done += 1
+        except Exception as exc:
+            raise UserCodeError(f"{self.spec.class_name}.process", exc) from exc
+        finally:
+            current[0] = None
+            self.executed += done
+            self.last_executed = self.wall()
+
+    def _started_batch(self) -> None:
+        if self.first_executed is None:
+            self.first_executed = self.wall()
 
     # -- timers -------------------------------------------------------------------------
     def on_timer(self, now: float) -> float:
         """Flush due batches and send due ticks; return when it next wants to be called."""
+        if self.tracker is not None:
+            self._spout_timers(now)
         if now >= self._next_flush:
             self.flush()
             self._next_flush = now + self._flush_every
@@ -301,6 +461,16 @@ class Executor:
                 self._next_tick = now + float(self._tick_every)
             due = min(due, self._next_tick)
         return due
+
+    def _spout_timers(self, now: float) -> None:
+        """Fail the roots that timed out here, and give the tuner its turn."""
+        tracker, user = self.tracker, self.user
+        for msg_id in tracker.expire(now):
+            self.failed += 1
+            self._call("fail", user.fail, msg_id)
+        if tracker.tuner is not None:
+            progress = self._call("progress", user.progress)
+            tracker.tune(tracker.acked if progress is None else progress, now)
 
     def _tick(self) -> None:
         if self.kind != "bolt":
@@ -315,6 +485,10 @@ class Executor:
                 out.flush()
         except Exception as exc:
             raise UserCodeError(f"{self.spec.class_name} grouping", exc) from exc
+        for task, batch in self._ack_out.items():
+            if batch:
+                self._send(self._ack_headers[task], wire.encode_batch(batch))
+                batch.clear()
 
     # -- statistics ---------------------------------------------------------------------
     def record(self) -> dict:
@@ -325,10 +499,18 @@ class Executor:
                 "transferred": sum(o.transferred for o in self.streams.values()),
                 "executed": self.executed, "acked": self.acked, "failed": self.failed,
                 "dropped": self.dropped, "errors": self.errors,
-                "first_executed": self.first_executed, "last_executed": self.last_executed}
+                "first_executed": self.first_executed, "last_executed": self.last_executed,
+                **(self.tracker.record() if self.tracker is not None else {})}
 
     def statistics(self) -> InstanceStats:
         return InstanceStats.from_record({**self.record(), "state": "running"})
+
+
+def _tracked_tuples(batch: list, source: TupleSource) -> list[Tuple]:
+    try:
+        return [Tuple(values, source, ids) for values, ids in batch]
+    except (TypeError, ValueError):
+        raise wire.WireError("a tracked batch must hold [values, {root: edge}] pairs") from None
 
 
 def _unknown_stream(comp: str, stream: str, routes) -> ValueError:

@@ -18,10 +18,12 @@ A user-code exception is logged with its traceback, reported, and ends the proce
 from __future__ import annotations
 
 import contextlib
+import gc
 import logging
 import os
 import signal
 import sys
+import threading
 import time
 import traceback
 from collections import deque
@@ -30,7 +32,8 @@ import cloudpickle
 import zmq
 
 from . import _procs, wire
-from ._constants import FLUSH_INTERVAL, SPOUT_WAIT, STATS_INTERVAL
+from ._acker import AckerExecutor
+from ._constants import ACKER, FLUSH_INTERVAL, MAX_SPOUT_PENDING, SPOUT_WAIT, STATS_INTERVAL
 from ._executor import Executor, UserCodeError
 from ._plan import PhysicalPlan
 
@@ -95,8 +98,11 @@ class Instance:
 
     def _executor(self, welcome: dict) -> Executor:
         plan = PhysicalPlan.from_data(welcome["plan"])
-        specs = cloudpickle.loads(welcome["bundle"])  # verified: sealed with our secret
-        ex = Executor(plan, specs, self.task, self._send, run_dir=self.boot["run_dir"])
+        if plan.task(self.task).component == ACKER:
+            ex = AckerExecutor(plan, self.task, self._send, run_dir=self.boot["run_dir"])
+        else:
+            specs = cloudpickle.loads(welcome["bundle"])  # verified: sealed with our secret
+            ex = Executor(plan, specs, self.task, self._send, run_dir=self.boot["run_dir"])
         ex.on_error = self.report_error
         endpoint = self.boot["sm_spouts"] if ex.kind == "spout" else self.boot["sm"]
         self.data = self._socket(endpoint, b"t%d" % self.task, hwm=QUEUE_FRAMES)
@@ -133,6 +139,7 @@ class Instance:
     # -- main loop ----------------------------------------------------------------------
     def run(self) -> int:
         self.executor = ex = self.handshake()
+        tune_gc()
         try:
             ex.start()
             self.tell("ready", task=self.task, incarnation=self.incarnation)
@@ -150,9 +157,15 @@ class Instance:
         poller.register(self.ctl, zmq.POLLIN)
         spout = ex.kind == "spout"
         wait_ms = max(1, int(float(ex.config[SPOUT_WAIT]) * 1000))
-        stats_every = float(ex.config[STATS_INTERVAL])
-        next_stats = time.monotonic()
-        due = ex.on_timer(next_stats)
+        heartbeat = Heartbeat(self, float(ex.config[STATS_INTERVAL]))
+        heartbeat.start()
+        try:
+            self._loop(ex, poller, spout, wait_ms)
+        finally:
+            heartbeat.stop()
+
+    def _loop(self, ex: Executor, poller: zmq.Poller, spout: bool, wait_ms: int) -> None:
+        due = ex.on_timer(time.monotonic())
         calls, budget = 1, float(ex.config[FLUSH_INTERVAL])
         clear = True
         while not self.stopping:
@@ -165,22 +178,23 @@ class Instance:
                 calls = paced(calls, time.monotonic() - started, budget)
                 timeout = 0 if emitted else wait_ms
             else:
-                timeout = max(0, int((min(due, next_stats) - time.monotonic()) * 1000) + 1)
+                timeout = max(0, int((due - time.monotonic()) * 1000) + 1)
             for sock, events in poller.poll(timeout):
                 if sock is self.ctl:
                     self.drain_ctl()
                 elif events & zmq.POLLIN:
-                    self.drain_data(ex)
-            now = time.monotonic()
-            due = ex.on_timer(now)
-            if now >= next_stats:
-                self.send_stats("running")
-                next_stats = now + stats_every
+                    self.drain_data(ex, budget)
+            due = ex.on_timer(time.monotonic())
 
-    def drain_data(self, ex: Executor) -> None:
+    def drain_data(self, ex: Executor, budget: float) -> None:
+        """Handle waiting frames: at most ``MAX_DRAIN``, and no longer than ``budget``
+        seconds, so that flushes, ticks and reports (the heartbeat) stay on time."""
+        deadline = time.monotonic() + budget
         for _ in range(MAX_DRAIN):
             if self.pending_emits and ex.kind == "bolt":
                 return  # read no more input until what it caused has been sent
+            if time.monotonic() > deadline:
+                return
             try:
                 frames = self.data.recv_multipart(zmq.NOBLOCK)
             except zmq.Again:
@@ -205,11 +219,17 @@ class Instance:
                 self.active = True
             elif msg["t"] == "kill":
                 self.stopping = True
+            elif msg["t"] == "set" and msg["key"] == MAX_SPOUT_PENDING:
+                self.executor.set_max_spout_pending(msg["value"])
 
-    def send_stats(self, state: str) -> None:
+    def stats_message(self, state: str) -> list[bytes]:
         record = {**self.executor.record(), "pid": os.getpid(), "state": state,
                   "incarnation": self.incarnation, "reported": time.time()}
-        self.tell("stats", task=self.task, incarnation=self.incarnation, record=record)
+        return wire.seal(self.secret, wire.control(
+            "stats", task=self.task, incarnation=self.incarnation, record=record))
+
+    def send_stats(self, state: str) -> None:
+        self.ctl.send_multipart(self.stats_message(state))
 
     def crash(self, exc: UserCodeError) -> int:
         """Log the traceback, tell the master, send what was already emitted, and exit."""
@@ -234,6 +254,48 @@ class Instance:
         deadline = time.monotonic() + seconds
         while not self.drain_pending_emits() and time.monotonic() < deadline:
             self.data.poll(10, zmq.POLLOUT)
+
+
+GC_THRESHOLD = 50_000  # allocations between two young-generation collections (default 700)
+
+
+def tune_gc() -> None:
+    """Keep the cyclic garbage collector off the tuple path.
+
+    Every tuple allocates a few containers, and a long-lived runtime state (in-flight
+    roots, the acker's ledger) makes each full collection scan more. Objects from
+    start-up are frozen out of collection, and young collections run ~70 times less
+    often; cycles made by user code are still collected.
+    """
+    gc.freeze()
+    gc.set_threshold(GC_THRESHOLD, 20, 100)
+
+
+class Heartbeat(threading.Thread):
+    """Reports the executor's statistics every ``interval`` seconds, from a thread of its
+    own with a socket of its own (Heron's gateway thread, in miniature), so a bolt deep
+    in a long batch of slow tuples still heart-beats. A stopped (SIGSTOP) or dead process
+    does not, and that is what the master's supervision looks for."""
+
+    def __init__(self, instance: Instance, interval: float) -> None:
+        super().__init__(name="heartbeat", daemon=True)
+        self.instance, self.interval = instance, interval
+        self.halt = threading.Event()
+        self.sock = instance.zctx.socket(zmq.DEALER)
+        self.sock.setsockopt(zmq.LINGER, 0)
+        self.sock.connect(instance.boot["tm"])
+
+    def run(self) -> None:
+        while not self.halt.wait(self.interval):
+            try:
+                self.sock.send_multipart(self.instance.stats_message("running"))
+            except Exception:  # a report may fail; the heartbeat must not stop for it
+                log.exception("could not send a statistics report")
+
+    def stop(self) -> None:
+        self.halt.set()
+        self.join()
+        self.sock.close()
 
 
 def _data_events(spout: bool, clear: bool) -> int:

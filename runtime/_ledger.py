@@ -22,6 +22,11 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Generic, Literal, TypeVar
 
+from .wire import ACK_ACK as ACK
+from .wire import ACK_FAIL as FAIL
+from .wire import ACK_INIT as INIT
+from .wire import ACK_RESET as RESET
+
 K = TypeVar("K")
 V = TypeVar("V")
 
@@ -34,6 +39,7 @@ _XOR_BITS = (1 << 64) - 1
 _FAILED_BIT = 1 << 64
 _TASK_SHIFT = 65
 _KEEP_ON_INIT = _XOR_BITS | _FAILED_BIT  # what an init leaves of an early entry
+
 
 _ids = random.Random(os.urandom(32))
 
@@ -91,6 +97,10 @@ class RotatingMap(Generic[K, V]):
     def put(self, key: K, value: V) -> None:
         """Store ``value`` in the newest bucket: ``key`` becomes the youngest key."""
         self.remove(key)
+        self._buckets[0][key] = value
+
+    def add_new(self, key: K, value: V) -> None:
+        """Store a key known not to be here (a fresh random id) in the newest bucket."""
         self._buckets[0][key] = value
 
     def replace(self, key: K, value: V) -> None:
@@ -186,6 +196,7 @@ class AckLedger:
         self.rotation_secs = timeout_secs / (buckets - 1)
         self._slot: float = -math.inf  # rotation slot of the last call (none yet)
         self._completed = self._failed = self._timed_out = self._orphaned = 0
+        self.rejected = 0  # malformed messages skipped by apply()
 
     def init(self, root_id: int, spout_task: int, xor_val: int, now: float) -> list[Decision]:
         """A spout emitted root ``root_id``; ``xor_val`` XORs the edge ids it sent."""
@@ -219,6 +230,57 @@ class AckLedger:
     def expire(self, now: float) -> list[Decision]:
         """The roots that timed out by ``now``; call at least every ``rotation_secs``."""
         return self._advance(now)
+
+    def apply(self, messages, now: float) -> list[Decision]:
+        """A batch of ``[op, root, value, spout_task]`` messages (ops: :data:`INIT`,
+        :data:`ACK`, :data:`FAIL`, :data:`RESET`), with exactly the effect of calling
+        the methods above one by one, in one loop: this is the acker's hot path.
+        A message of the wrong shape or op is skipped and counted in ``rejected``."""
+        decisions = self._advance(now)
+        buckets, newest = self._pending._buckets, self._pending._buckets[0]
+        for message in messages:
+            try:
+                op, root, value, spout = message
+                for holder in buckets:  # noqa: B007 - the bucket that holds root, if any
+                    if root in holder:
+                        break
+                else:
+                    holder = None
+            except (TypeError, ValueError):
+                self.rejected += 1
+                continue
+            entry = 0 if holder is None else holder[root]
+            if op == ACK:
+                entry ^= value
+            elif op == INIT and type(spout) is int and spout >= 0:
+                entry = ((entry & _KEEP_ON_INIT) ^ value) | ((spout + 1) << _TASK_SHIFT)
+                holder = self._renew(root, holder, newest)
+            elif op == FAIL:
+                entry |= _FAILED_BIT
+            elif op == RESET and holder is not None:
+                holder = self._renew(root, holder, newest)
+                holder[root] = entry
+                continue
+            else:
+                self.rejected += op != RESET
+                continue
+            decision = self._decide(root, entry)
+            if decision is None:
+                (newest if holder is None else holder)[root] = entry
+            else:
+                if holder is not None:
+                    del holder[root]
+                decisions.append(decision)
+        return decisions
+
+    @staticmethod
+    def _renew(root: int, holder: dict | None, newest: dict) -> dict | None:
+        """Make a stored ``root`` the youngest key (init and reset restart its timeout)."""
+        if holder is None:
+            return None
+        if holder is not newest:
+            newest[root] = holder.pop(root)
+        return newest
 
     def statistics(self) -> LedgerStatistics:
         """A snapshot of the ledger's counters."""

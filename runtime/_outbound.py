@@ -5,6 +5,11 @@ flush interval has passed) each subscriber's grouping splits it among that
 subscriber's tasks, and each part is encoded once and sent as one frame. Grouping per
 batch rather than per emit keeps the per-tuple work in tight loops: a subscriber with
 a single task takes the batch whole, and an all-grouping encodes it once for every task.
+
+Tracked tuples (at least once) are the exception: each copy sent to a task needs its
+own edge id, which the anchors must know before they are acked, so their targets are
+chosen at emit time (``Outlet.targets``) and they wait in per-task ``tracked`` batches
+of ``[values, {root id: edge id}]``, sent as TRACKED frames.
 """
 
 from __future__ import annotations
@@ -21,20 +26,41 @@ Send = Callable[[bytes, bytes], None]
 class StreamOut:
     """One declared stream of this component: its pending batch and its subscribers."""
 
-    __slots__ = ("name", "arity", "items", "outlets", "direct", "send", "on_bad",
-                 "emitted", "transferred", "_reported")
+    __slots__ = ("name", "arity", "items", "outlets", "direct", "direct_tracked", "send",
+                 "on_bad", "emitted", "transferred", "_reported", "_fixed")
 
     def __init__(self, name: str, arity: int, send: Send,
-                 on_bad: Callable[[str, list], None]) -> None:
+                 on_bad: Callable[[str, list, dict | None], None]) -> None:
         self.name, self.arity, self.send, self.on_bad = name, arity, send, on_bad
         self.items: list = []
         self.outlets: list[Outlet] = []
         self.direct: dict[int, tuple[bytes, list]] = {}  # task -> (header, pending values)
+        self.direct_tracked: dict[int, tuple[bytes, list]] = {}  # the same, tracked
         self.emitted = self.transferred = 0
         self._reported: set[int] = set()
 
+    def tracked_batches(self, values) -> list[list]:
+        """The tracked batches one tuple goes into, one per target task."""
+        fixed = self.fixed_copies
+        if fixed is not None:
+            return fixed
+        return [o.tracked[i] for o in self.outlets for i in o.targets(values)]
+
+    @property
+    def fixed_copies(self) -> list[list] | None:
+        """When no subscriber's choice depends on the values: the batches, computed once."""
+        try:
+            return self._fixed
+        except AttributeError:
+            fixed = [o.fixed for o in self.outlets]
+            self._fixed = (None if None in fixed else
+                           [o.tracked[i] for o in self.outlets for i in o.fixed])
+            return self._fixed
+
     def queued(self) -> int:
-        return len(self.items) + sum(len(p) for _, p in self.direct.values())
+        waiting = [p for _, p in (*self.direct.values(), *self.direct_tracked.values())]
+        waiting += [p for o in self.outlets for p in o.tracked]
+        return len(self.items) + sum(len(p) for p in waiting)
 
     def flush(self) -> None:
         """Split the pending batch among subscribers and send every part."""
@@ -49,14 +75,27 @@ class StreamOut:
                 self.emitted += len(pending)
                 self.ship(header, pending)
                 pending.clear()
+        self.flush_tracked()
         self._reported.clear()
 
-    def ship(self, header: bytes, part: list) -> None:
+    def flush_tracked(self) -> None:
+        """Send the tracked batches (their tuples were counted as emitted when emitted)."""
+        for outlet in self.outlets:
+            for header, part in zip(outlet.tracked_headers, outlet.tracked):
+                if part:
+                    self.ship(header, part, tracked=True)
+                    part.clear()
+        for header, part in self.direct_tracked.values():
+            if part:
+                self.ship(header, part, tracked=True)
+                part.clear()
+
+    def ship(self, header: bytes, part: list, tracked: bool = False) -> None:
         """Encode and send one frame; values msgpack cannot carry are dropped and reported."""
         try:
             body = wire.encode_batch(part)
         except (TypeError, ValueError, OverflowError):
-            part = self._without_unencodable(part)
+            part = self._without_unencodable(part, tracked)
             if not part:
                 return
             body = wire.encode_batch(part)
@@ -75,31 +114,69 @@ class StreamOut:
             self.send(header, body)
         self.transferred += len(part) * len(headers)
 
-    def _without_unencodable(self, part: list) -> list:
+    def _without_unencodable(self, part: list, tracked: bool = False) -> list:
         good = []
-        for values in part:
-            if wire.encodable(values):
-                good.append(values)
+        for entry in part:
+            if wire.encodable(entry):
+                good.append(entry)
+            elif tracked:
+                self.drop(entry[0], entry[1])
             else:
-                self.drop(values)
+                self.drop(entry)
         return good
 
-    def drop(self, values: list) -> None:
-        """A tuple that cannot be sent: reported once per flush, however many subscribers."""
-        if id(values) not in self._reported:
+    def drop(self, values: list, ids: dict | None = None) -> None:
+        """A tuple that cannot be sent: reported once per flush, however many subscribers
+        (a tracked copy also fails its roots, each copy once)."""
+        if ids:
+            self.on_bad(self.name, values, ids)
+        elif id(values) not in self._reported:
             self._reported.add(id(values))
-            self.on_bad(self.name, values)
+            self.on_bad(self.name, values, None)
 
 
 class Outlet:
     """One subscriber of a stream: its tasks, and how a batch is split among them."""
 
-    __slots__ = ("tasks", "headers", "take")
+    __slots__ = ("tasks", "headers", "take", "targets", "fixed", "tracked", "tracked_headers")
 
     def __init__(self, grouping, tasks, stream_id: int, src: int) -> None:
         self.tasks = list(tasks)
         self.headers = [wire.data_header(wire.DATA, stream_id, t, src) for t in self.tasks]
         self.take = _splitter(grouping, self)
+        self.targets = _targets(grouping, self.tasks)
+        self.fixed = _fixed_targets(grouping, self.tasks)
+        self.tracked: list[list] = [[] for _ in self.tasks]
+        self.tracked_headers = [wire.data_header(wire.TRACKED, stream_id, t, src)
+                                for t in self.tasks]
+
+
+def _fixed_targets(grouping, tasks: list[int]) -> tuple[int, ...] | None:
+    """The target indexes when they do not depend on the values (one task, or all)."""
+    if isinstance(grouping, AllGrouping):
+        return tuple(range(len(tasks)))
+    return (0,) if getattr(grouping, "single", False) and len(tasks) == 1 else None
+
+
+def _targets(grouping, tasks: list[int]) -> Callable[[list], tuple | list]:
+    """``targets(values)``: the indexes (into ``tasks``) one tuple goes to, chosen now."""
+    n, single = len(tasks), getattr(grouping, "single", False)
+    if isinstance(grouping, AllGrouping):
+        every = tuple(range(n))
+        return lambda values: every
+    if single:
+        pick = (lambda values: 0) if n == 1 else grouping.pick
+        return lambda values: (pick(values),)
+    index, choose = {t: i for i, t in enumerate(tasks)}, grouping.choose_tasks
+
+    def chosen(values):
+        try:
+            return [index[t] for t in choose(values)]
+        except KeyError as exc:
+            raise ValueError(f"grouping {grouping!r} chose task {exc.args[0]}, which is not "
+                             f"one of the subscriber's tasks {tasks}") from None
+
+    return chosen
 
 
 def _splitter(grouping, outlet: Outlet) -> Callable[[list, StreamOut], None]:

@@ -20,7 +20,19 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from ._constants import DEFAULTS, SYSTEM, TICK
+from ._constants import (
+    ACKER,
+    ACKERS,
+    AUTO,
+    BATCH_SIZE,
+    DEFAULTS,
+    FLUSH_INTERVAL,
+    MAX_SPOUT_PENDING,
+    MESSAGE_TIMEOUT,
+    SYSTEM,
+    TICK,
+    TUNE_INTERVAL,
+)
 from ._topology import TopologyError
 
 
@@ -47,17 +59,24 @@ class PhysicalPlan:
         if type(containers) is not int or containers < 1:
             raise TopologyError(f"topology {topology.name!r}: containers must be >= 1, "
                                 f"not {containers!r}")
+        config = {**DEFAULTS, **config}
+        check_config(f"topology {topology.name!r}", config)
         specs = list(topology.components.values())
-        tasks, n = [], 0
         for spec in specs:
-            for index in range(spec.parallelism):
-                tasks.append(TaskInfo(n + 1, spec.id, index, n % containers))
+            check_config(f"component {spec.id!r}", spec.config)
+        components = [(s.id, s.parallelism) for s in specs] + [(ACKER, int(config[ACKERS]))]
+        tasks, n = [], 0
+        for comp, parallelism in components:
+            for index in range(parallelism):
+                tasks.append(TaskInfo(n + 1, comp, index, n % containers))
                 n += 1
         streams = [(SYSTEM, TICK)] + [(s.id, st) for s in specs for st in s.streams]
-        return cls(topology.name, containers, tuple(tasks), tuple(streams),
-                   {**DEFAULTS, **config})
+        return cls(topology.name, containers, tuple(tasks), tuple(streams), config)
 
     # -- lookups ----------------------------------------------------------------------------
+    def acker_tasks(self) -> tuple[int, ...]:
+        return tuple(t.task for t in self.tasks if t.component == ACKER)
+
     def component_tasks(self) -> dict[str, tuple[int, ...]]:
         out: dict[str, list[int]] = {}
         for t in self.tasks:
@@ -97,3 +116,30 @@ class PhysicalPlan:
             names = " ".join(f"{t.component}[{t.task}]" for t in self.tasks_in(c))
             lines.append(f"  container {c}: {names}")
         return "\n".join(lines)
+
+
+def check_config(name: str, config: Mapping[str, Any]) -> None:
+    """The engine's options must make sense before anything starts (user keys pass)."""
+    problems = [f"{key} must be {what}, not {config[key]!r}"
+                for key, what, ok in _CHECKS if key in config and not ok(config[key])]
+    if problems:
+        raise TopologyError(f"{name}: " + "; ".join(problems))
+
+
+def _count(v: Any) -> bool:
+    return type(v) is int and v >= 0
+
+
+def _positive(v: Any) -> bool:
+    return type(v) in (int, float) and v > 0
+
+
+_CHECKS = [
+    (ACKERS, "an integer >= 0", _count),
+    (BATCH_SIZE, "an integer >= 1", lambda v: _count(v) and v >= 1),
+    (FLUSH_INTERVAL, "a number of seconds > 0", _positive),
+    (MESSAGE_TIMEOUT, "a number of seconds > 0", _positive),
+    (TUNE_INTERVAL, "a number of seconds > 0", _positive),
+    (MAX_SPOUT_PENDING, f'None, an integer >= 1 or "{AUTO}"',
+     lambda v: v is None or v == AUTO or (_count(v) and v >= 1)),
+]

@@ -30,6 +30,14 @@ class InstanceStats:
     dropped: int = 0  # tuples that could not be encoded, or malformed frames received
     errors: int = 0  # exceptions raised by user code
     restarts: int = 0
+    # spouts with acking on (at least once):
+    pending: int = 0  # spout tuples in flight (an acker: roots in its ledger)
+    max_spout_pending: int | None = None  # the current limit (set, tuned, or None)
+    complete_latency_ms: dict | None = None  # count, mean, p50, p95, p99 of acked tuples
+    timed_out: int = 0  # spout tuples failed by timeout (included in failed)
+    stale_acks: int = 0  # outcomes for tuples no longer pending here
+    tuner_action: str | None = None  # the auto-tuner's last action
+    tuner_turns: int = 0
     first_executed: float | None = None
     last_executed: float | None = None
     reported: float | None = None  # when this record was sent

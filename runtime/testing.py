@@ -33,7 +33,9 @@ from typing import Any
 import cloudpickle
 
 from . import wire
+from ._acker import AckerExecutor
 from ._api import Bolt, Spout
+from ._constants import ACKER
 from ._executor import Executor, UserCodeError
 from ._topology import TopologyError
 
@@ -180,12 +182,18 @@ class InMemoryCluster:
             self.close()
             raise
 
+    def _executor(self, task: int) -> Executor | AckerExecutor:
+        if self.plan.task(task).component == ACKER:
+            return AckerExecutor(self.plan, task, self._send, run_dir=self.run_dir,
+                                 monotonic=self.clock, wall=self.clock)
+        specs = cloudpickle.loads(self._bundle)  # the trip user code takes to processes
+        return Executor(self.plan, specs, task, self._send, run_dir=self.run_dir,
+                        monotonic=self.clock, wall=self.clock)
+
     def _start(self, task: int) -> Executor:
         """A new, started executor for ``task``; a failed open/prepare is retried."""
         for _ in range(START_ATTEMPTS):
-            specs = cloudpickle.loads(self._bundle)  # the trip user code takes to processes
-            ex = Executor(self.plan, specs, task, self._send, run_dir=self.run_dir,
-                          monotonic=self.clock, wall=self.clock)
+            ex = self._executor(task)
             ex.on_error = functools.partial(self._report, task, ex)
             try:
                 ex.start()

@@ -33,11 +33,18 @@ import msgpack
 # -- data plane ---------------------------------------------------------------------------
 
 DATA = 1  # body: a batch of tuples, each a list of values (at most once)
-TRACKED = 2  # body: a batch of [values, anchor ids] for at-least-once tuples
+TRACKED = 2  # body: a batch of [values, {root id: edge id}] for at-least-once tuples
+ACKS = 3  # body: a batch of [op, root id, value, spout task] for an acker task (ACK_OPS)
+ACKED = 4  # body: a batch of [root id, outcome] for a spout task (OUTCOMES)
 HELLO = 9  # instance -> its stream manager, once connected: "route my frames to me"
 BACKPRESSURE = 10  # stream manager -> peers: src is the cause task; stream 1 = start, 0 = stop
-KINDS = frozenset({DATA, TRACKED, HELLO, BACKPRESSURE})
-ROUTED = frozenset({DATA, TRACKED})  # the kinds a stream manager forwards to a task
+KINDS = frozenset({DATA, TRACKED, ACKS, ACKED, HELLO, BACKPRESSURE})
+ROUTED = frozenset({DATA, TRACKED, ACKS, ACKED})  # the kinds a stream manager forwards to a task
+
+# ACKS ops: what a spout or bolt tells the acker about a root (Storm's __ack_* streams)
+ACK_INIT, ACK_ACK, ACK_FAIL, ACK_RESET = 0, 1, 2, 3
+# ACKED outcomes: what the acker tells the spout task that emitted the root
+ACKED_OK, ACKED_FAILED, ACKED_TIMEOUT = 0, 1, 2
 
 _HEADER = struct.Struct("<BxHII")  # kind, pad, stream id, destination task, source task
 HEADER_SIZE = _HEADER.size
@@ -133,6 +140,8 @@ CONTROL: dict[str, tuple[str, ...]] = {
     "kill": (),  # TM -> SM / instances: stop now
     "bye": ("role", "id"),  # a process tells the TM it is exiting
     "backpressure": ("container", "on", "cause"),  # SM -> TM: a cause crossed a water mark
+    "restart": ("task", "reason"),  # TM -> SM: replace this task's process (e.g. it hung)
+    "set": ("key", "value"),  # TM -> instances: change a live setting (max_spout_pending)
 }
 
 

@@ -510,7 +510,7 @@ def test_a_component_that_cannot_be_shipped_is_named():
     (wire.data_header(wire.DATA, 9, 2, 1), "frame from unknown task 1 or stream 9"),
     (wire.data_header(wire.DATA, 0, 2, 1), "task 1 does not belong to '__system'"),
     (wire.data_header(wire.DATA, 1, 3, 1), "frame for task 3 reached task 2"),
-    (wire.data_header(wire.HELLO, 1, 2, 1), "frame kind 9 is not for an instance"),
+    (wire.data_header(wire.HELLO, 1, 2, 1), "frame kind 9 is not for a bolt"),
 ])
 def test_a_malformed_frame_is_refused(header, problem):
     topo = numbers(1)

@@ -20,10 +20,14 @@ from functools import reduce
 from operator import xor
 
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from runtime._ledger import (
+    ACK,
+    FAIL,
+    INIT,
+    RESET,
     AckLedger,
     Completed,
     Failed,
@@ -571,3 +575,42 @@ def run_property(dags: int, buckets: int, seed: int) -> None:
 @pytest.mark.parametrize(("dags", "buckets"), [(10_000, 3), (2_000, 2), (2_000, 5)])
 def test_random_dags_in_random_order(dags, buckets):
     run_property(dags, buckets, seed=dags + buckets)
+
+
+# -- the batched path ---------------------------------------------------------------------
+
+def _one_by_one(ledger: AckLedger, message, now: float) -> list:
+    op, root, value, spout = message
+    if op == INIT:
+        return ledger.init(root, spout, value, now)
+    if op == ACK:
+        return ledger.ack(root, value, now)
+    if op == FAIL:
+        return ledger.fail(root, now)
+    return ledger.reset_timeout(root, now)
+
+
+@settings(max_examples=300)
+@given(st.lists(st.tuples(st.sampled_from([INIT, ACK, FAIL, RESET]), st.integers(1, 6),
+                          st.integers(0, 7), st.integers(0, 3), st.floats(0, 4)),
+                max_size=60))
+def test_apply_has_exactly_the_effect_of_the_single_calls(script):
+    single, batched, now = AckLedger(10.0), AckLedger(10.0), 0.0
+    for op, root, value, spout, dt in script:
+        now += dt
+        message = [op, root, value, spout]
+        assert same(batched.apply([message], now), _one_by_one(single, message, now))
+    assert batched.statistics() == single.statistics()
+    assert same(batched.expire(now + 100), single.expire(now + 100))
+
+
+def same(decisions: list, others: list) -> bool:
+    """Equal as multisets: roots timing out in one rotation come in no meaningful order."""
+    return sorted(map(repr, decisions)) == sorted(map(repr, others))
+
+
+def test_apply_skips_and_counts_malformed_messages():
+    ledger = AckLedger(10.0)
+    assert ledger.apply([[INIT, 5, 0, 2], "junk", [9, 1, 1, 1], [ACK, 5]], 0.0) == [
+        Completed(5, 2)]
+    assert ledger.rejected == 3
