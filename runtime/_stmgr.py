@@ -10,7 +10,9 @@ spouts until it drains below the low mark (Heron's spout backpressure; see
 ``docs/internals/backpressure.md``). Spouts connect to a socket of their own for this.
 
 It also plays Heron's executor role: it starts one process per local task, and
-restarts a process that exits, with a growing back-off when it keeps failing.
+restarts a process that exits, with a growing back-off when it keeps failing. When the
+master presumes an instance hung (no heartbeat), it sends ``restart``: the stream manager
+SIGKILLs that process (a stopped one too) and restarts it the same way.
 """
 
 from __future__ import annotations
@@ -73,6 +75,7 @@ class Child:
     streak: int = 0  # restarts in a row without a stable run in between
     started: float = 0.0
     restart_at: float | None = None
+    kill_reason: str | None = None  # why the master had it killed, if it did
 
 
 class StreamManager:
@@ -192,6 +195,7 @@ class StreamManager:
         child.restarts += 1
         child.incarnation += 1
         reason = f"exited with code {code}" if code >= 0 else f"killed by signal {-code}"
+        reason, child.kill_reason = child.kill_reason or reason, None
         log.warning("task %d %s; restarting (restart %d)", child.task, reason, child.restarts)
         self.tell("restarted", task=child.task, incarnation=child.incarnation,
                   restarts=child.restarts, reason=reason)
@@ -337,6 +341,20 @@ class StreamManager:
             msg = self._unseal(self.ctl.recv_multipart())
             if msg is not None and msg["t"] == "kill":
                 self.stopping = True
+            elif msg is not None and msg["t"] == "restart":
+                self.kill_hung(msg["task"], msg.get("incarnation"), msg["reason"])
+
+    def kill_hung(self, task: int, incarnation: int | None, reason: str) -> None:
+        """SIGKILL an instance the master presumes hung (SIGKILL ends a stopped process
+        too); :meth:`supervise` then restarts it as it would any process that died."""
+        child = self.children.get(task)
+        if child is None or child.proc is None or child.proc.poll() is not None:
+            return  # not ours, or already dead: its restart is under way
+        if incarnation is not None and incarnation != child.incarnation:
+            return  # the master means an incarnation that has already been replaced
+        log.warning("task %d: %s; killing it", task, reason)
+        child.kill_reason = reason
+        child.proc.kill()
 
     def shutdown(self) -> None:
         procs = [c.proc for c in self.children.values() if c.proc is not None]

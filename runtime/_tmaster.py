@@ -6,6 +6,12 @@ control channel, activates the spouts once every instance is ready, keeps the la
 statistics of each instance's current incarnation, records exceptions and events, and
 answers the client's questions. It never runs tuple code and never unpickles anything.
 
+Every statistics report is also a heartbeat: an instance that has been ready and then
+stays silent for longer than ``heartbeat_timeout`` (stopped, or frozen) is
+presumed hung, and its stream manager is told to kill and restart it. Spout reports are
+watched for the replay-storm trap and for tuner actions. The decisions are the pure
+functions of :mod:`runtime._health`; this module only acts on them.
+
 When its stdin reaches end-of-file (the submitting process is gone) it kills the
 topology, unless the topology was submitted detached.
 """
@@ -24,8 +30,8 @@ from typing import Any
 
 import zmq
 
-from . import _procs, wire
-from ._constants import RESTART_BACKOFF_MAX
+from . import _health, _procs, wire
+from ._constants import HEARTBEAT_TIMEOUT, MESSAGE_TIMEOUT, RESTART_BACKOFF_MAX
 from ._plan import PhysicalPlan
 from ._stmgr import STABLE_AFTER
 
@@ -59,7 +65,15 @@ class TopologyMaster:
         self.streaks: dict[int, int] = {}  # container -> deaths in a row without a stable run
         self.restart_at: dict[int, float] = {}  # dead container -> when to start it again
         self.tasks = {t.task: self._blank(t) for t in self.plan.tasks}
+        self.component_tasks = self.plan.component_tasks()
+        # None (also for 0 or nonsense): no heartbeat supervision
+        self.heartbeat_timeout = _health.seconds(self.plan.config.get(HEARTBEAT_TIMEOUT))
         self.idents: dict[int, bytes] = {}
+        self.clock = time.monotonic  # when a message arrived (tests replace it)
+        self.heard: dict[int, float] = {}  # watched task -> when it last reported (clock)
+        self.condemned: dict[int, int] = {}  # task -> the incarnation the master had killed
+        self.tuner_turns: dict[int, int] = {}  # spout task -> tuner turns seen
+        self.storms: dict[int, bool] = {}  # spout task -> in a replay-storm episode
         self.exceptions: deque[dict] = deque(maxlen=MAX_EXCEPTIONS)
         self.events: deque[dict] = deque(maxlen=MAX_EVENTS)
         self.dropped = 0
@@ -160,6 +174,8 @@ class TopologyMaster:
         task = self.tasks.get(msg["id"])
         if task is None or msg["incarnation"] < task["incarnation"]:
             return  # unknown task, or a late hello from an older incarnation
+        if msg["incarnation"] > task["incarnation"]:
+            self._forget(msg["id"])
         task.update(incarnation=msg["incarnation"], pid=msg["pid"], ready=False)
         self.idents[msg["id"]] = ident
         self.send(ident, "welcome", plan=self.plan.to_data(), bundle=self.bundle)
@@ -168,6 +184,8 @@ class TopologyMaster:
         task = self.tasks.get(msg["task"])
         if task is None or msg["incarnation"] != task["incarnation"]:
             return None  # a late message from an incarnation that has been replaced
+        if self.condemned.get(msg["task"]) == msg["incarnation"]:
+            return None  # one the master has asked to kill: its stream manager is on it
         return task
 
     def on_ready(self, ident: bytes, msg: dict) -> None:
@@ -175,6 +193,7 @@ class TopologyMaster:
         if task is None:
             return
         task.update(ready=True, state="running")
+        self.heard[msg["task"]] = self.clock()
         if self.state == "running":
             self.send(ident, "activate")
         elif all(t["ready"] for t in self.tasks.values()):
@@ -185,8 +204,35 @@ class TopologyMaster:
 
     def on_stats(self, ident: bytes, msg: dict) -> None:
         task = self._current(msg)
-        if task is not None:
-            task.update({k: v for k, v in msg["record"].items() if k != "restarts"})
+        if task is None:
+            return
+        record = msg["record"]
+        task.update({k: v for k, v in record.items() if k != "restarts"})
+        if task["ready"]:  # a stats report is the instance's heartbeat
+            self.heard[msg["task"]] = self.clock()
+        if task["kind"] == "spout":
+            self._watch_spout(task, record)
+
+    def _watch_spout(self, task: dict, record: dict) -> None:
+        self._watch_storm(task, record)
+        turn = _health.tuner_turn(self.tuner_turns.get(task["task"], 0), record)
+        if turn is not None:
+            self.tuner_turns[task["task"]] = turn["turns"]
+            self.event("tuner", task=task["task"], component=task["component"], **turn)
+
+    def _watch_storm(self, task: dict, record: dict) -> None:
+        """Warn once per episode of a spout component: from when one of its tasks reaches
+        the replay-storm threshold until all of them have fallen well below it."""
+        t, component = task["task"], task["component"]
+        timeout = self.plan.config.get(MESSAGE_TIMEOUT)
+        was = any(self.storms.get(x, False) for x in self.component_tasks[component])
+        ratio = _health.replay_ratio(record, timeout)
+        self.storms[t] = _health.storming(self.storms.get(t, False), ratio)
+        if self.storms[t] and not was:
+            self.event("replay_storm_warning", task=t, component=component,
+                       ratio=round(ratio, 3), max_spout_pending=record["max_spout_pending"],
+                       p99_ms=record["complete_latency_ms"]["p99"], message_timeout=timeout,
+                       message=_health.storm_message(component, record, timeout))
 
     def on_exception(self, ident: bytes, msg: dict) -> None:
         info = self.plan.task(msg["task"])
@@ -206,8 +252,38 @@ class TopologyMaster:
         task["restarts"] += 1
         if incarnation > task["incarnation"]:
             task.update(incarnation=incarnation, ready=False, state="restarting")
+            self._forget(task_id)
         self.event("restarted", task=task_id, component=task["component"], reason=reason,
                    restarts=task["restarts"])
+
+    def _forget(self, task_id: int) -> None:
+        """A new incarnation: not watched until it is ready, and its tuner starts afresh."""
+        self.heard.pop(task_id, None)
+        self.tuner_turns.pop(task_id, None)
+
+    # -- heartbeats ---------------------------------------------------------------------
+    def watch_heartbeats(self, now: float) -> None:
+        """Have every instance that stopped heart-beating killed and restarted."""
+        timeout = self.heartbeat_timeout
+        if self.stopping or timeout is None:
+            return
+        for task_id, silent in _health.hung(self.heard, now, timeout).items():
+            self._restart_hung(task_id, silent, timeout)
+
+    def _restart_hung(self, task_id: int, seconds: float, timeout: float) -> None:
+        """Condemn the current incarnation (its late messages are ignored from now on) and
+        ask its stream manager to replace it; the restart is counted when it reports."""
+        task = self.tasks[task_id]
+        self.heard.pop(task_id, None)
+        self.condemned[task_id] = task["incarnation"]
+        task.update(ready=False, state="restarting")
+        self.event("hung", task=task_id, component=task["component"],
+                   seconds=round(seconds, 2), incarnation=task["incarnation"])
+        reason = f"hung: no heartbeat for {seconds:.1f} s (heartbeat_timeout {timeout:g} s)"
+        sm = self.sms.get(task["container"])
+        if sm is not None:  # otherwise its container is restarting, and the task with it
+            self.send(sm["ident"], "restart", task=task_id, reason=reason,
+                      incarnation=task["incarnation"])
 
     def on_backpressure(self, ident: bytes, msg: dict) -> None:
         """A stream manager's destination crossed a water mark: the root cause, on or off."""
@@ -271,7 +347,9 @@ class TopologyMaster:
                 elif not os.read(stdin, 4096):
                     poller.unregister(stdin)
                     self.submitter_gone()
-            self.watch_containers(time.monotonic())
+            now = self.clock()
+            self.watch_containers(now)
+            self.watch_heartbeats(now)
         self.shutdown()
 
     def submitter_gone(self) -> None:

@@ -140,7 +140,7 @@ CONTROL: dict[str, tuple[str, ...]] = {
     "kill": (),  # TM -> SM / instances: stop now
     "bye": ("role", "id"),  # a process tells the TM it is exiting
     "backpressure": ("container", "on", "cause"),  # SM -> TM: a cause crossed a water mark
-    "restart": ("task", "reason"),  # TM -> SM: replace this task's process (e.g. it hung)
+    "restart": ("task", "reason", "incarnation"),  # TM -> SM: replace that incarnation (hung)
     "set": ("key", "value"),  # TM -> instances: change a live setting (max_spout_pending)
 }
 

@@ -1,0 +1,254 @@
+"""The topology master's bookkeeping, driven message by message on a fake clock.
+
+No process is started: the master's handlers are called directly with the messages an
+instance or a stream manager would send, and what it would send back is recorded.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from runtime import Topology
+from runtime._tmaster import TopologyMaster
+from runtime.testing import FakeClock, ListSink, ListSpout
+
+TIMEOUT = 1.5
+
+
+@pytest.fixture
+def make_master(tmp_path):
+    """A master for a two-spout, two-bolt topology in two containers, whose stream
+    managers have said hello; what it sends is kept in ``sent``."""
+    made = []
+
+    def make(**config):
+        topo = Topology("logic")
+        topo.spout("numbers", ListSpout([[1]], fields=["n"]), parallelism=2)
+        topo.bolt("sink", ListSink, parallelism=2).shuffle_grouping("numbers")
+        config = {"heartbeat_timeout": TIMEOUT, "message_timeout": 30.0, **config}
+        plan = topo.physical_plan(2, **config)
+        tm = TopologyMaster({"secret": b"s" * 32, "run_dir": str(tmp_path),
+                             "plan": plan.to_data(), "bundle": b""})
+        made.append(tm)
+        tm.clock = FakeClock(1000.0)
+        tm.sent = []
+        tm.send = lambda ident, kind, **fields: tm.sent.append((ident, kind, fields))
+        for c in range(plan.containers):
+            tm.sms[c] = {"ident": b"s%d.0" % c, "inbound": "", "pid": 0}
+        return tm
+
+    yield make
+    for tm in made:
+        tm.sock.close(linger=0)
+        tm.zctx.term()
+
+
+@pytest.fixture
+def master(make_master):
+    return make_master()
+
+
+def start(tm, task, incarnation=0):
+    tm.on_hello(b"i%d.%d" % (task, incarnation),
+                {"t": "hello", "role": "instance", "id": task, "incarnation": incarnation,
+                 "pid": 100 + task})
+    tm.on_ready(b"", {"t": "ready", "task": task, "incarnation": incarnation})
+
+
+def report(tm, task, incarnation=0, **record):
+    kind = "spout" if tm.tasks[task]["component"] == "numbers" else "bolt"
+    tm.on_stats(b"", {"t": "stats", "task": task, "incarnation": incarnation,
+                      "record": {"kind": kind, "state": "running", "executed": 1, **record}})
+
+
+def events(tm, kind):
+    return [e for e in tm.events if e["kind"] == kind]
+
+
+def restarts_sent(tm):
+    return [(ident, fields) for ident, kind, fields in tm.sent if kind == "restart"]
+
+
+def bolt(tm):
+    return tm.component_tasks["sink"][0]
+
+
+# -- heartbeats ----------------------------------------------------------------------------
+
+def test_instances_that_keep_reporting_are_never_hung(master):
+    for task in master.tasks:
+        start(master, task)
+    for _ in range(200):  # 50 s of reports every 0.25 s, as under backpressure too
+        master.clock.advance(0.25)
+        for task in master.tasks:
+            report(master, task)
+        master.watch_heartbeats(master.clock())
+    assert events(master, "hung") == [] and restarts_sent(master) == []
+
+
+def test_a_silent_ready_instance_is_restarted_through_its_stream_manager(master):
+    for task in master.tasks:
+        start(master, task)
+    hung = bolt(master)
+    master.clock.advance(1.0)
+    for task in master.tasks:
+        if task != hung:
+            report(master, task)
+    master.watch_heartbeats(master.clock())
+    assert restarts_sent(master) == []  # 1.0 s: not yet
+    master.clock.advance(0.75)
+    master.watch_heartbeats(master.clock())
+    (event,) = events(master, "hung")
+    assert event["task"] == hung and event["component"] == "sink"
+    assert event["seconds"] == pytest.approx(1.75) and event["incarnation"] == 0
+    ((ident, fields),) = restarts_sent(master)
+    container = master.tasks[hung]["container"]
+    assert ident == b"s%d.0" % container
+    assert fields["task"] == hung and fields["incarnation"] == 0
+    assert "no heartbeat for 1.8 s" in fields["reason"] and "1.5 s" in fields["reason"]
+    assert master.tasks[hung]["state"] == "restarting"
+    assert master.tasks[hung]["restarts"] == 0  # counted when its stream manager reports
+
+
+def test_a_task_is_restarted_once_and_its_late_reports_are_ignored(master):
+    for task in master.tasks:
+        start(master, task)
+    hung = bolt(master)
+    master.clock.advance(2.0)
+    master.watch_heartbeats(master.clock())
+    assert len(restarts_sent(master)) == 4  # nobody reported: all four
+    sent = len(master.sent)
+    report(master, hung, executed=10**9, state="running")  # SIGCONT before the SIGKILL
+    master.clock.advance(5.0)
+    master.watch_heartbeats(master.clock())
+    assert len(master.sent) == sent  # no second restart while the first is under way
+    assert master.tasks[hung].get("executed") != 10**9
+    assert master.tasks[hung]["state"] == "restarting"
+
+
+def test_the_new_incarnation_is_watched_once_ready(master):
+    for task in master.tasks:
+        start(master, task)
+    hung = bolt(master)
+    master.clock.advance(2.0)
+    for task in master.tasks:
+        if task != hung:
+            report(master, task)
+    master.watch_heartbeats(master.clock())
+    reason = restarts_sent(master)[0][1]["reason"]
+    master.on_restarted(b"", {"t": "restarted", "task": hung, "incarnation": 1,
+                              "restarts": 1, "reason": reason})
+    assert master.tasks[hung]["restarts"] == 1
+    (restarted,) = events(master, "restarted")
+    assert restarted["task"] == hung and restarted["reason"].startswith("hung: ")
+    master.clock.advance(60.0)  # the new one takes its time to start: not watched yet
+    for task in master.tasks:
+        if task != hung:
+            report(master, task)
+    master.watch_heartbeats(master.clock())
+    assert len(events(master, "hung")) == 1
+    start(master, hung, incarnation=1)
+    report(master, hung, incarnation=1)
+    assert master.tasks[hung]["state"] == "running"
+    master.clock.advance(1.6)
+    master.watch_heartbeats(master.clock())
+    assert [e["incarnation"] for e in events(master, "hung") if e["task"] == hung] == [0, 1]
+
+
+def test_an_instance_that_never_became_ready_is_not_hung(master):
+    task = bolt(master)
+    master.on_hello(b"i", {"t": "hello", "role": "instance", "id": task, "incarnation": 0,
+                           "pid": 1})
+    master.clock.advance(100.0)
+    master.watch_heartbeats(master.clock())
+    assert events(master, "hung") == []
+
+
+def test_a_stopping_master_restarts_nothing(master):
+    start(master, bolt(master))
+    master.stopping = True
+    master.clock.advance(100.0)
+    master.watch_heartbeats(master.clock())
+    assert events(master, "hung") == []
+
+
+def test_a_hung_task_in_a_restarting_container_is_left_to_the_container(master):
+    task = bolt(master)
+    start(master, task)
+    del master.sms[master.tasks[task]["container"]]
+    master.clock.advance(2.0)
+    master.watch_heartbeats(master.clock())
+    assert len(events(master, "hung")) == 1 and restarts_sent(master) == []
+
+
+@pytest.mark.parametrize("timeout", [None, 0, -1, "10"])
+def test_no_heartbeat_timeout_means_no_supervision(make_master, timeout):
+    master = make_master(heartbeat_timeout=timeout)
+    start(master, bolt(master))
+    report(master, bolt(master), stalled=1e5)
+    master.clock.advance(1e6)
+    master.watch_heartbeats(master.clock())
+    assert events(master, "hung") == [] and restarts_sent(master) == []
+
+
+# -- spout reports -----------------------------------------------------------------------
+
+def latency(p99):
+    return {"p50": p99 / 2, "p99": p99, "count": 50}
+
+
+def test_a_replay_storm_is_warned_about_once_per_episode_per_component(master):
+    a, b = master.component_tasks["numbers"]
+    for task in (a, b):
+        start(master, task)
+    ok, bad = latency(10.0), latency(27.0)  # × 1000 = 10 s (33 %) and 27 s (90 %) of 30 s
+    report(master, a, max_spout_pending=1000, complete_latency_ms=ok)
+    assert events(master, "replay_storm_warning") == []
+    for _ in range(5):  # both tasks over the mark, report after report: one warning
+        report(master, a, max_spout_pending=1000, complete_latency_ms=bad)
+        report(master, b, max_spout_pending=1000, complete_latency_ms=bad)
+    (warning,) = events(master, "replay_storm_warning")
+    assert warning["component"] == "numbers" and warning["task"] == a
+    assert warning["ratio"] == 0.9 and warning["max_spout_pending"] == 1000
+    assert warning["p99_ms"] == 27.0 and warning["message_timeout"] == 30.0
+    assert "replayed with no failure anywhere" in warning["message"]
+    report(master, a, max_spout_pending=1000, complete_latency_ms=ok)  # a recovers, b not
+    report(master, b, max_spout_pending=1000, complete_latency_ms=latency(22.0))  # 73 %
+    assert len(events(master, "replay_storm_warning")) == 1
+    report(master, b, max_spout_pending=1000, complete_latency_ms=ok)  # episode over
+    report(master, b, max_spout_pending=1000, complete_latency_ms=bad)  # a new one
+    assert [w["task"] for w in events(master, "replay_storm_warning")] == [a, b]
+
+
+def test_spout_reports_without_the_new_fields_change_nothing(master):
+    a = master.component_tasks["numbers"][0]
+    start(master, a)
+    report(master, a)
+    report(master, a, max_spout_pending=None, complete_latency_ms=None, tuner_turns=None)
+    assert events(master, "replay_storm_warning") == [] and events(master, "tuner") == []
+
+
+def test_each_tuner_turn_is_an_event_with_its_action_and_new_value(master):
+    a = master.component_tasks["numbers"][0]
+    start(master, a)
+    turns = [(0, None, 100), (1, "increase", 125), (1, "increase", 125),
+             (2, "increase", 157), (2, "increase", 157), (3, "no_change", 125),
+             (4, "decrease", 74)]
+    for n, action, value in turns:
+        report(master, a, tuner_turns=n, tuner_action=action, max_spout_pending=value)
+    assert [(e["action"], e["max_spout_pending"], e["turns"], e["task"], e["component"])
+            for e in events(master, "tuner")] == [
+        ("increase", 125, 1, a, "numbers"), ("increase", 157, 2, a, "numbers"),
+        ("no_change", 125, 3, a, "numbers"), ("decrease", 74, 4, a, "numbers")]
+
+
+def test_a_restarted_spouts_tuner_counts_afresh(master):
+    a = master.component_tasks["numbers"][0]
+    start(master, a)
+    report(master, a, tuner_turns=3, tuner_action="increase", max_spout_pending=195)
+    master.on_restarted(b"", {"t": "restarted", "task": a, "incarnation": 1, "restarts": 1,
+                              "reason": "exited with code 70"})
+    start(master, a, incarnation=1)
+    report(master, a, incarnation=1, tuner_turns=1, tuner_action="increase",
+           max_spout_pending=125)
+    assert [e["turns"] for e in events(master, "tuner")] == [3, 1]
