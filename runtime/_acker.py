@@ -17,7 +17,7 @@ from collections.abc import Callable
 
 from . import wire
 from ._constants import ACKER, FLUSH_INTERVAL, MESSAGE_TIMEOUT
-from ._ledger import AckLedger, Completed, Failed
+from ._ledger import AckLedger, Completed, Failed, Renewed
 from ._plan import PhysicalPlan
 from ._stats import InstanceStats
 
@@ -79,9 +79,11 @@ class AckerExecutor:
         self.executed += len(batch)
         self.last_executed = self.wall()
 
-    def _decided(self, decision: Completed | Failed) -> None:
+    def _decided(self, decision: Completed | Failed | Renewed) -> None:
         if isinstance(decision, Completed):
             outcome = wire.ACKED_OK
+        elif isinstance(decision, Renewed):
+            outcome = wire.ACKED_RENEWED
         else:
             outcome = wire.ACKED_TIMEOUT if decision.reason == "timeout" else wire.ACKED_FAILED
         self.outcomes.setdefault(decision.spout_task, []).append([decision.root_id, outcome])

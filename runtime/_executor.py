@@ -348,6 +348,9 @@ class Executor:
             raise wire.WireError(f"ack outcomes for task {self.task}, which tracks nothing")
         now, user = self.monotonic(), self.user
         for root, outcome in batch:
+            if outcome == wire.ACKED_RENEWED:
+                self.tracker.renew(root)
+                continue
             ok = outcome == wire.ACKED_OK
             msg_id = self.tracker.outcome(root, ok, now, outcome == wire.ACKED_TIMEOUT)
             if msg_id is None:

@@ -150,7 +150,16 @@ class Failed:
     reason: FailReason
 
 
-Decision = Completed | Failed
+@dataclass(frozen=True, slots=True)
+class Renewed:
+    """Root ``root_id``'s timeout was restarted (``reset_timeout``): ``spout_task``, which
+    times its roots out too, must restart its own clock for it (Storm forwards it so)."""
+
+    root_id: int
+    spout_task: int
+
+
+Decision = Completed | Failed | Renewed
 
 
 @dataclass(frozen=True, slots=True)
@@ -225,6 +234,7 @@ class AckLedger:
         entry = self._pending.get(root_id)
         if entry is not None:
             self._pending.put(root_id, entry)
+            decisions += _renewed(root_id, entry)
         return decisions
 
     def expire(self, now: float) -> list[Decision]:
@@ -260,6 +270,7 @@ class AckLedger:
             elif op == RESET and holder is not None:
                 holder = self._renew(root, holder, newest)
                 holder[root] = entry
+                decisions += _renewed(root, entry)
                 continue
             else:
                 self.rejected += op != RESET
@@ -328,6 +339,11 @@ class AckLedger:
         self._timed_out += len(decisions)
         self._orphaned += len(expired) - len(decisions)
         return decisions
+
+
+def _renewed(root_id: int, entry: int) -> list[Decision]:
+    task = _spout_task(entry)
+    return [] if task is None else [Renewed(root_id, task)]
 
 
 def _spout_task(entry: int) -> int | None:

@@ -90,6 +90,12 @@ class SpoutTracker:
             self.timed_out += timeout
         return msg_id
 
+    def renew(self, root: int) -> None:
+        """A bolt reset the root's timeout: it starts its wait here afresh too."""
+        entry = self.pending.remove(root)
+        if entry is not None:
+            self.pending.put(root, entry)
+
     def expire(self, now: float) -> list[Any]:
         """The msg_ids of roots that have waited too long (checked every rotation)."""
         expired: list[Any] = []

@@ -44,7 +44,7 @@ ROUTED = frozenset({DATA, TRACKED, ACKS, ACKED})  # the kinds a stream manager f
 # ACKS ops: what a spout or bolt tells the acker about a root (Storm's __ack_* streams)
 ACK_INIT, ACK_ACK, ACK_FAIL, ACK_RESET = 0, 1, 2, 3
 # ACKED outcomes: what the acker tells the spout task that emitted the root
-ACKED_OK, ACKED_FAILED, ACKED_TIMEOUT = 0, 1, 2
+ACKED_OK, ACKED_FAILED, ACKED_TIMEOUT, ACKED_RENEWED = 0, 1, 2, 3  # renewed: reset_timeout
 
 _HEADER = struct.Struct("<BxHII")  # kind, pad, stream id, destination task, source task
 HEADER_SIZE = _HEADER.size

@@ -32,6 +32,7 @@ from runtime._ledger import (
     Completed,
     Failed,
     LedgerStatistics,
+    Renewed,
     RotatingMap,
     new_id,
 )
@@ -366,7 +367,7 @@ def test_reset_timeout_keeps_a_root_alive_for_twice_the_timeout():
     for now in range(1, 21):
         assert ledger.expire(now) == []
         if now % 6 == 0:
-            assert ledger.reset_timeout(root, now) == []
+            assert ledger.reset_timeout(root, now) == [Renewed(root, 5)]
     c.ack(t)
     assert deliver_all(ledger, c.take(), now=21) == [Completed(root, 5)]
 

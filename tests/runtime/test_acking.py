@@ -1,0 +1,924 @@
+"""At least once through the in-memory twin, on a fake clock: Storm's acking tests
+(seed 001; Storm's ``integration_test.clj``: test-acking, test-ack-branching,
+test-acking-self-anchor, test-timeout, test-reset-timeout) ported to the runtime, plus
+max spout pending and its auto-tuner.
+
+Every test runs real executors and a real acker task; time moves only when a test says
+``cluster.advance(seconds)``. A root times out between ``message_timeout`` and 1.5 x
+``message_timeout`` after it was emitted (rotating buckets, never early).
+"""
+
+from __future__ import annotations
+
+import itertools
+import os
+import random
+from collections import Counter, deque
+
+import pytest
+
+from runtime import BasicBolt, Bolt, FailedException, Spout, Topology, Tuple
+from runtime._api import TupleSource
+from runtime.testing import InMemoryCluster, ListSink, ListSpout
+
+TIMEOUT = 10.0  # message_timeout of the timeout tests (Storm's tests use 10 s too)
+
+
+# -- components ------------------------------------------------------------------------------
+
+class Feeder(Spout):
+    """Storm's FeederSpout with an ack/fail tracker: the test calls ``feed(values, msg_id)``
+    on the live object; ``acked`` and ``failed`` list the msg_ids called back, in order."""
+
+    def __init__(self, fields=("num",)) -> None:
+        self.outputs = list(fields)
+
+    def open(self, config, context):
+        self.queue: deque = deque()
+        self.acked: list = []
+        self.failed: list = []
+        self.calls = 0
+        self.checked = 0  # len(acked) at the last new_acks()
+
+    def feed(self, values, msg_id=None) -> None:
+        self.queue.append((values, msg_id))
+
+    def next_tuple(self):
+        self.calls += 1
+        if self.queue:
+            values, msg_id = self.queue.popleft()
+            self.emit(values, msg_id=msg_id)
+
+    def ack(self, msg_id):
+        self.acked.append(msg_id)
+
+    def fail(self, msg_id):
+        self.failed.append(msg_id)
+
+    def new_acks(self) -> int:
+        """How many acks arrived since the last call (Storm's ack-tracking checker)."""
+        n, self.checked = len(self.acked) - self.checked, len(self.acked)
+        return n
+
+
+class Numbers(Spout):
+    """Emits ``[n]`` with ``msg_id=n`` for n = 0, 1, ... (forever when ``total`` is None),
+    counting its ``next_tuple`` calls."""
+
+    outputs = ["n"]
+
+    def __init__(self, total: int | None = None) -> None:
+        self.total = total
+
+    def open(self, config, context):
+        self.n = self.calls = 0
+        self.acked: list = []
+        self.failed: list = []
+
+    def next_tuple(self):
+        self.calls += 1
+        if self.total is None or self.n < self.total:
+            self.emit([self.n], msg_id=self.n)
+            self.n += 1
+
+    def ack(self, msg_id):
+        self.acked.append(msg_id)
+
+    def fail(self, msg_id):
+        self.failed.append(msg_id)
+
+
+class Branching(Bolt):
+    """Storm's branching-bolt: emits ``fanout`` tuples anchored to the input, then acks it."""
+
+    outputs = ["num"]
+
+    def __init__(self, fanout: int) -> None:
+        self.fanout = fanout
+
+    def process(self, tup):
+        for i in range(self.fanout):
+            self.emit([i], anchors=[tup])
+        self.ack(tup)
+
+
+class Agg(Bolt):
+    """Storm's agg-bolt: once ``size`` inputs are in, emits one tuple anchored to all of
+    them (a multi-anchored join) and acks them."""
+
+    outputs = ["num"]
+
+    def __init__(self, size: int) -> None:
+        self.size = size
+
+    def prepare(self, config, context):
+        self.seen: list = []
+
+    def process(self, tup):
+        self.seen.append(tup)
+        if len(self.seen) == self.size:
+            self.emit([1], anchors=self.seen)
+            for t in self.seen:
+                self.ack(t)
+            self.seen = []
+
+
+class Identity(Bolt):
+    outputs = ["num"]
+
+    def process(self, tup):
+        self.emit(list(tup.values), anchors=[tup])
+        self.ack(tup)
+
+
+class DupAnchor(Bolt):
+    """Storm's dup-anchor: one output anchored twice to the same input."""
+
+    outputs = ["num"]
+
+    def process(self, tup):
+        self.emit([1], anchors=[tup, tup])
+        self.ack(tup)
+
+
+class AckEveryOther(Bolt):
+    """Storm's ack-every-other: acks the 1st, 3rd, 5th... input and drops the others."""
+
+    outputs: list[str] = []
+
+    def prepare(self, config, context):
+        self.n = 0
+
+    def process(self, tup):
+        self.n += 1
+        if self.n % 2:
+            self.ack(tup)
+
+
+class Holder(Bolt):
+    """Keeps every input without acking it until the test calls ``release(n)``; on each
+    tick it calls ``reset_timeout`` on what it holds when ``resetting`` is set."""
+
+    outputs: list[str] = []
+
+    def prepare(self, config, context):
+        self.held: list[Tuple] = []
+        self.resetting = False
+        self.resets = 0
+
+    def process(self, tup):
+        self.held.append(tup)
+
+    def process_tick(self, tup):
+        if self.resetting:
+            for held in self.held:
+                self.reset_timeout(held)
+            self.resets += 1
+
+    def release(self, n: int | None = None) -> None:
+        n = len(self.held) if n is None else n
+        for tup in self.held[:n]:
+            self.ack(tup)
+        del self.held[:n]
+
+
+class PathNode(Bolt):
+    """A node of a tuple tree whose tuples carry their path ("r", "r.0", "r.0.1"...):
+    emits ``fanout`` children anchored to the input, then acks it, except the input whose
+    path is ``fail_at``, which it fails (after emitting its children)."""
+
+    outputs = ["path"]
+
+    def __init__(self, fanout: int, fail_at: str | None) -> None:
+        self.fanout, self.fail_at = fanout, fail_at
+
+    def process(self, tup):
+        path = tup["path"]
+        for i in range(self.fanout):
+            self.emit([f"{path}.{i}"], anchors=[tup])
+        if path == self.fail_at:
+            self.fail(tup)
+        else:
+            self.ack(tup)
+
+
+class Splitter(BasicBolt):
+    """A BasicBolt: emits each word (anchored for it), raises FailedException on "bad"."""
+
+    outputs = ["word"]
+
+    def process(self, tup):
+        for word in tup["sentence"].split():
+            self.emit([word])
+        if "bad" in tup["sentence"].split():
+            raise FailedException("a bad sentence")
+
+
+class Unanchored(Bolt):
+    """Emits its input on without an anchor, then acks it."""
+
+    outputs = ["num"]
+
+    def process(self, tup):
+        self.emit(list(tup.values))
+        self.ack(tup)
+
+
+class FailAll(Bolt):
+    outputs: list[str] = []
+
+    def process(self, tup):
+        self.fail(tup)
+
+
+class DoubleAcker(Bolt):
+    """Emits one child anchored to the input, acks the input twice, and acks a tuple
+    that no spout tracks (as if it had been made up)."""
+
+    outputs = ["num"]
+
+    def prepare(self, config, context):
+        self.stranger = Tuple([0], TupleSource.of("nowhere", 99, "default", ["num"]))
+
+    def process(self, tup):
+        self.emit(list(tup.values), anchors=[tup])
+        self.ack(tup)
+        self.ack(tup)
+        self.ack(self.stranger)
+        self.fail(self.stranger)
+
+
+class FailFirstTwo(Bolt):
+    """Fails the first two times it sees a value, then acks it; records what it acked."""
+
+    outputs = ["n"]
+
+    def prepare(self, config, context):
+        self.seen: Counter = Counter()
+
+    def process(self, tup):
+        self.seen[tup["n"]] += 1
+        if self.seen[tup["n"]] <= 2:
+            self.fail(tup)
+        else:
+            self.emit(list(tup.values), anchors=[tup])
+            self.ack(tup)
+
+
+class DropFirst(Bolt):
+    """Drops (neither acks nor fails) the first delivery of each value: only a timeout
+    gets it replayed."""
+
+    outputs = ["n"]
+
+    def prepare(self, config, context):
+        self.seen: Counter = Counter()
+
+    def process(self, tup):
+        self.seen[tup["n"]] += 1
+        if self.seen[tup["n"]] > 1:
+            self.emit(list(tup.values), anchors=[tup])
+            self.ack(tup)
+
+
+# -- helpers ---------------------------------------------------------------------------------
+
+def tasks(cluster: InMemoryCluster, component: str) -> tuple[int, ...]:
+    return cluster.plan.component_tasks()[component]
+
+
+def obj(cluster: InMemoryCluster, component: str):
+    """The live user object of a component that has one task."""
+    (task,) = tasks(cluster, component)
+    return cluster.user_object(task)
+
+
+def stat(cluster: InMemoryCluster, component: str):
+    (s,) = [s for s in cluster.statistics() if s.component == component]
+    return s
+
+
+def acker_pending(cluster: InMemoryCluster) -> int:
+    return sum(s.pending for s in cluster.statistics() if s.component == "__acker")
+
+
+def no_crash(cluster: InMemoryCluster) -> None:
+    assert cluster.exceptions == [], [e["error"] for e in cluster.exceptions]
+
+
+def advance_by_steps(cluster: InMemoryCluster, seconds: float, step: float = 0.5) -> None:
+    """Move the clock in small steps, as an instance's timers would fire."""
+    for _ in range(round(seconds / step)):
+        cluster.advance(step)
+
+
+def feeder_into(name: str, *bolts) -> Topology:
+    """A feeder spout "feed" followed by a chain of (id, bolt) shuffle-grouped in order."""
+    topo = Topology(name)
+    topo.spout("feed", Feeder(["num"]))
+    upstream = "feed"
+    for comp_id, bolt in bolts:
+        topo.bolt(comp_id, bolt).shuffle_grouping(upstream)
+        upstream = comp_id
+    return topo
+
+
+
+class CrashOnce(Bolt):
+    """Raises on ``n == 3`` the first time (a marker file in the run directory remembers
+    it across the restart); passes everything else on, anchored, and acks it."""
+
+    outputs = ["n"]
+
+    def prepare(self, config, context):
+        self.marker = os.path.join(context.run_dir, "crashed-once")
+
+    def process(self, tup):
+        if tup["n"] == 3 and not os.path.exists(self.marker):
+            open(self.marker, "w").close()
+            raise RuntimeError("the task dies with the tuple")
+        self.emit(list(tup.values), anchors=[tup])
+        self.ack(tup)
+
+
+# -- tuple trees: fan-out, joins, DAGs -----------------------------------------------------
+
+def test_fan_out_completes_only_when_every_branch_is_acked():
+    topo = feeder_into("fanout", ("split", Branching(3)), ("hold", Holder))
+    with InMemoryCluster(topo, ackers=1) as cluster:
+        feed, hold = obj(cluster, "feed"), obj(cluster, "hold")
+        feed.feed([1], msg_id="a")
+        cluster.run_until_idle()
+        assert len(hold.held) == 3 and feed.acked == [] and acker_pending(cluster) == 1
+        for left in (2, 1):
+            hold.release(1)
+            cluster.run_until_idle()
+            assert feed.acked == [] and len(hold.held) == left
+        hold.release(1)
+        cluster.run_until_idle()
+        assert (feed.acked, feed.failed) == (["a"], [])
+        assert acker_pending(cluster) == 0 and stat(cluster, "feed").pending == 0
+        no_crash(cluster)
+
+
+@pytest.mark.parametrize("ackers", [1, 3])
+def test_acking_across_branches_joins_and_several_spouts(ackers):
+    """Storm's test-acking: three feeders, branching bolts, a join of any 3 tuples
+    (multi-anchored across roots), then more branching."""
+    topo = Topology("acking")
+    for i, fanout in ((1, 2), (2, 4), (3, 1)):
+        topo.spout(f"feed{i}", Feeder(["num"]))
+        topo.bolt(f"branch{i}", Branching(fanout)).shuffle_grouping(f"feed{i}")
+    agg = topo.bolt("agg", Agg(3))
+    for i in (1, 2, 3):
+        agg.shuffle_grouping(f"branch{i}")
+    topo.bolt("branch", Branching(2)).shuffle_grouping("agg")
+    topo.bolt("ack", ListSink).shuffle_grouping("branch")
+    with InMemoryCluster(topo, ackers=ackers) as cluster:
+        f1, f2, f3 = (obj(cluster, f"feed{i}") for i in (1, 2, 3))
+        ids = itertools.count()
+
+        def feed(feeder, expected):
+            feeder.feed([1], msg_id=next(ids))
+            cluster.run_until_idle()
+            assert [f.new_acks() for f in (f1, f2, f3)] == expected
+
+        feed(f1, [0, 0, 0])  # 2 tuples wait in the join
+        feed(f2, [1, 1, 0])  # 6: two joins of 3, both trees done
+        feed(f1, [0, 0, 0])  # 2 wait
+        feed(f1, [1, 0, 0])  # 4: one join; the 4th tuple (2nd root) waits
+        feed(f3, [0, 0, 0])  # 2 wait
+        feed(f2, [1, 1, 1])  # 6: two joins, everything done
+        assert [f.failed for f in (f1, f2, f3)] == [[], [], []]
+        assert acker_pending(cluster) == 0
+        no_crash(cluster)
+
+
+def test_all_grouping_copies_are_each_part_of_the_tree():
+    topo = Topology("all")
+    topo.spout("feed", Feeder(["num"]))
+    topo.bolt("hold", Holder, parallelism=3).all_grouping("feed")
+    with InMemoryCluster(topo, ackers=1) as cluster:
+        feed = obj(cluster, "feed")
+        holders = [cluster.user_object(t) for t in tasks(cluster, "hold")]
+        feed.feed([1], msg_id=1)
+        cluster.run_until_idle()
+        assert [len(h.held) for h in holders] == [1, 1, 1]
+        for holder in holders[:2]:
+            holder.release()
+            cluster.run_until_idle()
+            assert feed.acked == []
+        holders[2].release()
+        cluster.run_until_idle()
+        assert (feed.acked, feed.failed) == ([1], [])
+
+
+def test_a_spout_tuple_that_nobody_subscribes_to_is_acked_at_once():
+    topo = Topology("nobody")
+    topo.spout("feed", Feeder(["num"]))
+    with InMemoryCluster(topo, ackers=1) as cluster:
+        feed = obj(cluster, "feed")
+        feed.feed([1], msg_id=1)
+        cluster.run_until_idle()
+        assert (feed.acked, feed.failed) == ([1], [])
+        assert stat(cluster, "feed").pending == 0 and acker_pending(cluster) == 0
+
+
+def test_ack_branching_a_diamond_joined_by_a_multi_anchored_tuple():
+    """Storm's test-ack-branching: the spout tuple goes to two bolts, whose outputs are
+    joined (4 at a time) into one tuple anchored to all of them."""
+    topo = Topology("diamond")
+    topo.spout("feed", Feeder(["num"]))
+    topo.bolt("left", Identity).shuffle_grouping("feed")
+    topo.bolt("right", Identity).shuffle_grouping("feed")
+    topo.bolt("join", Agg(4)).shuffle_grouping("left").shuffle_grouping("right")
+    topo.bolt("hold", Holder).shuffle_grouping("join")
+    with InMemoryCluster(topo, ackers=1) as cluster:
+        feed, hold = obj(cluster, "feed"), obj(cluster, "hold")
+        feed.feed([1], msg_id=1)
+        cluster.run_until_idle()
+        assert feed.new_acks() == 0 and len(obj(cluster, "join").seen) == 2
+        feed.feed([2], msg_id=2)
+        cluster.run_until_idle()
+        assert feed.new_acks() == 0 and len(hold.held) == 1  # the join is not acked yet
+        hold.release()
+        cluster.run_until_idle()
+        assert feed.new_acks() == 2 and sorted(feed.acked) == [1, 2]
+        assert feed.failed == [] and acker_pending(cluster) == 0
+        no_crash(cluster)
+
+
+def test_the_same_input_anchored_twice():
+    """Storm's test-acking-self-anchor."""
+    topo = feeder_into("self-anchor", ("dup", DupAnchor), ("ack", ListSink))
+    with InMemoryCluster(topo, ackers=1) as cluster:
+        feed = obj(cluster, "feed")
+        feed.feed([1], msg_id=1)
+        cluster.run_until_idle()
+        assert feed.new_acks() == 1
+        for i in (2, 3, 4):
+            feed.feed([1], msg_id=i)
+        cluster.run_until_idle()
+        assert feed.new_acks() == 3 and feed.failed == []
+        no_crash(cluster)
+
+
+def test_a_doubly_anchored_tuple_held_keeps_its_root_open():
+    topo = feeder_into("self-anchor-held", ("dup", DupAnchor), ("hold", Holder))
+    with InMemoryCluster(topo, ackers=1) as cluster:
+        feed, hold = obj(cluster, "feed"), obj(cluster, "hold")
+        feed.feed([1], msg_id=1)
+        cluster.run_until_idle()
+        assert feed.acked == [] and len(hold.held) == 1
+        hold.release()
+        cluster.run_until_idle()
+        assert feed.acked == [1] and feed.failed == []
+
+
+# -- timeouts --------------------------------------------------------------------------------
+
+def test_unacked_tuples_fail_after_the_timeout_and_not_before():
+    """Storm's test-timeout: a bolt acks every other tuple, message_timeout 10 s."""
+    topo = feeder_into("timeout", ("ack-every-other", AckEveryOther))
+    with InMemoryCluster(topo, ackers=1, message_timeout=TIMEOUT) as cluster:
+        feed = obj(cluster, "feed")
+        cluster.advance(11)
+        for i in (1, 2, 3):
+            feed.feed([i], msg_id=i)
+        cluster.run_until_idle()
+        emitted = cluster.clock()
+        assert sorted(feed.acked) == [1, 3] and feed.failed == []
+        advance_by_steps(cluster, 9)
+        assert sorted(feed.acked) == [1, 3] and feed.failed == []
+        while not feed.failed and cluster.clock() - emitted < 2 * TIMEOUT:
+            cluster.advance(0.5)
+        failed_after = cluster.clock() - emitted
+        assert feed.failed == [2], f"not failed {failed_after} s after it was emitted"
+        assert TIMEOUT <= failed_after <= 1.5 * TIMEOUT + 0.5
+        advance_by_steps(cluster, 3 * TIMEOUT)
+        assert sorted(feed.acked) == [1, 3] and feed.failed == [2]  # once, and only it
+        spout = stat(cluster, "feed")
+        assert (spout.acked, spout.failed, spout.timed_out, spout.pending) == (2, 1, 1, 0)
+        assert acker_pending(cluster) == 0
+        no_crash(cluster)
+
+
+def test_a_big_clock_jump_times_out_at_once():
+    topo = feeder_into("jump", ("hold", Holder))
+    with InMemoryCluster(topo, ackers=1, message_timeout=TIMEOUT) as cluster:
+        feed = obj(cluster, "feed")
+        feed.feed([1], msg_id=1)
+        cluster.run_until_idle()
+        cluster.advance(9)
+        assert feed.failed == []
+        cluster.advance(12)
+        assert feed.failed == [1] and feed.acked == []
+
+
+def test_reset_timeout_keeps_a_held_tuple_alive_past_twice_the_timeout():
+    """Storm's test-reset-timeout: a bolt holds the tuple and calls reset_timeout on it
+    every 2 s (on ticks) for 25 s, then acks it: the root is acked, never failed."""
+    topo = Topology("reset")
+    topo.spout("feed", Feeder(["num"]))
+    topo.bolt("hold", Holder, tick_freq_secs=2).shuffle_grouping("feed")
+    with InMemoryCluster(topo, ackers=1, message_timeout=TIMEOUT) as cluster:
+        feed, hold = obj(cluster, "feed"), obj(cluster, "hold")
+        hold.resetting = True
+        feed.feed([1], msg_id=1)
+        cluster.run_until_idle()
+        advance_by_steps(cluster, 2.5 * TIMEOUT)
+        assert hold.resets >= 10 and len(hold.held) == 1
+        assert (feed.acked, feed.failed) == ([], []), "reset_timeout did not hold the root"
+        hold.release()
+        cluster.run_until_idle()
+        assert (feed.acked, feed.failed) == ([1], [])
+        spout = stat(cluster, "feed")
+        assert (spout.acked, spout.failed, spout.timed_out) == (1, 0, 0)
+        assert spout.complete_latency_ms["count"] == 1
+        assert spout.complete_latency_ms["p50"] == pytest.approx(2.5 * TIMEOUT * 1000, rel=0.1)
+        no_crash(cluster)
+
+
+def test_without_reset_timeout_the_same_held_tuple_fails():
+    topo = Topology("no-reset")
+    topo.spout("feed", Feeder(["num"]))
+    topo.bolt("hold", Holder, tick_freq_secs=2).shuffle_grouping("feed")
+    with InMemoryCluster(topo, ackers=1, message_timeout=TIMEOUT) as cluster:
+        feed, hold = obj(cluster, "feed"), obj(cluster, "hold")
+        feed.feed([1], msg_id=1)
+        cluster.run_until_idle()
+        advance_by_steps(cluster, 2.5 * TIMEOUT)
+        hold.release()
+        cluster.run_until_idle()
+        assert (feed.acked, feed.failed) == ([], [1])
+
+
+# -- explicit fail ---------------------------------------------------------------------------
+
+@pytest.mark.parametrize("fail_at", ["r", "r.1", "r.2.1", "r.0.0.2"])
+def test_an_explicit_fail_anywhere_in_the_tree_fails_the_root_exactly_once(fail_at):
+    """A tree of 1 -> 3 -> 6 -> 18 tuples; one node anywhere fails, every other one acks."""
+    topo = Topology("fail")
+    topo.spout("feed", Feeder(["path"]))
+    topo.bolt("a", PathNode(3, fail_at)).shuffle_grouping("feed")
+    topo.bolt("b", PathNode(2, fail_at)).shuffle_grouping("a")
+    topo.bolt("c", PathNode(3, fail_at)).shuffle_grouping("b")
+    topo.bolt("leaf", PathNode(0, fail_at)).shuffle_grouping("c")
+    with InMemoryCluster(topo, ackers=1, message_timeout=TIMEOUT) as cluster:
+        feed = obj(cluster, "feed")
+        feed.feed(["r"], msg_id="root")
+        cluster.run_until_idle()
+        assert (feed.acked, feed.failed) == ([], ["root"])
+        assert stat(cluster, "leaf").executed == 18  # the rest of the tree still ran
+        advance_by_steps(cluster, 2 * TIMEOUT)
+        assert (feed.acked, feed.failed) == ([], ["root"])
+        spout = stat(cluster, "feed")
+        assert (spout.failed, spout.timed_out, spout.pending) == (1, 0, 0)
+        no_crash(cluster)
+
+
+def test_every_tuple_of_a_tree_failing_still_fails_the_root_once():
+    topo = feeder_into("fail-all", ("split", Branching(5)), ("fail", FailAll))
+    with InMemoryCluster(topo, ackers=1, message_timeout=TIMEOUT) as cluster:
+        feed = obj(cluster, "feed")
+        for i in range(3):
+            feed.feed([i], msg_id=i)
+        cluster.run_until_idle()
+        advance_by_steps(cluster, 2 * TIMEOUT)
+        assert feed.acked == [] and sorted(feed.failed) == [0, 1, 2]
+
+
+def node_fate(path: str, depth_left: int) -> tuple[int, str]:
+    """How many children the tree node ``path`` has, and what its bolt does with it:
+    "ack" (most), "fail", or "drop" (neither: the task loses it). Deterministic."""
+    rng = random.Random(path)
+    children = rng.choice([0, 1, 2, 3]) if depth_left else 0
+    return children, rng.choices(["ack", "fail", "drop"], weights=[92, 3, 5])[0]
+
+
+def expected_outcome(path: str, depth_left: int) -> str:
+    """"fail" if a node of the tree fails, else "timeout" if one is dropped, else "ack"."""
+    actions = set(tree_actions(path, depth_left))
+    return "fail" if "fail" in actions else "timeout" if "drop" in actions else "ack"
+
+
+def tree_actions(path: str, depth_left: int):
+    children, action = node_fate(path, depth_left)
+    yield action
+    for i in range(children):
+        yield from tree_actions(f"{path}.{i}", depth_left - 1)
+
+
+class RandomNode(Bolt):
+    outputs = ["path"]
+
+    def __init__(self, depth_left: int) -> None:
+        self.depth_left = depth_left
+
+    def process(self, tup):
+        children, action = node_fate(tup["path"], self.depth_left)
+        for i in range(children):
+            self.emit([f"{tup['path']}.{i}"], anchors=[tup])
+        if action != "drop":
+            (self.ack if action == "ack" else self.fail)(tup)
+
+
+def test_random_trees_are_acked_exactly_when_complete_and_failed_exactly_once():
+    """600 random trees of up to 1 + 3 + 9 + 27 tuples over several tasks and ackers:
+    a root is acked exactly when every node acked, failed at once when a node failed,
+    failed only after the timeout when a node was lost; never both, never twice."""
+    trees = [f"t{i}" for i in range(600)]
+    depth = 3
+    expected = {t: expected_outcome(t, depth) for t in trees}
+    assert set(Counter(expected.values())) == {"ack", "fail", "timeout"}  # a real mix
+    topo = Topology("random-trees")
+    topo.spout("feed", Feeder(["path"]), parallelism=2)
+    upstream = "feed"
+    for level in range(depth + 1):
+        topo.bolt(f"n{level}", RandomNode(depth - level), parallelism=2).shuffle_grouping(
+            upstream)
+        upstream = f"n{level}"
+    with InMemoryCluster(topo, ackers=3, message_timeout=TIMEOUT) as cluster:
+        feeders = [cluster.user_object(t) for t in tasks(cluster, "feed")]
+        for i, tree in enumerate(trees):
+            feeders[i % 2].feed([tree], msg_id=tree)
+        cluster.run_until_idle()
+
+        def outcomes():
+            acked = [m for f in feeders for m in f.acked]
+            failed = [m for f in feeders for m in f.failed]
+            return acked, failed
+
+        acked, failed = outcomes()
+        assert sorted(acked) == sorted(t for t, o in expected.items() if o == "ack")
+        assert sorted(failed) == sorted(t for t, o in expected.items() if o == "fail")
+        advance_by_steps(cluster, TIMEOUT - 1)
+        assert outcomes() == (acked, failed)  # never early
+        advance_by_steps(cluster, TIMEOUT)
+        acked2, failed2 = outcomes()
+        assert acked2 == acked
+        assert sorted(failed2) == sorted(t for t, o in expected.items() if o != "ack")
+        advance_by_steps(cluster, 2 * TIMEOUT)
+        assert outcomes() == (acked2, failed2)  # nothing twice
+        assert acker_pending(cluster) == 0  # late acks of failed trees expired too
+        assert sum(s.pending for s in cluster.statistics() if s.component == "feed") == 0
+        no_crash(cluster)
+
+
+# -- what is not tracked ---------------------------------------------------------------------
+
+def test_unanchored_emits_do_not_keep_the_root_open():
+    topo = feeder_into("unanchored", ("relay", Unanchored), ("fail", FailAll))
+    topo.bolt("hold", Holder).shuffle_grouping("relay")
+    with InMemoryCluster(topo, ackers=1, message_timeout=TIMEOUT) as cluster:
+        feed = obj(cluster, "feed")
+        feed.feed([1], msg_id=1)
+        cluster.run_until_idle()
+        assert len(obj(cluster, "hold").held) == 1 and stat(cluster, "fail").executed == 1
+        assert (feed.acked, feed.failed) == ([1], [])
+        advance_by_steps(cluster, 2 * TIMEOUT)
+        assert (feed.acked, feed.failed) == ([1], [])
+
+
+def test_spout_emits_without_msg_id_are_not_tracked():
+    topo = feeder_into("untracked", ("hold", Holder))
+    with InMemoryCluster(topo, ackers=1, message_timeout=TIMEOUT) as cluster:
+        feed, hold = obj(cluster, "feed"), obj(cluster, "hold")
+        for i in range(5):
+            feed.feed([i])
+        cluster.run_until_idle()
+        assert len(hold.held) == 5 and all(t.ids is None for t in hold.held)
+        assert stat(cluster, "feed").pending == 0 and acker_pending(cluster) == 0
+        assert stat(cluster, "__acker").executed == 0  # not one message to the acker
+        advance_by_steps(cluster, 2 * TIMEOUT)
+        hold.release()
+        cluster.run_until_idle()
+        assert (feed.acked, feed.failed) == ([], [])
+        no_crash(cluster)
+
+
+def test_with_no_ackers_a_spout_is_acked_at_emit():
+    topo = feeder_into("at-most-once", ("fail", FailAll))
+    topo.bolt("hold", Holder).shuffle_grouping("feed")
+    with InMemoryCluster(topo, ackers=0, message_timeout=TIMEOUT) as cluster:
+        assert tasks(cluster, "feed") and "__acker" not in cluster.plan.component_tasks()
+        feed, hold = obj(cluster, "feed"), obj(cluster, "hold")
+        for i in range(4):
+            feed.feed([i], msg_id=i)
+        cluster.run_until_idle()
+        assert feed.acked == [0, 1, 2, 3] and feed.failed == []
+        assert all(t.ids is None for t in hold.held)
+        advance_by_steps(cluster, 2 * TIMEOUT)
+        assert feed.acked == [0, 1, 2, 3] and feed.failed == []
+        assert stat(cluster, "feed").acked == 4
+        no_crash(cluster)
+
+
+# -- BasicBolt -------------------------------------------------------------------------------
+
+def test_basic_bolt_anchors_and_acks_automatically():
+    topo = Topology("basic")
+    topo.spout("feed", Feeder(["sentence"]))
+    topo.bolt("split", Splitter).shuffle_grouping("feed")
+    topo.bolt("hold", Holder).shuffle_grouping("split")
+    with InMemoryCluster(topo, ackers=1, message_timeout=TIMEOUT) as cluster:
+        feed, hold = obj(cluster, "feed"), obj(cluster, "hold")
+        feed.feed(["the quick fox"], msg_id="s")
+        cluster.run_until_idle()
+        assert [t["word"] for t in hold.held] == ["the", "quick", "fox"]
+        assert all(t.ids for t in hold.held)  # anchored: they carry the root
+        assert feed.acked == [] and stat(cluster, "split").acked == 1
+        hold.release(2)
+        cluster.run_until_idle()
+        assert feed.acked == []
+        hold.release()
+        cluster.run_until_idle()
+        assert (feed.acked, feed.failed) == (["s"], [])
+        no_crash(cluster)
+
+
+def test_basic_bolt_failed_exception_fails_the_root():
+    topo = Topology("basic-fail")
+    topo.spout("feed", Feeder(["sentence"]))
+    topo.bolt("split", Splitter).shuffle_grouping("feed")
+    topo.bolt("sink", ListSink).shuffle_grouping("split")
+    with InMemoryCluster(topo, ackers=1, message_timeout=TIMEOUT) as cluster:
+        feed = obj(cluster, "feed")
+        feed.feed(["all good"], msg_id="good")
+        feed.feed(["a bad one"], msg_id="bad")
+        cluster.run_until_idle()
+        assert (feed.acked, feed.failed) == (["good"], ["bad"])
+        split = stat(cluster, "split")
+        assert (split.executed, split.acked, split.failed) == (2, 1, 1)
+        advance_by_steps(cluster, 2 * TIMEOUT)
+        assert (feed.acked, feed.failed) == (["good"], ["bad"])
+        no_crash(cluster)  # FailedException is not a crash
+
+
+# -- where ack and fail run, and replay ------------------------------------------------------
+
+class FailOdd(Bolt):
+    outputs: list[str] = []
+
+    def process(self, tup):
+        (self.fail if tup["n"] % 2 else self.ack)(tup)
+
+
+def test_ack_and_fail_run_on_the_spout_task_that_emitted_the_tuple():
+    n = 30
+    topo = Topology("own-task")
+    topo.spout("nums", ListSpout([[i] for i in range(n)], fields=["n"]), parallelism=3)
+    topo.bolt("judge", FailOdd, parallelism=2).shuffle_grouping("nums")
+    with InMemoryCluster(topo, ackers=2) as cluster:
+        cluster.run_until_idle()
+        spouts = {t: cluster.user_object(t) for t in tasks(cluster, "nums")}
+        by_task = {s.task: s for s in cluster.statistics() if s.component == "nums"}
+    for index, (task, spout) in enumerate(sorted(spouts.items())):
+        mine = set(range(index, n, 3))
+        assert spout.acked == {i for i in mine if i % 2 == 0}
+        assert sorted(spout.failed) == sorted(i for i in mine if i % 2)
+        assert (by_task[task].acked, by_task[task].failed) == (
+            len(spout.acked), len(spout.failed))
+
+
+def test_a_replaying_list_spout_replays_failures_until_all_are_acked():
+    n = 20
+    topo = Topology("replay")
+    topo.spout("nums", ListSpout([[i] for i in range(n)], fields=["n"], replay=True))
+    topo.bolt("flaky", FailFirstTwo).shuffle_grouping("nums")
+    topo.bolt("sink", ListSink).shuffle_grouping("flaky")
+    with InMemoryCluster(topo, ackers=1) as cluster:
+        cluster.run_until_idle()
+        spout = obj(cluster, "nums")
+        assert spout.acked == set(range(n))
+        assert Counter(spout.failed) == {i: 2 for i in range(n)}
+        assert sorted(v for (v,) in cluster.sink("sink")) == list(range(n))
+        assert stat(cluster, "nums").pending == 0
+
+
+def test_a_replaying_list_spout_replays_timeouts_until_all_are_acked():
+    n = 10
+    topo = Topology("replay-timeouts")
+    topo.spout("nums", ListSpout([[i] for i in range(n)], fields=["n"], replay=True))
+    topo.bolt("lossy", DropFirst).shuffle_grouping("nums")
+    topo.bolt("sink", ListSink).shuffle_grouping("lossy")
+    with InMemoryCluster(topo, ackers=1, message_timeout=TIMEOUT) as cluster:
+        cluster.run_until_idle()
+        spout = obj(cluster, "nums")
+        assert spout.acked == set() and spout.failed == []
+        for _ in range(4 * int(TIMEOUT)):
+            cluster.advance(0.5)
+            cluster.run_until_idle()
+        assert spout.acked == set(range(n)) and sorted(spout.failed) == list(range(n))
+        assert sorted(v for (v,) in cluster.sink("sink")) == list(range(n))
+        assert stat(cluster, "nums").timed_out == n
+
+
+def test_a_tuple_lost_with_a_crashed_task_times_out_and_is_replayed():
+    """Seed 001's first failure case: the task died, so its tuples' roots time out."""
+    n = 8
+    topo = Topology("crash")
+    topo.spout("nums", ListSpout([[i] for i in range(n)], fields=["n"], replay=True))
+    topo.bolt("crashy", CrashOnce).shuffle_grouping("nums")
+    topo.bolt("sink", ListSink).shuffle_grouping("crashy")
+    with InMemoryCluster(topo, ackers=1, message_timeout=TIMEOUT) as cluster:
+        cluster.run_until_idle()
+        spout = obj(cluster, "nums")
+        assert cluster.restarts[tasks(cluster, "crashy")[0]] == 1
+        first = set(spout.acked)
+        assert 3 not in first and spout.failed == []  # lost, not failed: it waits
+        advance_by_steps(cluster, 9)
+        assert spout.failed == []
+        for _ in range(4 * int(TIMEOUT)):
+            cluster.advance(0.5)
+            cluster.run_until_idle()
+        assert spout.acked == set(range(n)) and 3 in spout.failed
+        assert sorted(spout.failed) == sorted(set(range(n)) - first)  # each once
+        assert sorted(set(v for (v,) in cluster.sink("sink"))) == list(range(n))
+
+
+# -- max spout pending -----------------------------------------------------------------------
+
+def held_numbers(total: int | None, **options) -> InMemoryCluster:
+    topo = Topology("pending")
+    topo.spout("nums", Numbers(total))
+    topo.bolt("hold", Holder).shuffle_grouping("nums")
+    return InMemoryCluster(topo, ackers=1, **options)
+
+
+def test_next_tuple_is_not_called_while_max_spout_pending_tuples_are_in_flight():
+    with held_numbers(20, max_spout_pending=5) as cluster:
+        spout, hold = obj(cluster, "nums"), obj(cluster, "hold")
+        cluster.run_until_idle()
+        assert (spout.calls, spout.n, len(hold.held)) == (5, 5, 5)
+        for _ in range(10):
+            cluster.step()
+        assert spout.calls == 5  # still full: not called once more
+        s = stat(cluster, "nums")
+        assert (s.pending, s.max_spout_pending) == (5, 5)
+        hold.release(2)
+        cluster.run_until_idle()
+        assert (spout.calls, spout.n, len(hold.held)) == (7, 7, 5)
+        assert stat(cluster, "nums").pending == 5
+        while spout.n < 20:
+            hold.release()
+            cluster.run_until_idle()
+            assert stat(cluster, "nums").pending <= 5
+        hold.release()
+        cluster.run_until_idle()
+        assert sorted(spout.acked) == list(range(20)) and spout.failed == []
+        assert stat(cluster, "nums").pending == 0
+
+
+def test_timeouts_free_max_spout_pending_slots_too():
+    with held_numbers(None, max_spout_pending=3, message_timeout=TIMEOUT) as cluster:
+        spout = obj(cluster, "nums")
+        cluster.run_until_idle()
+        assert spout.n == 3
+        advance_by_steps(cluster, 2 * TIMEOUT)
+        cluster.run_until_idle()
+        assert sorted(spout.failed) == [0, 1, 2] and spout.n == 6
+
+
+def test_max_spout_pending_auto_runs_the_tuner():
+    interval = 1.0
+    with held_numbers(None, max_spout_pending="auto", tune_interval=interval) as cluster:
+        hold = obj(cluster, "hold")
+        start = stat(cluster, "nums")
+        assert (start.max_spout_pending, start.tuner_turns) == (1000, 0)
+        seen = []
+        for _ in range(5):
+            for _ in range(5):
+                cluster.step()
+                hold.release()
+                cluster.deliver()
+            cluster.advance(interval)
+            s = stat(cluster, "nums")
+            seen.append((s.tuner_turns, s.tuner_action, s.max_spout_pending))
+    assert seen[0] == (0, None, 1000)  # the first turn only takes the baseline
+    assert seen[1] == (1, "increase", 1250)
+    assert [turns for turns, _, _ in seen] == [0, 1, 2, 3, 4]
+    assert all(action in ("increase", "decrease", "no_change") for _, action, _ in seen[1:])
+
+
+# -- acks that must change nothing -----------------------------------------------------------
+
+def test_a_double_ack_and_an_ack_of_an_untracked_tuple_change_nothing():
+    topo = feeder_into("double-ack", ("double", DoubleAcker), ("hold", Holder))
+    with InMemoryCluster(topo, ackers=1, message_timeout=TIMEOUT) as cluster:
+        feed, hold = obj(cluster, "feed"), obj(cluster, "hold")
+        for i in range(3):
+            feed.feed([i], msg_id=i)
+        cluster.run_until_idle()
+        assert (feed.acked, feed.failed) == ([], [])  # the held children keep them open
+        hold.release()
+        cluster.run_until_idle()
+        assert (feed.acked, feed.failed) == ([0, 1, 2], [])
+        advance_by_steps(cluster, 2 * TIMEOUT)
+        assert (feed.acked, feed.failed) == ([0, 1, 2], [])
+        feed.feed([3], msg_id=3)  # and the topology goes on
+        cluster.run_until_idle()
+        hold.release()
+        cluster.run_until_idle()
+        assert feed.acked == [0, 1, 2, 3]
+        no_crash(cluster)
