@@ -21,6 +21,7 @@ import copy
 import logging
 import time
 from collections.abc import Callable, Mapping
+from itertools import repeat
 from typing import Any
 
 from . import wire
@@ -167,29 +168,62 @@ class Executor:
 
         Tracked tuples (a spout's with a ``msg_id``, a bolt's anchored to tracked inputs,
         both only with acking on) take :meth:`_emit_root` / :meth:`_emit_anchored`.
+        Spouts and bolts get functions of their own: this is the per-tuple path.
         """
         streams = {name: (out.arity, out.items, out) for name, out in self.streams.items()}
-        comp, acks, size, acking = self.spec.id, self._acks, self._batch_size, self.acking
-        spout, current = self.kind == "spout", self._current
-        basic = isinstance(self.user, BasicBolt)
+        comp, size, acking = self.spec.id, self._batch_size, self.acking
 
-        def emit(values, stream=DEFAULT_STREAM, msg_id=None, anchors=None):
+        def checked(values, stream):
+            """The stream's batch and outlet, once the stream and the arity are right."""
             try:
                 n, items, out = streams[stream]
+                ok = len(values) == n
             except KeyError:
                 raise _unknown_stream(comp, stream, streams) from None
-            try:
-                ok = len(values) == n
             except TypeError:
                 ok = False
             if not ok:
-                raise _wrong_arity(comp, stream, values, n)
-            if spout:
-                if msg_id is not None:
-                    if acking:
-                        return self._emit_root(out, values, msg_id)
-                    acks.append(msg_id)
-            elif acking and (anchors is not None or basic) and self._emit_anchored(
+                raise _wrong_arity(comp, stream, values, streams[stream][0])
+            return items, out
+
+        if self.kind == "spout":
+            return self._spout_emit(streams, checked, comp, size, acking)
+        return self._bolt_emit(streams, checked, comp, size, acking)
+
+    def _spout_emit(self, streams, checked, comp, size, acking):
+        acks = self._acks
+
+        def emit(values, stream=DEFAULT_STREAM, msg_id=None):
+            try:  # the common case inline; anything unusual goes through checked()
+                n, items, out = streams[stream]
+                ok = len(values) == n
+            except (KeyError, TypeError):
+                ok = False
+            if not ok:
+                items, out = checked(values, stream)
+            if msg_id is not None:
+                if acking:
+                    return self._emit_root(out, values, msg_id)
+                acks.append(msg_id)
+            items.append(values)
+            if len(items) >= size:
+                out.flush()
+
+        return emit
+
+    def _bolt_emit(self, streams, checked, comp, size, acking):
+        current, basic = self._current, isinstance(self.user, BasicBolt)
+        anchored = self._emit_anchored
+
+        def emit(values, stream=DEFAULT_STREAM, anchors=None):
+            try:
+                n, items, out = streams[stream]
+                ok = len(values) == n
+            except (KeyError, TypeError):
+                ok = False
+            if not ok:
+                items, out = checked(values, stream)
+            if acking and (anchors is not None or basic) and anchored(
                     out, values, current if anchors is None else anchors):
                 return
             items.append(values)
@@ -324,7 +358,7 @@ class Executor:
         tracker = self.tracker
         try:
             if tracker is None or tracker.limit is None:
-                for _ in range(calls):
+                for _ in repeat(None, calls):
                     next_tuple()
             else:
                 for _ in range(calls):
