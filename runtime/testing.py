@@ -24,6 +24,7 @@ import logging
 import os
 import shutil
 import tempfile
+import time
 import traceback
 from collections import deque
 from collections.abc import Callable, Iterable
@@ -37,7 +38,7 @@ from ._acker import AckerExecutor
 from ._api import Bolt, Spout
 from ._constants import ACKER
 from ._executor import Executor, UserCodeError
-from ._topology import TopologyError
+from ._scheduler import pickle_components
 
 log = logging.getLogger("tupleflow.testing")
 
@@ -130,6 +131,46 @@ class Doubler(Bolt):
         self.ack(tup)
 
 
+class PacedSpout(Spout):
+    """Emits ``[n]`` for n = 0, 1, 2, ..., at most ``rate`` tuples a second (for as long
+    as it runs: a steady source for multiprocess tests and demonstrations)."""
+
+    outputs = ["n"]
+
+    def __init__(self, rate: int = 200) -> None:
+        self.rate = rate
+
+    def open(self, config, context):
+        self.n, self.t0 = 0, time.monotonic()
+
+    def next_tuple(self):
+        due = int((time.monotonic() - self.t0) * self.rate) + 1
+        while self.n < due:
+            self.emit([self.n])
+            self.n += 1
+
+
+def wait_for(predicate: Callable[[], Any], timeout: float, what: str) -> Any:
+    """Poll ``predicate()`` every 20 ms until it returns something true, and return that;
+    TimeoutError naming ``what`` after ``timeout`` seconds."""
+    deadline = time.monotonic() + timeout
+    while not (result := predicate()):
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"timed out after {timeout} s waiting for {what}")
+        time.sleep(0.02)
+    return result
+
+
+def gone(proc) -> bool:
+    """Whether a ``psutil.Process`` has exited (a zombie counts as gone)."""
+    import psutil
+
+    try:
+        return not proc.is_running() or proc.status() == psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return True
+
+
 def read_sink(run_dir: str, component: str, *, with_source: bool = False) -> list:
     """Every tuple a :class:`ListSink` component recorded, task by task.
 
@@ -167,7 +208,7 @@ class InMemoryCluster:
     def __init__(self, topology, *, containers: int = 1, clock: FakeClock | None = None,
                  eager_flush: bool = True, **config: Any) -> None:
         self.plan = topology.physical_plan(containers, **config)
-        self._bundle = _bundle(topology)
+        self._bundle = pickle_components(topology)
         self.clock = clock or FakeClock()
         self.eager_flush = eager_flush
         self.run_dir = tempfile.mkdtemp(prefix="tf-mem-")
@@ -306,21 +347,6 @@ class InMemoryCluster:
 
     def __exit__(self, *exc) -> None:
         self.close()
-
-
-def _bundle(topology) -> bytes:
-    """The components pickled as the local scheduler ships them; a component that cannot
-    travel is named, as ``submit`` names it."""
-    try:
-        return cloudpickle.dumps(topology.components)
-    except Exception:
-        for spec in topology.components.values():
-            try:
-                cloudpickle.dumps(spec)
-            except Exception as exc:
-                raise TopologyError(f"component {spec.id!r}: {spec.class_name} cannot be "
-                                    f"shipped to its instances: {exc}") from exc
-        raise
 
 
 def _with_restarts(stats, restarts: int):

@@ -15,37 +15,18 @@ import pickle
 import socket
 import subprocess
 import sys
-import time
 
 import cloudpickle
 import psutil
 import pytest
 import zmq
 
-from runtime import Spout, Topology, wire
-from runtime.testing import ListSink
+from runtime import Topology, wire
+from runtime.testing import ListSink, PacedSpout
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(60)]
 
 cloudpickle.register_pickle_by_value(sys.modules[__name__])
-
-
-class Numbers(Spout):
-    """Emits ``[n]`` for n = 0, 1, 2, ..., at most ``rate`` tuples a second."""
-
-    outputs = ["n"]
-
-    def __init__(self, rate: int = 200) -> None:
-        self.rate = rate
-
-    def open(self, config, context):
-        self.n, self.t0 = 0, time.monotonic()
-
-    def next_tuple(self):
-        due = int((time.monotonic() - self.t0) * self.rate) + 1
-        while self.n < due:
-            self.emit([self.n])
-            self.n += 1
 
 
 class Mkdir:
@@ -188,7 +169,7 @@ def test_malformed_input_crashes_nothing_and_nothing_is_unpickled(tmp_path):
     marker = str(tmp_path / "unpickled")
     payload = poisoned_pickle(marker)
     topo = Topology("hostile", spout_wait=0.005)
-    topo.spout("numbers", Numbers(rate=200))
+    topo.spout("numbers", PacedSpout(rate=200))
     topo.bolt("sink", ListSink, parallelism=2).shuffle_grouping("numbers")
     with topo.submit(containers=2) as running:
         running.wait_until(lambda s: all(x.executed > 0 for x in s if x.component == "sink"),

@@ -22,7 +22,7 @@ import psutil
 import pytest
 
 from runtime import Topology
-from runtime.testing import ListSink, ListSpout, read_sink
+from runtime.testing import ListSink, ListSpout, gone, read_sink, wait_for
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(60)]
 
@@ -56,22 +56,6 @@ def read_line(proc: subprocess.Popen, timeout: float) -> str:
         _, err = proc.communicate(timeout=10)
         pytest.fail(f"the submitter printed nothing; its stderr:\n{err.decode()}")
     return line
-
-
-def gone(proc: psutil.Process) -> bool:
-    try:
-        return not proc.is_running() or proc.status() == psutil.STATUS_ZOMBIE
-    except psutil.NoSuchProcess:
-        return True
-
-
-def wait_for(predicate, timeout: float, what: str):
-    deadline = time.monotonic() + timeout
-    while not (result := predicate()):
-        if time.monotonic() > deadline:
-            pytest.fail(f"timed out after {timeout} s waiting for {what}")
-        time.sleep(0.02)
-    return result
 
 
 # -- 6. shipping user code ----------------------------------------------------------------

@@ -18,32 +18,14 @@ import cloudpickle
 import psutil
 import pytest
 
-from runtime import Bolt, Spout, Topology
-from runtime.testing import ListSink, ListSpout
+from runtime import Bolt, Topology
+from runtime.testing import ListSink, ListSpout, PacedSpout, gone, wait_for
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(90)]
 
 cloudpickle.register_pickle_by_value(sys.modules[__name__])
 
 HEARTBEAT = {"heartbeat_timeout": 1.5, "spout_wait": 0.005}
-
-
-class Numbers(Spout):
-    """Emits ``[n]`` for n = 0, 1, 2, ..., at most ``rate`` tuples a second."""
-
-    outputs = ["n"]
-
-    def __init__(self, rate: int = 200) -> None:
-        self.rate = rate
-
-    def open(self, config, context):
-        self.n, self.t0 = 0, time.monotonic()
-
-    def next_tuple(self):
-        due = int((time.monotonic() - self.t0) * self.rate) + 1
-        while self.n < due:
-            self.emit([self.n])
-            self.n += 1
 
 
 class Slow(Bolt):
@@ -65,22 +47,6 @@ def one(stats, component: str):
     return s
 
 
-def gone(proc: psutil.Process) -> bool:
-    try:
-        return not proc.is_running() or proc.status() == psutil.STATUS_ZOMBIE
-    except psutil.NoSuchProcess:
-        return True
-
-
-def wait_for(predicate, timeout: float, what: str):
-    deadline = time.monotonic() + timeout
-    while not (result := predicate()):
-        if time.monotonic() > deadline:
-            pytest.fail(f"timed out after {timeout} s waiting for {what}")
-        time.sleep(0.02)
-    return result
-
-
 def of_kind(events, kind: str) -> list[dict]:
     return [e for e in events if e["kind"] == kind]
 
@@ -89,7 +55,7 @@ def of_kind(events, kind: str) -> list[dict]:
 
 def test_a_stopped_bolt_is_presumed_hung_killed_and_replaced():
     topo = Topology("sigstop", **HEARTBEAT)
-    topo.spout("numbers", Numbers(rate=200))
+    topo.spout("numbers", PacedSpout(rate=200))
     topo.bolt("stopped", ListSink).shuffle_grouping("numbers")
     topo.bolt("steady", ListSink).shuffle_grouping("numbers")
     with topo.submit(containers=2) as running:

@@ -19,7 +19,7 @@ import psutil
 import pytest
 
 from runtime import Bolt, Spout, Topology, TopologyDead, wire
-from runtime.testing import ListSink, ListSpout, read_sink
+from runtime.testing import ListSink, ListSpout, gone, read_sink, wait_for
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(60)]
 
@@ -147,13 +147,6 @@ def topology_processes(running) -> list[psutil.Process]:
     return [master, *master.children(recursive=True)]
 
 
-def gone(proc: psutil.Process) -> bool:
-    try:
-        return not proc.is_running() or proc.status() == psutil.STATUS_ZOMBIE
-    except psutil.NoSuchProcess:
-        return True
-
-
 def live_group_members(pgid: int) -> list[int]:
     members = []
     for proc in psutil.process_iter():
@@ -163,16 +156,6 @@ def live_group_members(pgid: int) -> list[int]:
         except (ProcessLookupError, psutil.Error):
             continue
     return members
-
-
-def wait_for(predicate, timeout: float, what: str):
-    """Poll ``predicate()`` until it returns something true, or fail after ``timeout``."""
-    deadline = time.monotonic() + timeout
-    while not (result := predicate()):
-        if time.monotonic() > deadline:
-            pytest.fail(f"timed out after {timeout} s waiting for {what}")
-        time.sleep(0.02)
-    return result
 
 
 # -- 1. word count across containers ------------------------------------------------------
