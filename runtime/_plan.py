@@ -20,19 +20,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from ._constants import (
-    ACKER,
-    ACKERS,
-    AUTO,
-    BATCH_SIZE,
-    DEFAULTS,
-    FLUSH_INTERVAL,
-    MAX_SPOUT_PENDING,
-    MESSAGE_TIMEOUT,
-    SYSTEM,
-    TICK,
-    TUNE_INTERVAL,
-)
+from ._constants import ACKER, ACKERS, DEFAULTS, SYSTEM, TICK
+from ._options import option_problem
 from ._topology import TopologyError
 
 
@@ -120,26 +109,7 @@ class PhysicalPlan:
 
 def check_config(name: str, config: Mapping[str, Any]) -> None:
     """The engine's options must make sense before anything starts (user keys pass)."""
-    problems = [f"{key} must be {what}, not {config[key]!r}"
-                for key, what, ok in _CHECKS if key in config and not ok(config[key])]
+    problems = [f"{key} must be {problem}, not {value!r}" for key, value in config.items()
+                if (problem := option_problem(key, value))]
     if problems:
         raise TopologyError(f"{name}: " + "; ".join(problems))
-
-
-def _count(v: Any) -> bool:
-    return type(v) is int and v >= 0
-
-
-def _positive(v: Any) -> bool:
-    return type(v) in (int, float) and v > 0
-
-
-_CHECKS = [
-    (ACKERS, "an integer >= 0", _count),
-    (BATCH_SIZE, "an integer >= 1", lambda v: _count(v) and v >= 1),
-    (FLUSH_INTERVAL, "a number of seconds > 0", _positive),
-    (MESSAGE_TIMEOUT, "a number of seconds > 0", _positive),
-    (TUNE_INTERVAL, "a number of seconds > 0", _positive),
-    (MAX_SPOUT_PENDING, f'None, an integer >= 1 or "{AUTO}"',
-     lambda v: v is None or v == AUTO or (_count(v) and v >= 1)),
-]
