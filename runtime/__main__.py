@@ -95,8 +95,9 @@ def summary(stats: Sequence[InstanceStats], exceptions: list[dict]) -> str:
                      f"{s.restarts:>8} {s.errors:>6}")
     if exceptions:
         last = exceptions[-1]
-        lines.append(f"{len(exceptions)} exception(s); the last, from {last['component']}"
-                     f"[{last['task']}]: {last['error']}")
+        times = sum(e.get("count", 1) for e in exceptions)
+        lines.append(f"{times} exception(s), {len(exceptions)} distinct; the last, from "
+                     f"{last['component']}[{last['task']}]: {last['error']}")
     return "\n".join(lines)
 
 

@@ -60,6 +60,14 @@ class Spout(Component):
     def close(self) -> None:
         """Called when the topology is killed, if the instance gets the chance."""
 
+    def activate(self) -> None:
+        """Called when this spout is activated: when the topology starts running, and on
+        ``running.resume()`` after a pause. ``next_tuple`` is called from then on."""
+
+    def deactivate(self) -> None:
+        """Called on ``running.pause()``. No ``next_tuple`` until ``activate``; acks and
+        fails of tuples still in flight keep arriving."""
+
     def progress(self) -> int | None:
         """How far this spout has got, for the max-spout-pending auto-tuner.
 

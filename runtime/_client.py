@@ -11,7 +11,7 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from . import _procs, wire
+from . import _controls, _procs, wire
 from ._plan import PhysicalPlan
 from ._stats import InstanceStats
 
@@ -86,16 +86,58 @@ class RunningTopology:
         return [InstanceStats.from_record(r) for r in self._ask("statistics")]
 
     def status(self) -> dict:
-        """The master's state (``starting``, ``running``), pids, and counters."""
+        """The master's state (``starting``, ``running``), pids, counters, and whether
+        the spouts are ``paused``."""
         return self._ask("status")
 
     def exceptions(self) -> list[dict]:
-        """Exceptions raised by user code: component, task, error, traceback, time."""
+        """Exceptions raised by user code, one record per distinct error (same component,
+        same type and message, same innermost frame), the most recently seen last.
+
+        Each record has ``component``, ``error``, ``traceback``, ``fatal`` (whether any
+        occurrence ended its instance), ``count``, ``first`` and ``last`` (wall-clock
+        times), ``tasks`` (every task it happened in), and the latest occurrence's
+        ``task``, ``incarnation`` and ``time``.
+        """
         return self._ask("exceptions")
 
     def events(self) -> list[dict]:
         """Restarts, activation and other events, oldest first."""
         return self._ask("events")
+
+    # -- live controls ------------------------------------------------------------------
+    def pause(self) -> bool:
+        """Pause every spout (Storm's *deactivate*): each calls ``Spout.deactivate()``
+        and then no ``next_tuple``, while tuples in flight are still processed, acked and
+        failed. A spout restarted while paused starts paused. Records a ``paused`` event;
+        returns False if the topology was already paused.
+        """
+        return self._ask("pause")
+
+    def resume(self) -> bool:
+        """Undo :meth:`pause`: each spout calls ``Spout.activate()`` and emits again.
+        Records a ``resumed`` event; returns False if the topology was not paused."""
+        return self._ask("resume")
+
+    def set_max_spout_pending(self, value: int | str | None,
+                              component: str | None = None) -> list[int]:
+        """Change ``max_spout_pending`` of the running spouts of ``component`` (of every
+        spout if None): an int >= 1, None (no limit) or ``"auto"`` (the tuner decides).
+
+        It applies to spouts that track their tuples (acking on). A restarted spout gets
+        the new value too; statistics show it once the spouts next report. Records a
+        ``max_spout_pending`` event and returns the tasks told; ValueError for a bad value
+        or a component that is not a spout of this topology.
+        """
+        _controls.check_max_spout_pending(value)
+        if component is not None and component not in self.plan.component_tasks():
+            raise ValueError(f"no component {component!r} in topology {self.name!r}")
+        try:
+            return self._ask("set_max_spout_pending", value=value, component=component)
+        except TopologyDead:
+            raise
+        except RuntimeError as exc:  # refused by the master (a bolt, say): say so plainly
+            raise ValueError(str(exc)) from None
 
     def logs(self, component: str, task: int) -> str:
         """The log file of one instance (its prints, warnings and tracebacks)."""

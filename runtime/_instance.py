@@ -215,12 +215,30 @@ class Instance:
 
     def drain_ctl(self) -> None:
         while (msg := self._receive_ctl(0)) is not None:
-            if msg["t"] == "activate":
-                self.active = True
+            if msg["t"] in ("activate", "deactivate"):
+                self.set_active(msg["t"] == "activate")
             elif msg["t"] == "kill":
                 self.stopping = True
-            elif msg["t"] == "set" and msg["key"] == MAX_SPOUT_PENDING:
+            elif (msg["t"] == "set" and msg["key"] == MAX_SPOUT_PENDING
+                  and self.executor.kind == "spout"):
                 self.executor.set_max_spout_pending(msg["value"])
+
+    def set_active(self, active: bool) -> None:
+        """Activate or deactivate (pause) this instance. A spout calls its ``activate``
+        or ``deactivate`` hook on each change, as Storm's do; while inactive it calls no
+        ``next_tuple`` but still reads its acks and fails, flushes and reports."""
+        if active == self.active:
+            return
+        self.active = active
+        ex = self.executor
+        where = "activate" if active else "deactivate"
+        hook = getattr(ex.user, where, None) if ex.kind == "spout" else None
+        if hook is None:
+            return
+        try:
+            hook()
+        except Exception as exc:
+            raise UserCodeError(f"{ex.spec.class_name}.{where}", exc) from exc
 
     def stats_message(self, state: str) -> list[bytes]:
         record = {**self.executor.record(), "pid": os.getpid(), "state": state,

@@ -30,15 +30,16 @@ from typing import Any
 
 import zmq
 
-from . import _health, _procs, wire
-from ._constants import HEARTBEAT_TIMEOUT, MESSAGE_TIMEOUT, RESTART_BACKOFF_MAX
+from . import _controls, _health, _procs, wire
+from ._constants import HEARTBEAT_TIMEOUT, MAX_SPOUT_PENDING, MESSAGE_TIMEOUT, RESTART_BACKOFF_MAX
+from ._exceptions import ExceptionLog
 from ._plan import PhysicalPlan
 from ._stmgr import STABLE_AFTER
 
 log = logging.getLogger("tupleflow.tmaster")
 
 TICK_MS = 100  # how often the master looks at its containers when nothing arrives
-MAX_EXCEPTIONS = 1000  # exceptions kept (the oldest are dropped)
+MAX_EXCEPTIONS = 1000  # distinct exceptions kept (the one seen longest ago is dropped)
 MAX_EVENTS = 1000  # events kept
 FIRST_BACKOFF = 0.1  # seconds before a dead container is restarted; doubles while it keeps dying
 
@@ -74,10 +75,12 @@ class TopologyMaster:
         self.condemned: dict[int, int] = {}  # task -> the incarnation the master had killed
         self.tuner_turns: dict[int, int] = {}  # spout task -> tuner turns seen
         self.storms: dict[int, bool] = {}  # spout task -> in a replay-storm episode
-        self.exceptions: deque[dict] = deque(maxlen=MAX_EXCEPTIONS)
+        self.exceptions = ExceptionLog(MAX_EXCEPTIONS)  # grouped: one record per error
         self.events: deque[dict] = deque(maxlen=MAX_EVENTS)
         self.dropped = 0
         self.backpressure: dict[str, dict] = {}  # causes now over the high water mark
+        self.paused = False  # spouts deactivated by the client (pause/resume)
+        self.spout_pending: dict[str, Any] = {}  # component -> max_spout_pending set live
         self.stopping = False
         self.kill_requests: list[tuple[bytes, Any]] = []
 
@@ -194,13 +197,17 @@ class TopologyMaster:
             return
         task.update(ready=True, state="running")
         self.heard[msg["task"]] = self.clock()
+        if task["component"] in self.spout_pending:  # set live: a new incarnation gets it too
+            self.send(ident, "set", key=MAX_SPOUT_PENDING,
+                      value=self.spout_pending[task["component"]])
         if self.state == "running":
-            self.send(ident, "activate")
+            if not self.paused:  # a spout restarted while paused starts paused
+                self.send(ident, "activate")
         elif all(t["ready"] for t in self.tasks.values()):
             self.state = "running"
             self.event("activated", seconds=round(time.time() - self.started, 3))
-            for i in self.idents.values():
-                self.send(i, "activate")
+            if not self.paused:
+                self._tell_ready("activate")
 
     def on_stats(self, ident: bytes, msg: dict) -> None:
         task = self._current(msg)
@@ -236,10 +243,10 @@ class TopologyMaster:
 
     def on_exception(self, ident: bytes, msg: dict) -> None:
         info = self.plan.task(msg["task"])
-        self.exceptions.append({"component": info.component, "task": msg["task"],
-                                "incarnation": msg["incarnation"], "error": msg["error"],
-                                "traceback": msg["traceback"], "time": msg["time"],
-                                "fatal": msg.get("fatal", True)})
+        self.exceptions.add({"component": info.component, "task": msg["task"],
+                             "incarnation": msg["incarnation"], "error": msg["error"],
+                             "traceback": msg["traceback"], "time": msg["time"],
+                             "fatal": msg.get("fatal", True)})
 
     def on_restarted(self, ident: bytes, msg: dict) -> None:
         self._restarted(msg["task"], msg["incarnation"], msg["reason"])
@@ -309,7 +316,12 @@ class TopologyMaster:
             self.kill_requests.append((ident, msg["id"]))
             self.stopping = True
         else:
-            self.send(ident, "reply", id=msg["id"], ok=True, value=answer(msg))
+            try:
+                value = answer(msg)
+            except ValueError as exc:  # a request the master refuses, saying why
+                self.send(ident, "reply", id=msg["id"], ok=False, value=str(exc))
+                return
+            self.send(ident, "reply", id=msg["id"], ok=True, value=value)
 
     def event(self, kind: str, **fields) -> None:
         self.events.append({"kind": kind, "time": time.time(), **fields})
@@ -322,16 +334,59 @@ class TopologyMaster:
     def answer_status(self, msg: dict) -> dict:
         return {"state": self.state, "started": self.started, "pid": os.getpid(),
                 "containers": {c: p.pid for c, p in self.containers.items()},
-                "dropped": self.dropped, "backpressure": list(self.backpressure.values())}
+                "dropped": self.dropped, "backpressure": list(self.backpressure.values()),
+                "paused": self.paused}
 
     def answer_exceptions(self, msg: dict) -> list[dict]:
-        return list(self.exceptions)
+        return self.exceptions.records()
 
     def answer_events(self, msg: dict) -> list[dict]:
         return list(self.events)
 
     def answer_kill(self, msg: dict) -> None:
         """Handled by the main loop (see on_request)."""
+
+    # -- live controls --------------------------------------------------------------------
+    def answer_pause(self, msg: dict) -> bool:
+        """Deactivate every spout (Storm's deactivate); False if they already were."""
+        if self.paused:
+            return False
+        self.paused = True
+        self.event("paused")
+        self._tell_ready("deactivate")
+        return True
+
+    def answer_resume(self, msg: dict) -> bool:
+        """Activate the spouts again (once the topology is running); False if not paused."""
+        if not self.paused:
+            return False
+        self.paused = False
+        self.event("resumed")
+        if self.state == "running":
+            self._tell_ready("activate")
+        return True
+
+    def answer_set_max_spout_pending(self, msg: dict) -> list[int]:
+        """Change max_spout_pending of one spout component (or all); remembered, so
+        that a restarted instance gets it too. Returns the tasks told now."""
+        value = _controls.check_max_spout_pending(msg["value"])
+        kinds = {t: info["kind"] for t, info in self.tasks.items()}
+        targets = _controls.spout_targets(self.component_tasks, kinds, msg.get("component"))
+        tasks = [t for ts in targets.values() for t in ts]
+        self.spout_pending.update(dict.fromkeys(targets, value))
+        told = self._tell_ready("set", tasks, key=MAX_SPOUT_PENDING, value=value)
+        self.event("max_spout_pending", component=msg.get("component"), value=value,
+                   tasks=told)
+        return told
+
+    def _tell_ready(self, kind: str, tasks=None, **fields) -> list[int]:
+        """Send a control message to every ready instance (of ``tasks``, if given); an
+        instance not ready yet hears what it needs in :meth:`on_ready`."""
+        told = [t for t in (self.tasks if tasks is None else tasks)
+                if self.tasks[t]["ready"] and t in self.idents]
+        for t in told:
+            self.send(self.idents[t], kind, **fields)
+        return told
 
     # -- main loop ----------------------------------------------------------------------
     def run(self) -> None:

@@ -131,7 +131,8 @@ CONTROL: dict[str, tuple[str, ...]] = {
     "hello": ("role", "id", "incarnation", "pid"),  # a process introduces itself to the TM
     "welcome": ("plan",),  # TM -> process: the plan (and, for instances, the code bundle)
     "ready": ("task", "incarnation"),  # instance: opened/prepared, ready for tuples
-    "activate": (),  # TM -> instances: every instance is ready; spouts may start
+    "activate": (),  # TM -> instances: every instance is ready (or resume); spouts may run
+    "deactivate": (),  # TM -> instances: pause; spouts stop calling next_tuple
     "stats": ("task", "incarnation", "record"),  # instance -> TM, every stats_interval
     "exception": ("task", "incarnation", "error", "traceback", "time"),  # user code raised
     "restarted": ("task", "incarnation", "restarts", "reason"),  # SM -> TM: instance replaced
