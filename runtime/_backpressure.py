@@ -79,8 +79,9 @@ class Backpressure:
         self._since: float | None = None
 
     def active(self, now: float) -> bool:
-        for task in [t for t, until in self.remote.items() if until <= now]:
-            del self.remote[task]
+        if self.remote:  # announcements not repeated in time have expired
+            for task in [t for t, until in self.remote.items() if until <= now]:
+                del self.remote[task]
         on = bool(self.local or self.remote)
         self._account(on, now)
         return on
