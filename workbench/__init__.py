@@ -1,5 +1,6 @@
-"""What a person looks at: the ``%%topology`` cell grammar today; widgets and the Spark
-bridge as they land. Importing this package imports neither IPython nor ipywidgets.
+"""What a person looks at: the ``%%topology`` cell grammar and a static picture of a
+topology's graph today; widgets and the Spark bridge as they land. Importing this package
+imports neither IPython nor ipywidgets.
 
 >>> from runtime.testing import ListSpout, ListSink
 >>> parsed = parse_topology("demo", '''
@@ -12,9 +13,12 @@ bridge as they land. Importing this package imports neither IPython nor ipywidge
 
 from ._dsl import TopologySyntaxError
 from ._dsl_build import ParsedTopology, parse_topology
+from ._view import TopologyView, topology_svg
 
 __all__ = [
     "ParsedTopology",
     "TopologySyntaxError",
+    "TopologyView",
     "parse_topology",
+    "topology_svg",
 ]

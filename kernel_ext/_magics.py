@@ -1,0 +1,203 @@
+"""``%%topology NAME [options]`` builds and shows a topology; ``%topology SUB NAME ...``
+submits and inspects it. Each subcommand reads its words and makes one call.
+
+Bad arguments raise IPython's ``UsageError`` (shown as one line, no traceback). A failure
+of the topology itself (dead, not answering, refusing a value) is printed to stderr: a
+magic never lets it escape.
+"""
+
+from __future__ import annotations
+
+import ast
+import difflib
+import inspect
+import shlex
+import sys
+from typing import Any
+
+from IPython.core.error import UsageError
+from IPython.core.magic import Magics, line_cell_magic, magics_class
+from IPython.display import display
+
+import workbench
+from runtime import Topology
+
+from ._registry import Registry
+
+# subcommand -> its arguments after the subcommand (the usage line)
+USAGE = {
+    "submit": "NAME [--detached] [key=value ...]",
+    "kill": "NAME",
+    "list": "",
+    "status": "NAME",
+    "plan": "NAME",
+    "exceptions": "NAME",
+    "logs": "NAME COMPONENT TASK",
+    "pause": "NAME",
+    "resume": "NAME",
+    "tune": "NAME VALUE [COMPONENT]",
+}
+DETACHED = "--detached"  # submit flag: the topology outlives the kernel
+
+
+@magics_class
+class TopologyMagics(Magics):
+    """The ``topology`` line and cell magics, and the registry of what they submitted."""
+
+    def __init__(self, shell) -> None:
+        super().__init__(shell)
+        self.registry = Registry()
+        self.parsed: dict[str, workbench.ParsedTopology] = {}  # NAME -> its last cell
+
+    @line_cell_magic
+    def topology(self, line: str, cell: str | None = None) -> Any:
+        """``%%topology NAME [options]`` (docs/topology-magic.md) or ``%topology SUB ...``."""
+        return self._line(line) if cell is None else self._cell(line, cell)
+
+    # -- the cell -------------------------------------------------------------------------
+    def _cell(self, line: str, cell: str) -> None:
+        try:
+            parsed = workbench.parse_topology(line, cell, self.shell.user_ns)
+        except workbench.TopologySyntaxError as err:
+            print(err, file=sys.stderr)
+            return
+        self.parsed[parsed.name] = parsed
+        self.shell.user_ns[parsed.name] = parsed.topology
+        display(workbench.TopologyView(parsed.topology))
+
+    # -- the line -------------------------------------------------------------------------
+    def _line(self, line: str) -> Any:
+        try:
+            words = shlex.split(line)
+        except ValueError as err:
+            raise UsageError(f"%topology: {err}") from None
+        if not words:
+            raise UsageError(f"%topology: give a subcommand: {', '.join(USAGE)}")
+        sub, args = words[0], words[1:]
+        if sub not in USAGE:
+            close = difflib.get_close_matches(sub, USAGE, n=1)
+            hint = f" (did you mean `{close[0]}`?)" if close else ""
+            raise UsageError(f"%topology: unknown subcommand `{sub}`{hint}; the subcommands "
+                             f"are {', '.join(USAGE)}")
+        handler = getattr(self, f"_{sub}")
+        try:
+            inspect.signature(handler).bind(*args)
+        except TypeError:  # too few or too many words
+            raise UsageError(f"usage: %topology {sub} {USAGE[sub]}".rstrip()) from None
+        try:
+            return handler(*args)
+        except UsageError:
+            raise
+        except Exception as err:  # the topology failed, not the kernel: report, go on
+            print(f"%topology {sub}: {type(err).__name__}: {err}", file=sys.stderr)
+            return None
+
+    def _submit(self, name: str, *options: str) -> Any:
+        detached = DETACHED in options
+        config = dict(_option(o) for o in options if o != DETACHED)
+        entry = self.registry.get(name)
+        if entry and entry.running.alive:
+            raise UsageError(f"%topology: `{name}` is already running; "
+                             f"`%topology kill {name}` first")
+        running = self._submittable(name).submit(detached=detached, **config)
+        self.registry.add(name, running, detached=detached)
+        self.shell.user_ns[f"{name}_running"] = running
+        return running
+
+    def _submittable(self, name: str) -> Any:
+        """The ParsedTopology of NAME's cell (its containers), or NAME's plain Topology."""
+        obj = self.shell.user_ns.get(name)
+        parsed = self.parsed.get(name)
+        if parsed is not None and obj is parsed.topology:
+            return parsed
+        if isinstance(obj, Topology | workbench.ParsedTopology):
+            return obj
+        names = [k for k, v in self.shell.user_ns.items()
+                 if isinstance(v, Topology) and not k.startswith("_")]
+        raise UsageError(f"%topology: `{name}` is not a topology{_hint(name, names)}")
+
+    def _running(self, name: str) -> Any:
+        entry = self.registry.get(name)
+        if entry is None:
+            raise UsageError(f"%topology: no submitted topology `{name}`"
+                             f"{_hint(name, self.registry.entries)}; see `%topology list`")
+        return entry.running
+
+    def _kill(self, name: str) -> None:
+        self._running(name)
+        self.registry.pop(name).running.kill()
+        print(f"killed {name}")
+
+    def _list(self) -> None:
+        if not self.registry.entries:
+            print("no topologies submitted from this kernel")
+        for name, entry in self.registry.entries.items():
+            detached = " (detached)" if entry.detached else ""
+            print(f"{name}: {_state(entry.running)}{detached}  {entry.running.run_dir}")
+
+    def _status(self, name: str) -> dict:
+        return self._running(name).status()
+
+    def _plan(self, name: str) -> None:
+        print(self._running(name).plan)
+
+    def _exceptions(self, name: str) -> None:
+        records = self._running(name).exceptions()
+        if not records:
+            print(f"no exceptions in {name}")
+        for r in records:
+            print(f"{r['component']} ×{r['count']} (tasks {r['tasks']}): {r['error']}\n"
+                  f"{r['traceback']}")
+
+    def _logs(self, name: str, component: str, task: str) -> None:
+        if not task.isdigit():
+            raise UsageError(f"usage: %topology logs {USAGE['logs']} (TASK is a task number)")
+        print(self._running(name).logs(component, int(task)))
+
+    def _pause(self, name: str) -> None:
+        done = self._running(name).pause()
+        print(f"paused {name}" if done else f"{name} was already paused")
+
+    def _resume(self, name: str) -> None:
+        done = self._running(name).resume()
+        print(f"resumed {name}" if done else f"{name} was not paused")
+
+    def _tune(self, name: str, value: str, component: str | None = None) -> None:
+        tasks = self._running(name).set_max_spout_pending(_pending(value), component)
+        print(f"max_spout_pending={value} sent to tasks {tasks}")
+
+
+def _option(word: str) -> tuple[str, Any]:
+    """``key=value`` with the value read as a Python literal (a bare word is a string)."""
+    key, eq, text = word.partition("=")
+    if not eq or not key:
+        raise UsageError(f"usage: %topology submit {USAGE['submit']} (got `{word}`)")
+    try:
+        return key, ast.literal_eval(text)
+    except (ValueError, SyntaxError):
+        return key, text
+
+
+def _pending(value: str) -> int | str | None:
+    """``auto``, ``none`` or an integer, as ``set_max_spout_pending`` takes it."""
+    if value.lower() in ("auto", "none"):
+        return None if value.lower() == "none" else "auto"
+    if value.isdigit():
+        return int(value)
+    raise UsageError(f"%topology tune: VALUE is auto, none or an integer >= 1, not `{value}`")
+
+
+def _hint(word: str, choices) -> str:
+    close = difflib.get_close_matches(word, sorted(choices), n=1)
+    return f" (did you mean `{close[0]}`?)" if close else ""
+
+
+def _state(running: Any) -> str:
+    """``running``/``starting`` (``paused``) as the master says, or ``dead``."""
+    if not running.alive:
+        return "dead"
+    try:
+        status = running.status()
+    except Exception as err:  # dying while we ask
+        return f"not answering ({type(err).__name__})"
+    return status.get("state", "?") + (" paused" if status.get("paused") else "")

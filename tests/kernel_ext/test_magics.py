@@ -1,0 +1,280 @@
+"""The ``%%topology`` / ``%topology`` magics, through a real IPython shell."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+pytest.importorskip("IPython")
+
+from IPython.core.error import UsageError  # noqa: E402
+from IPython.core.interactiveshell import InteractiveShell  # noqa: E402
+from IPython.utils.capture import capture_output  # noqa: E402
+from traitlets.config import Config  # noqa: E402
+
+import kernel_ext  # noqa: E402
+from runtime import Topology, TopologyDead, _scheduler  # noqa: E402
+from runtime._plan import PhysicalPlan  # noqa: E402
+from workbench import TopologyView  # noqa: E402
+
+SETUP = """
+from runtime import Spout
+from runtime.testing import ListSpout, ListSink, Doubler
+class Numbers(Spout):
+    outputs = ["n"]
+nums = ListSpout([[1], [2], [3]], fields=["n"])
+"""
+CELL = """
+# a comment
+src:    Numbers * 2
+double: Doubler * 2   <- src fields(n)
+sink:   ListSink      <- double global
+"""
+
+
+def ipython() -> InteractiveShell:
+    """The process's one shell; its history stays in memory."""
+    config = Config()
+    config.HistoryManager.hist_file = ":memory:"
+    return InteractiveShell.instance(config=config)
+
+
+@pytest.fixture
+def shell():
+    ip = ipython()
+    ip.run_line_magic("load_ext", "kernel_ext")
+    ip.run_cell(SETUP)
+    yield ip
+    ip.run_line_magic("unload_ext", "kernel_ext")
+
+
+def magics(ip) -> kernel_ext.TopologyMagics:
+    return kernel_ext._loaded[id(ip)]
+
+
+def test_loading_registers_the_line_and_cell_magic(shell):
+    found = shell.magics_manager.lsmagic()
+    assert "topology" in found["line"] and "topology" in found["cell"]
+
+
+def test_a_cell_binds_the_topology_and_shows_its_graph(shell):
+    with capture_output() as out:
+        assert shell.run_cell_magic("topology", "demo containers=2 ackers=1", CELL) is None
+    topo = shell.user_ns["demo"]
+    assert isinstance(topo, Topology) and list(topo.components) == ["src", "double", "sink"]
+    assert magics(shell).parsed["demo"].containers == 2
+    (shown,) = out.outputs
+    assert "double" in shown.data["image/svg+xml"] and "fields(n)" in shown.data["text/html"]
+    assert out.stderr == ""
+
+
+def test_the_view_renders_within_the_target_time(shell):
+    start = time.perf_counter()
+    with capture_output():
+        shell.run_cell_magic("topology", "five", "a: nums\nb: Doubler <- a\nc: Doubler <- b\n"
+                                                 "d: Doubler <- c, a all\ne: ListSink <- d")
+    assert time.perf_counter() - start < 0.5
+
+
+@pytest.mark.parametrize(("header", "body", "where", "problem"), [
+    ("bad", "src: Numbrs", "line 2", "did you mean `Numbers`?"),
+    ("bad", "src: Numbers\nsink: ListSink <- scr", "line 3", "did you mean `src`?"),
+    ("bad", "src: Numbers\nsink: ListSink <- src fields(m)", "line 3", "has no field `m`"),
+    ("bad", "src: Numbers\nsink: ListSink <- src shufle", "line 3", "shuffle"),
+    ("bad", "src: Numbers * 0", "line 2", ""),
+    ("bad", "src: Numbers <- src", "line 2", "only bolts take inputs"),
+    ("bad", "src: Numbers\nsink: ListSink", "line 3", "has no inputs"),
+    ("bad", "sink: ListSink <- sink", "line 1", "has no spout"),
+    ("bad ackrs=1", "src: Numbers", "line 1", "did you mean `ackers`?"),
+    ("bad ackers=-1", "src: Numbers", "line 1", "`ackers` must be"),
+    ("bad containers=0", "src: Numbers", "line 1", "`containers` must be"),
+    ("bad", "src: Numbers tick=1.2.3", "line 2", "not a Python literal"),
+    ("bad", "src: Numbers tick=oops!", "line 2", "unexpected character"),
+    ("bad", "src: Numbers\nsrc: Numbers", "line 3", "already declared on line 2"),
+    ("bad", "src Numbers", "line 2", ""),
+    ("", "src: Numbers", "line 1", ""),
+])
+def test_every_syntax_error_prints_the_caret_and_binds_nothing(shell, header, body, where,
+                                                                problem):
+    shell.user_ns.pop("bad", None)
+    with capture_output() as out:
+        assert shell.run_cell_magic("topology", header, body) is None
+    assert out.stderr.startswith(where + ":") and problem in out.stderr
+    assert "^" in out.stderr and "Traceback" not in out.stderr
+    assert "bad" not in shell.user_ns and out.outputs == [] and out.stdout == ""
+
+
+def test_through_run_cell_too_no_traceback(shell):
+    shell.user_ns.pop("oops", None)
+    with capture_output() as out:
+        result = shell.run_cell("%%topology oops\nsrc: Numbrs\n")
+    assert result.success and "did you mean `Numbers`?" in out.stderr
+    assert "Traceback" not in out.stdout + out.stderr and "oops" not in shell.user_ns
+
+
+@pytest.mark.parametrize(("line", "message"), [
+    ("", "give a subcommand"),
+    ("sumbit demo", "did you mean `submit`?"),
+    ("stauts demo", "did you mean `status`?"),
+    ("submit nothing_here", "is not a topology"),
+    ("status", "usage: %topology status NAME"),
+    ("logs demo src", "usage: %topology logs NAME COMPONENT TASK"),
+    ("list extra", "usage: %topology list"),
+    ("kill demo", "no submitted topology `demo`"),
+    ("submit demo containers", "usage: %topology submit"),
+    ("submit 'demo", "No closing quotation"),
+])
+def test_usage_errors(shell, line, message):
+    with capture_output():
+        shell.run_cell_magic("topology", "demo", CELL)
+    with pytest.raises(UsageError, match=message.replace("(", r"\(").replace("?", r"\?")):
+        shell.run_line_magic("topology", line)
+
+
+# -- the line magics against a fake handle (fast); the real thing is the slow test below ------
+class FakeRunning:
+    """Records the calls the magics make; ``dead`` makes every question fail like a dead one."""
+
+    def __init__(self, topology, containers, config):
+        self.name, self.containers, self.config = topology.name, containers, config
+        self.plan = PhysicalPlan.pack(topology, containers, {})
+        self.run_dir, self.alive, self.calls, self.dead = "/tmp/fake", True, [], False
+
+    def _call(self, what, *args, result=None):
+        if self.dead:
+            raise TopologyDead(f"topology {self.name!r} died")
+        self.calls.append((what, *args))
+        return result
+
+    def status(self):
+        return self._call("status", result={"state": "running", "paused": False})
+
+    def exceptions(self):
+        return self._call("exceptions", result=[{"component": "double", "count": 3,
+                                                 "tasks": [1], "error": "ZeroDivisionError",
+                                                 "traceback": "Traceback ..."}])
+
+    def logs(self, component, task):
+        return self._call("logs", component, task, result="a log line")
+
+    def pause(self):
+        return self._call("pause", result=True)
+
+    def resume(self):
+        return self._call("resume", result=False)
+
+    def set_max_spout_pending(self, value, component=None):
+        return self._call("tune", value, component, result=[0, 1])
+
+    def kill(self):
+        self.calls.append(("kill",))
+        self.alive = False
+
+
+@pytest.fixture
+def fake_submit(monkeypatch):
+    handles = []
+
+    def submit(topology, *, scheduler, containers, config):
+        handles.append(FakeRunning(topology, containers, config))
+        return handles[-1]
+
+    monkeypatch.setattr(_scheduler, "submit", submit)
+    return handles
+
+
+def test_submit_uses_the_cells_containers_and_binds_the_handle(shell, fake_submit):
+    with capture_output():
+        shell.run_cell_magic("topology", "demo containers=2", CELL)
+    running = shell.run_line_magic("topology", "submit demo max_spout_pending=10")
+    assert running is shell.user_ns["demo_running"] is fake_submit[0]
+    assert running.containers == 2
+    assert running.config == {"detached": False, "max_spout_pending": 10}
+    with pytest.raises(UsageError, match="already running"):
+        shell.run_line_magic("topology", "submit demo")
+
+
+def test_every_subcommand_is_one_call(shell, fake_submit):
+    with capture_output():
+        shell.run_cell_magic("topology", "demo", CELL)
+    shell.run_line_magic("topology", "submit demo")
+    with capture_output() as out:
+        assert shell.run_line_magic("topology", "status demo")["state"] == "running"
+        for line in ["list", "plan demo", "exceptions demo", "logs demo double 1", "pause demo",
+                     "resume demo", "tune demo auto", "tune demo none src", "tune demo 50"]:
+            assert shell.run_line_magic("topology", line) is None
+    assert fake_submit[0].calls == [
+        ("status",), ("status",), ("exceptions",), ("logs", "double", 1), ("pause",),
+        ("resume",), ("tune", "auto", None), ("tune", None, "src"), ("tune", 50, None)]
+    for text in ["demo: running", "container 0", "double ×3", "a log line", "paused demo",
+                 "demo was not paused", "sent to tasks [0, 1]"]:
+        assert text in out.stdout
+    with pytest.raises(UsageError, match="auto, none or an integer"):
+        shell.run_line_magic("topology", "tune demo lots")
+
+
+def test_a_dead_topology_is_reported_never_raised(shell, fake_submit):
+    with capture_output():
+        shell.run_cell_magic("topology", "demo", CELL)
+    shell.run_line_magic("topology", "submit demo")
+    fake_submit[0].dead = True
+    with capture_output() as out:
+        for line in ["status demo", "exceptions demo", "pause demo", "tune demo 5"]:
+            assert shell.run_line_magic("topology", line) is None
+    assert out.stderr.count("TopologyDead") == 4
+
+
+def test_unloading_kills_attached_topologies_not_detached_ones(fake_submit):
+    ip = ipython()
+    ip.run_line_magic("load_ext", "kernel_ext")
+    ip.run_cell(SETUP)
+    with capture_output():
+        ip.run_cell_magic("topology", "demo", CELL)
+        ip.run_cell_magic("topology", "kept", CELL)
+    ip.run_line_magic("topology", "submit demo")
+    ip.run_line_magic("topology", "submit kept --detached")
+    assert fake_submit[1].config == {"detached": True}
+    ip.run_line_magic("unload_ext", "kernel_ext")
+    assert ("kill",) in fake_submit[0].calls and ("kill",) not in fake_submit[1].calls
+    assert "topology" not in ip.magics_manager.lsmagic()["line"]
+
+
+def test_kill_forgets_the_topology(shell, fake_submit):
+    with capture_output():
+        shell.run_cell_magic("topology", "demo", CELL)
+    shell.run_line_magic("topology", "submit demo")
+    with capture_output() as out:
+        shell.run_line_magic("topology", "kill demo")
+        shell.run_line_magic("topology", "list")
+    assert ("kill",) in fake_submit[0].calls
+    assert "killed demo" in out.stdout and "no topologies submitted" in out.stdout
+
+
+@pytest.mark.slow
+def test_submit_status_list_kill_for_real(shell, tupleflow_processes):
+    with capture_output():
+        shell.run_cell_magic("topology", "real", "src: nums\ndouble: Doubler <- src\n"
+                                                 "sink: ListSink <- double")
+    running = shell.run_line_magic("topology", "submit real")
+    assert running is shell.user_ns["real_running"]
+    deadline = time.monotonic() + 20
+    while shell.run_line_magic("topology", "status real")["state"] != "running":
+        assert time.monotonic() < deadline, "the topology did not start in 20 s"
+        time.sleep(0.05)
+    with capture_output() as out:
+        shell.run_line_magic("topology", "list")
+        shell.run_line_magic("topology", "plan real")
+        shell.run_line_magic("topology", "kill real")
+    assert "real: running" in out.stdout and "container 0" in out.stdout
+    assert not running.alive
+    again = shell.run_line_magic("topology", "submit real")  # killed: may be submitted again
+    shell.run_line_magic("unload_ext", "kernel_ext")
+    assert not again.alive and tupleflow_processes() == []
+    shell.run_line_magic("load_ext", "kernel_ext")  # for the fixture's own unload
+
+
+def test_view_is_the_workbench_view(shell):
+    with capture_output() as out:
+        shell.run_cell_magic("topology", "demo", CELL)
+    assert out.outputs[0].data["image/svg+xml"] == TopologyView(shell.user_ns["demo"])._repr_svg_()
