@@ -11,7 +11,7 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from . import _controls, _procs, wire
+from . import _controls, _procs, _series, wire
 from ._plan import PhysicalPlan
 from ._stats import InstanceStats
 
@@ -89,6 +89,32 @@ class RunningTopology:
         """The master's state (``starting``, ``running``), pids, counters, and whether
         the spouts are ``paused``."""
         return self._ask("status")
+
+    def metrics(self, window: str = "1m") -> dict:
+        """Metrics per component and per instance over a window, as Heron's UI shows
+        them: ``"1m"``, ``"10m"``, ``"1h"``, ``"3h"`` (to the minute) or ``"all"`` (since
+        the first report); ValueError for any other window.
+
+        Returns ``{"window", "components": {component: {...}}, "instances": {task: {...}},
+        "series": {component: [(t, executed_per_s, emitted_per_s), ...]}}``. Each
+        instance has ``emitted``, ``executed``, ``acked``, ``failed``, ``timed_out``
+        (counts in the window, summed over incarnations), ``<count>_per_s`` for the
+        first four, ``busy_seconds``, ``capacity`` (share of the window spent in
+        ``process``, or in ``next_tuple`` for a spout), ``execute_latency_ms`` (busy
+        time per executed tuple), ``cpu_seconds`` and ``cpu_percent``, ``rss_bytes``,
+        ``restarts``, ``state``, ``seconds`` (the span the rates are over), and for
+        spouts the latest ``pending``, ``max_spout_pending`` and ``complete_latency_ms``
+        (count, mean, p50, p95, p99 since the incarnation started). A component sums
+        its instances, except ``capacity`` (the busiest instance's) and the complete
+        latency percentiles (the slowest instance's). ``series`` has one point per
+        second (per minute for windows over 10 minutes, the last 3 hours at most),
+        ``t`` in wall-clock seconds.
+        """
+        _series.window_seconds(window)  # refuse an unknown window before asking
+        answer = self._ask("metrics", window=window)
+        answer["series"] = {c: [tuple(p) for p in points]
+                            for c, points in answer["series"].items()}
+        return answer
 
     def exceptions(self) -> list[dict]:
         """Exceptions raised by user code, one record per distinct error (same component,

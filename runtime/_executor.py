@@ -80,6 +80,7 @@ class Executor:
         self._sources: dict[tuple[int, int], TupleSource] = {}
         self._acks: list = []
         self.executed = self.acked = self.failed = self.dropped = self.errors = 0
+        self.busy_seconds = 0.0  # in process() (bolts) or next_tuple (spouts, timed by the driver)
         self.first_executed: float | None = None
         self.last_executed: float | None = None
         self.streams = self._build_streams(send)
@@ -444,7 +445,7 @@ class Executor:
 
     def _execute(self, tuples: list[Tuple]) -> None:
         process = self.user.process
-        self._started_batch()
+        started = self._started_batch()
         done = 0
         try:
             for tup in tuples:
@@ -453,14 +454,13 @@ class Executor:
         except Exception as exc:
             raise UserCodeError(f"{self.spec.class_name}.process", exc) from exc
         finally:
-            self.executed += done
-            self.last_executed = self.wall()
+            self._ended_batch(started, done)
 
     def _execute_basic(self, tuples: list[Tuple]) -> None:
         """A BasicBolt: emits anchor to the input; it is acked when ``process`` returns,
         failed when it raises FailedException."""
         process, current = self.user.process, self._current
-        self._started_batch()
+        started = self._started_batch()
         done = 0
         try:
             for tup in tuples:
@@ -476,12 +476,18 @@ class Executor:
             raise UserCodeError(f"{self.spec.class_name}.process", exc) from exc
         finally:
             current[0] = None
-            self.executed += done
-            self.last_executed = self.wall()
+            self._ended_batch(started, done)
 
-    def _started_batch(self) -> None:
+    def _started_batch(self) -> float:
+        """When a batch starts (one clock read per batch, never per tuple)."""
         if self.first_executed is None:
             self.first_executed = self.wall()
+        return self.monotonic()
+
+    def _ended_batch(self, started: float, done: int) -> None:
+        self.busy_seconds += self.monotonic() - started
+        self.executed += done
+        self.last_executed = self.wall()
 
     # -- timers -------------------------------------------------------------------------
     def on_timer(self, now: float) -> float:
@@ -535,6 +541,7 @@ class Executor:
                 "emitted": sum(o.emitted for o in self.streams.values()),
                 "transferred": sum(o.transferred for o in self.streams.values()),
                 "executed": self.executed, "acked": self.acked, "failed": self.failed,
+                "busy_seconds": self.busy_seconds,
                 "dropped": self.dropped, "errors": self.errors,
                 "first_executed": self.first_executed, "last_executed": self.last_executed,
                 **(self.tracker.record() if self.tracker is not None else {})}

@@ -29,6 +29,7 @@ import traceback
 from collections import deque
 
 import cloudpickle
+import psutil
 import zmq
 
 from . import _procs, wire
@@ -58,6 +59,7 @@ class Instance:
         self.ctl = self._socket(boot["tm"], b"i%d.%d" % (self.task, self.incarnation))
         self.data: zmq.Socket | None = None  # connected once the kind is known
         self.pending_emits: deque[tuple[bytes, bytes]] = deque()
+        self.process = psutil.Process()  # read by the reports only, never on the tuple path
 
     def _socket(self, endpoint: str, identity: bytes, hwm: int | None = None) -> zmq.Socket:
         sock = self.zctx.socket(zmq.DEALER)
@@ -175,7 +177,9 @@ class Instance:
             if spout and self.active and clear:
                 started = time.monotonic()
                 emitted = ex.step(calls)
-                calls = paced(calls, time.monotonic() - started, budget)
+                took = time.monotonic() - started
+                ex.busy_seconds += took
+                calls = paced(calls, took, budget)
                 timeout = 0 if emitted else wait_ms
             else:
                 timeout = max(0, int((due - time.monotonic()) * 1000) + 1)
@@ -241,10 +245,19 @@ class Instance:
             raise UserCodeError(f"{ex.spec.class_name}.{where}", exc) from exc
 
     def stats_message(self, state: str) -> list[bytes]:
-        record = {**self.executor.record(), "pid": os.getpid(), "state": state,
-                  "incarnation": self.incarnation, "reported": time.time()}
+        record = {**self.executor.record(), **self.usage(), "pid": os.getpid(),
+                  "state": state, "incarnation": self.incarnation, "reported": time.time()}
         return wire.seal(self.secret, wire.control(
             "stats", task=self.task, incarnation=self.incarnation, record=record))
+
+    def usage(self) -> dict:
+        """CPU seconds (user + system) and resident memory of this process; nothing if
+        the system will not say."""
+        try:
+            cpu, memory = self.process.cpu_times(), self.process.memory_info()
+        except (psutil.Error, OSError):
+            return {}
+        return {"cpu_seconds": cpu.user + cpu.system, "rss_bytes": memory.rss}
 
     def send_stats(self, state: str) -> None:
         self.ctl.send_multipart(self.stats_message(state))

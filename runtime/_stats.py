@@ -38,6 +38,9 @@ class InstanceStats:
     stale_acks: int = 0  # outcomes for tuples no longer pending here
     tuner_action: str | None = None  # the auto-tuner's last action
     tuner_turns: int = 0
+    busy_seconds: float = 0.0  # inside process() (bolts) or next_tuple calls (spouts)
+    cpu_seconds: float = 0.0  # CPU time (user + system) of the instance's process
+    rss_bytes: int = 0  # resident memory of the instance's process
     first_executed: float | None = None
     last_executed: float | None = None
     reported: float | None = None  # when this record was sent

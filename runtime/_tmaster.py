@@ -30,7 +30,7 @@ from typing import Any
 
 import zmq
 
-from . import _controls, _health, _procs, wire
+from . import _controls, _health, _procs, _series, wire
 from ._constants import HEARTBEAT_TIMEOUT, MAX_SPOUT_PENDING, MESSAGE_TIMEOUT, RESTART_BACKOFF_MAX
 from ._exceptions import ExceptionLog
 from ._plan import PhysicalPlan
@@ -77,6 +77,7 @@ class TopologyMaster:
         self.storms: dict[int, bool] = {}  # spout task -> in a replay-storm episode
         self.exceptions = ExceptionLog(MAX_EXCEPTIONS)  # grouped: one record per error
         self.events: deque[dict] = deque(maxlen=MAX_EVENTS)
+        self.metrics = _series.MetricsStore()  # counters over windows, fed by the reports
         self.dropped = 0
         self.backpressure: dict[str, dict] = {}  # causes now over the high water mark
         self.paused = False  # spouts deactivated by the client (pause/resume)
@@ -215,6 +216,7 @@ class TopologyMaster:
             return
         record = msg["record"]
         task.update({k: v for k, v in record.items() if k != "restarts"})
+        self.metrics.add(msg["task"], msg["incarnation"], record, self.clock())
         if task["ready"]:  # a stats report is the instance's heartbeat
             self.heard[msg["task"]] = self.clock()
         if task["kind"] == "spout":
@@ -336,6 +338,12 @@ class TopologyMaster:
                 "containers": {c: p.pid for c, p in self.containers.items()},
                 "dropped": self.dropped, "backpressure": list(self.backpressure.values()),
                 "paused": self.paused}
+
+    def answer_metrics(self, msg: dict) -> dict:
+        """Per component and per instance over ``msg["window"]`` (see
+        :meth:`RunningTopology.metrics`); ValueError for an unknown window."""
+        return self.metrics.answer(self.tasks, msg.get("window", "1m"), self.clock(),
+                                   wall=time.time())
 
     def answer_exceptions(self, msg: dict) -> list[dict]:
         return self.exceptions.records()

@@ -1,0 +1,49 @@
+"""Metrics on real processes: a finite run's counts in ``metrics("all")`` equal the true
+counts, and busy time, CPU and RSS are measured. Waits are bounded polls."""
+
+from __future__ import annotations
+
+import pytest
+
+from runtime import Topology
+from runtime.testing import Doubler, ListSink, ListSpout, wait_for
+
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(60)]
+
+N = 3000
+FAST = {"spout_wait": 0.005, "stats_interval": 0.05, "ackers": 1}
+
+
+def done(running):
+    """The "all" metrics once every count of the run has been reported, else None."""
+    m = running.metrics("all")
+    c = m["components"]
+    finished = (c["numbers"]["acked"] == N and c["double"]["executed"] == N
+                and c["sink"]["executed"] == N)
+    return m if finished else None
+
+
+def test_a_finite_runs_metrics_equal_the_true_counts():
+    topo = Topology("metered", **FAST)
+    topo.spout("numbers", ListSpout([[i] for i in range(N)], fields=["n"]), parallelism=2)
+    topo.bolt("double", Doubler, parallelism=2).shuffle_grouping("numbers")
+    topo.bolt("sink", ListSink).shuffle_grouping("double")
+    with topo.submit(containers=2) as running:
+        m = wait_for(lambda: done(running), timeout=30, what=f"{N} tuples through")
+        series = running.metrics("10m")["series"]
+        with pytest.raises(ValueError, match="1m, 10m, 1h, 3h, all"):
+            running.metrics("5m")
+    c = m["components"]
+    assert m["window"] == "all"
+    assert (c["numbers"]["emitted"], c["numbers"]["acked"], c["numbers"]["failed"]) == (N, N, 0)
+    assert (c["double"]["executed"], c["double"]["emitted"], c["double"]["acked"]) == (N, N, N)
+    assert c["sink"]["executed"] == N and c["numbers"]["instances"] == 2
+    assert c["numbers"]["complete_latency_ms"]["count"] == N
+    assert c["numbers"]["pending"] == 0
+    for task, inst in m["instances"].items():
+        assert 0.0 <= inst["capacity"] <= 1.0, (task, inst)
+        assert inst["rss_bytes"] > 0 and inst["cpu_seconds"] > 0, (task, inst)
+        assert inst["restarts"] == 0
+    assert c["double"]["busy_seconds"] > 0 and c["double"]["execute_latency_ms"] > 0
+    assert sum(x for _, x, _ in series["sink"]) == N  # one point a second: rate x 1 s
+    assert all(isinstance(p, tuple) and len(p) == 3 for p in series["double"])
