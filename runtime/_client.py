@@ -12,6 +12,8 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from . import _controls, _procs, _series, wire
+from ._controls import check_keep, check_tap
+from ._outbound import TAP_SECONDS
 from ._plan import PhysicalPlan
 from ._stats import InstanceStats
 
@@ -164,6 +166,35 @@ class RunningTopology:
             raise
         except RuntimeError as exc:  # refused by the master (a bolt, say): say so plainly
             raise ValueError(str(exc)) from None
+
+    def sample(self, component: str, stream: str = "default", n: int = 100, *,
+               wait: bool = False, timeout: float = 2.0,
+               keep: float = TAP_SECONDS) -> list[dict]:
+        """The newest ``n`` tuples the instances of ``component`` sent on ``stream``,
+        newest last: a tap on that edge.
+
+        Each is ``{"values", "fields", "task" (the sending task), "stream", "ids" ({root id:
+        edge id} of a tracked tuple, else None), "to" (the tasks it was sent to),
+        "time" (wall clock, when its batch was sent)}``. A tuple sent to two subscribers
+        appears once for each.
+
+        A stream is tapped only while someone asks: each call keeps the tap on for
+        ``keep`` seconds (10 by default; a live view refreshing faster keeps it on), and
+        the instances report what they saw with their statistics (every
+        ``stats_interval``). So the first call usually returns ``[]``; with ``wait=True``
+        it asks again until some tuple arrives or ``timeout`` seconds pass. Sampling
+        costs the instances nothing once the tap is off. ValueError for an unknown
+        component or stream (naming the closest), an ``n`` outside 1..10000, or a
+        ``keep`` outside (0, 600].
+        """
+        check_tap(self.plan.streams, component, stream, n)
+        check_keep(keep)
+        deadline = time.monotonic() + timeout
+        while True:
+            found = self._ask("sample", component=component, stream=stream, n=n, keep=keep)
+            if found or not wait or time.monotonic() > deadline:
+                return found
+            time.sleep(0.05)
 
     def logs(self, component: str, task: int) -> str:
         """The log file of one instance (its prints, warnings and tracebacks)."""

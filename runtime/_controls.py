@@ -3,10 +3,12 @@ shared by the client (which checks first, to fail in the caller's frame) and the
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from ._constants import ACKER, AUTO
+from ._outbound import MAX_SAMPLES
+from ._topology import _did_you_mean
 
 
 def check_max_spout_pending(value: Any) -> int | str | None:
@@ -51,3 +53,43 @@ def spout_targets(component_tasks: Mapping[str, tuple[int, ...]], kinds: Mapping
         raise ValueError(f"component {component!r} is a bolt; max_spout_pending applies "
                          f"to spouts ({spouts})")
     return {component: users[component]}
+
+
+def check_tap(streams: Sequence[Sequence[str]], component: str, stream: str, n: Any) -> int:
+    """Validate a sample request against the plan's ``(component, stream)`` pairs; return
+    ``n``. ValueError naming what exists (and the closest name) otherwise.
+
+    >>> plan = [("__system", "__tick"), ("words", "default"), ("split", "default")]
+    >>> check_tap(plan, "words", "default", 5)
+    5
+    >>> check_tap(plan, "word", "default", 5)
+    Traceback (most recent call last):
+    ...
+    ValueError: no component 'word' to sample (did you mean 'words'?); components: split, words
+    """
+    by_component: dict[str, list[str]] = {}
+    for comp, name in streams:
+        if not comp.startswith("__"):
+            by_component.setdefault(comp, []).append(name)
+    if component not in by_component:
+        hint = _did_you_mean(component, by_component)
+        raise ValueError(f"no component {component!r} to sample{hint}; "
+                         f"components: {', '.join(sorted(by_component))}")
+    names = by_component[component]
+    if stream not in names:
+        raise ValueError(f"component {component!r} has no stream {stream!r}"
+                         f"{_did_you_mean(stream, names)}; it declares {', '.join(names)}")
+    if type(n) is not int or not 1 <= n <= MAX_SAMPLES:
+        raise ValueError(f"n must be an int from 1 to {MAX_SAMPLES}, not {n!r}")
+    return n
+
+
+def check_keep(seconds: Any) -> float:
+    """How long a tap stays on after a request: a number of seconds in (0, 600].
+
+    >>> check_keep(10), check_keep(0.5)
+    (10.0, 0.5)
+    """
+    if type(seconds) in (int, float) and 0 < seconds <= 600:
+        return float(seconds)
+    raise ValueError(f"keep must be a number of seconds in (0, 600], not {seconds!r}")

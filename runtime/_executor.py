@@ -40,7 +40,7 @@ from ._constants import (
     TUNE_INTERVAL,
 )
 from ._ledger import new_id
-from ._outbound import Outlet, StreamOut
+from ._outbound import Outlet, StreamOut, Tap
 from ._plan import PhysicalPlan
 from ._stats import InstanceStats
 from ._topology import ComponentSpec
@@ -533,6 +533,35 @@ class Executor:
                 self._send(self._ack_headers[task], wire.encode_batch(batch))
                 batch.clear()
 
+    # -- taps (running.sample) ----------------------------------------------------------
+    def tap(self, stream: str, n: int, seconds: float) -> None:
+        """Keep the last ``n`` tuples sent on ``stream`` for the next ``seconds`` (a new
+        request extends the time); an unknown stream is ignored with a log line."""
+        out = self.streams.get(stream)
+        if out is None:
+            log.warning("tap of unknown stream %r of %r ignored", stream, self.spec.id)
+            return
+        until = self.monotonic() + seconds
+        out.tap = Tap(n, until, self.wall) if out.tap is None else out.tap.resized(n, until)
+
+    def tap_samples(self) -> dict[str, list[dict]]:
+        """What each tapped stream sent lately, oldest first; a tap whose time is up is
+        switched off here (so a stream nobody samples any more costs nothing again).
+        Safe from another thread: the buffer is copied in one C-level step."""
+        now, found = self.monotonic(), {}
+        for name, out in self.streams.items():
+            tap = out.tap
+            if tap is None:
+                continue
+            if now > tap.until:
+                out.tap = None
+                continue
+            fields = list(self.spec.streams[name])
+            found[name] = [{"values": values, "fields": fields, "task": self.task,
+                            "stream": name, "ids": ids, "to": list(to), "time": t}
+                           for values, ids, to, t in list(tap.samples)]
+        return found
+
     # -- statistics ---------------------------------------------------------------------
     def record(self) -> dict:
         """The executor's counters, as the plain dict an instance reports."""
@@ -544,6 +573,7 @@ class Executor:
                 "busy_seconds": self.busy_seconds,
                 "dropped": self.dropped, "errors": self.errors,
                 "first_executed": self.first_executed, "last_executed": self.last_executed,
+                "tapped": [name for name, o in self.streams.items() if o.tap is not None],
                 **(self.tracker.record() if self.tracker is not None else {})}
 
     def statistics(self) -> InstanceStats:

@@ -226,6 +226,8 @@ class Instance:
             elif (msg["t"] == "set" and msg["key"] == MAX_SPOUT_PENDING
                   and self.executor.kind == "spout"):
                 self.executor.set_max_spout_pending(msg["value"])
+            elif msg["t"] == "tap" and hasattr(self.executor, "tap"):
+                self.executor.tap(msg["stream"], int(msg["n"]), float(msg["seconds"]))
 
     def set_active(self, active: bool) -> None:
         """Activate or deactivate (pause) this instance. A spout calls its ``activate``
@@ -249,6 +251,14 @@ class Instance:
                   "state": state, "incarnation": self.incarnation, "reported": time.time()}
         return wire.seal(self.secret, wire.control(
             "stats", task=self.task, incarnation=self.incarnation, record=record))
+
+    def samples_messages(self) -> list[list[bytes]]:
+        """One sealed ``samples`` message per tapped stream (none while nothing is tapped)."""
+        taps = getattr(self.executor, "tap_samples", None)
+        return [wire.seal(self.secret, wire.control(
+                    "samples", task=self.task, incarnation=self.incarnation, stream=stream,
+                    samples=samples))
+                for stream, samples in (taps() if taps is not None else {}).items()]
 
     def usage(self) -> dict:
         """CPU seconds (user + system) and resident memory of this process; nothing if
@@ -320,6 +330,8 @@ class Heartbeat(threading.Thread):
         while not self.halt.wait(self.interval):
             try:
                 self.sock.send_multipart(self.instance.stats_message("running"))
+                for msg in self.instance.samples_messages():
+                    self.sock.send_multipart(msg)
             except Exception:  # a report may fail; the heartbeat must not stop for it
                 log.exception("could not send a statistics report")
 

@@ -10,11 +10,17 @@ Tracked tuples (at least once) are the exception: each copy sent to a task needs
 own edge id, which the anchors must know before they are acked, so their targets are
 chosen at emit time (``Outlet.targets``) and they wait in per-task ``tracked`` batches
 of ``[values, {root id: edge id}]``, sent as TRACKED frames.
+
+A stream can be tapped (``running.sample``): while ``StreamOut.tap`` is set, every frame
+sent also leaves its last tuples in the :class:`Tap`'s bounded buffer. Untapped, the cost
+is one attribute check per frame sent, never any work per tuple.
 """
 
 from __future__ import annotations
 
+import time
 import zlib
+from collections import deque
 from collections.abc import Callable
 
 from . import wire
@@ -27,7 +33,7 @@ class StreamOut:
     """One declared stream of this component: its pending batch and its subscribers."""
 
     __slots__ = ("name", "arity", "items", "outlets", "direct", "direct_tracked", "send",
-                 "on_bad", "emitted", "transferred", "_reported", "_fixed")
+                 "on_bad", "emitted", "transferred", "_reported", "_fixed", "tap")
 
     def __init__(self, name: str, arity: int, send: Send,
                  on_bad: Callable[[str, list, dict | None], None]) -> None:
@@ -38,6 +44,7 @@ class StreamOut:
         self.direct_tracked: dict[int, tuple[bytes, list]] = {}  # the same, tracked
         self.emitted = self.transferred = 0
         self._reported: set[int] = set()
+        self.tap: Tap | None = None  # set while someone samples this stream
 
     def tracked_batches(self, values) -> list[list]:
         """The tracked batches one tuple goes into, one per target task."""
@@ -101,6 +108,8 @@ class StreamOut:
             body = wire.encode_batch(part)
         self.send(header, body)
         self.transferred += len(part)
+        if self.tap is not None:
+            self.tap.saw(part, (wire.dest_of(header),), tracked)
 
     def ship_to_all(self, headers: list[bytes], part: list) -> None:
         try:
@@ -113,6 +122,8 @@ class StreamOut:
         for header in headers:
             self.send(header, body)
         self.transferred += len(part) * len(headers)
+        if self.tap is not None:
+            self.tap.saw(part, tuple(wire.dest_of(h) for h in headers), False)
 
     def _without_unencodable(self, part: list, tracked: bool = False) -> list:
         good = []
@@ -266,3 +277,44 @@ def _ship_parts(headers: list[bytes], parts: list[list], out: StreamOut) -> None
     for header, part in zip(headers, parts):
         if part:
             out.ship(header, part)
+
+
+# -- taps (running.sample) ----------------------------------------------------------------
+
+MAX_SAMPLES = 10_000  # the most tuples one sample() may ask for
+TAP_SECONDS = 10.0  # a tap stays on this long after the last sample() that asked for it
+
+
+class Tap:
+    """The last ``n`` tuples a stream sent, each ``(values, ids, to, time)``: ``ids`` the
+    ``{root: edge}`` of a tracked tuple (None otherwise), ``to`` the destination tasks,
+    ``time`` the wall-clock time of the frame. It is on until ``until`` (a monotonic time).
+
+    >>> tap = Tap(2, until=5.0, clock=lambda: 1.5)
+    >>> tap.saw([[1], [2], [3]], (7,), tracked=False)
+    >>> list(tap.samples)
+    [([2], None, (7,), 1.5), ([3], None, (7,), 1.5)]
+    """
+
+    __slots__ = ("n", "until", "clock", "samples")
+
+    def __init__(self, n: int, until: float, clock: Callable[[], float] = time.time) -> None:
+        self.n, self.until, self.clock = n, until, clock
+        self.samples: deque[tuple] = deque(maxlen=n)
+
+    def saw(self, part: list, to: tuple[int, ...], tracked: bool) -> None:
+        """One frame was sent: keep copies of its last ``n`` entries (the part is reused)."""
+        now, last = self.clock(), part[-self.n:]
+        if tracked:
+            self.samples.extend((values, ids, to, now) for values, ids in last)
+        else:
+            self.samples.extend((values, None, to, now) for values in last)
+
+    def resized(self, n: int, until: float) -> Tap:
+        """This tap, kept on until ``until`` and holding ``n`` (what it holds is kept)."""
+        if n == self.n:
+            self.until = until
+            return self
+        tap = Tap(n, until, self.clock)
+        tap.samples.extend(self.samples)
+        return tap

@@ -32,7 +32,9 @@ import zmq
 
 from . import _controls, _health, _procs, _series, wire
 from ._constants import HEARTBEAT_TIMEOUT, MAX_SPOUT_PENDING, MESSAGE_TIMEOUT, RESTART_BACKOFF_MAX
+from ._controls import check_keep, check_tap
 from ._exceptions import ExceptionLog
+from ._outbound import TAP_SECONDS
 from ._plan import PhysicalPlan
 from ._stmgr import STABLE_AFTER
 
@@ -82,6 +84,8 @@ class TopologyMaster:
         self.backpressure: dict[str, dict] = {}  # causes now over the high water mark
         self.paused = False  # spouts deactivated by the client (pause/resume)
         self.spout_pending: dict[str, Any] = {}  # component -> max_spout_pending set live
+        self.taps: dict[tuple[str, str], float] = {}  # (component, stream) -> on until (clock)
+        self.samples: dict[tuple[int, str], list[dict]] = {}  # (task, stream) -> latest
         self.stopping = False
         self.kill_requests: list[tuple[bytes, Any]] = []
 
@@ -386,6 +390,32 @@ class TopologyMaster:
         self.event("max_spout_pending", component=msg.get("component"), value=value,
                    tasks=told)
         return told
+
+    # -- taps ---------------------------------------------------------------------------------
+    def answer_sample(self, msg: dict) -> list[dict]:
+        """The newest ``n`` tuples the instances of a component sent on a stream, newest
+        last. Each request (re)starts the tap for ``keep`` seconds; the first after a
+        while finds nothing yet, since instances report their samples with their stats."""
+        component, stream = msg["component"], msg["stream"]
+        n = check_tap(self.plan.streams, component, stream, msg["n"])
+        keep = check_keep(msg.get("keep", TAP_SECONDS))
+        key, now = (component, stream), self.clock()
+        tasks = self.component_tasks[component]
+        if self.taps.get(key, -1.0) < now:  # off: what was kept is stale
+            for t in tasks:
+                self.samples.pop((t, stream), None)
+        self.taps[key] = now + keep
+        self._tell_ready("tap", tasks, stream=stream, n=n, seconds=keep)
+        found = [s for t in tasks for s in self.samples.get((t, stream), ())]
+        found.sort(key=lambda s: s["time"])
+        return found[-n:]
+
+    def on_samples(self, ident: bytes, msg: dict) -> None:
+        """An instance's tapped tuples; kept only while the master's tap is on."""
+        task = self._current(msg)
+        if task is None or self.taps.get((task["component"], msg["stream"]), -1.0) < self.clock():
+            return
+        self.samples[(msg["task"], msg["stream"])] = msg["samples"]
 
     def _tell_ready(self, kind: str, tasks=None, **fields) -> list[int]:
         """Send a control message to every ready instance (of ``tasks``, if given); an

@@ -143,6 +143,8 @@ CONTROL: dict[str, tuple[str, ...]] = {
     "backpressure": ("container", "on", "cause"),  # SM -> TM: a cause crossed a water mark
     "restart": ("task", "reason", "incarnation"),  # TM -> SM: replace that incarnation (hung)
     "set": ("key", "value"),  # TM -> instances: change a live setting (max_spout_pending)
+    "tap": ("stream", "n", "seconds"),  # TM -> instances: keep the last n tuples sent on it
+    "samples": ("task", "incarnation", "stream", "samples"),  # instance -> TM: a tap's tuples
 }
 
 
