@@ -150,6 +150,22 @@ class PacedSpout(Spout):
             self.n += 1
 
 
+class SlowBolt(Bolt):
+    """Spends ``seconds`` of CPU on each tuple (a busy wait, as real work would), then
+    passes it on unchanged: a bottleneck for backpressure and latency experiments."""
+
+    def __init__(self, seconds: float = 0.0005, fields: Iterable[str] = ("n",)) -> None:
+        self.seconds = seconds
+        self.outputs = list(fields)
+
+    def process(self, tup):
+        deadline = time.perf_counter() + self.seconds
+        while time.perf_counter() < deadline:
+            pass
+        self.emit(tup.values, anchors=[tup])
+        self.ack(tup)
+
+
 def wait_for(predicate: Callable[[], Any], timeout: float, what: str) -> Any:
     """Poll ``predicate()`` every 20 ms until it returns something true, and return that;
     TimeoutError naming ``what`` after ``timeout`` seconds."""

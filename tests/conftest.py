@@ -107,3 +107,29 @@ def tupleflow_processes(topology_guard):
     """A function that lists this test's live master, stream manager and instance
     processes, wherever they are in the process tree."""
     return lambda: processes_under(topology_guard)
+
+
+@pytest.fixture
+def offline_master(tmp_path):
+    """A factory of topology masters with no processes behind them: the clock is a
+    FakeClock at 1000 s, and what a master would send is recorded in ``master.sent`` as
+    ``(identity, kind, fields)``. Sockets are closed after the test."""
+    from runtime._tmaster import TopologyMaster
+    from runtime.testing import FakeClock
+
+    made = []
+
+    def make(topology, containers: int = 1, **config):
+        plan = topology.physical_plan(containers, **config)
+        master = TopologyMaster({"secret": b"s" * 32, "run_dir": str(tmp_path),
+                                 "plan": plan.to_data(), "bundle": b""})
+        master.clock = FakeClock(1000.0)
+        master.sent = []
+        master.send = lambda ident, kind, **fields: master.sent.append((ident, kind, fields))
+        made.append(master)
+        return master
+
+    yield make
+    for master in made:
+        master.sock.close(linger=0)
+        master.zctx.term()

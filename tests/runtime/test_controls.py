@@ -11,8 +11,7 @@ import pytest
 from runtime import Spout, Topology
 from runtime._controls import check_max_spout_pending
 from runtime._exceptions import ExceptionLog, signature
-from runtime._tmaster import TopologyMaster
-from runtime.testing import FakeClock, ListSink, ListSpout
+from runtime.testing import ListSink, ListSpout
 
 
 def traceback_at(line: int, error: str = "ValueError: bad") -> str:
@@ -93,20 +92,12 @@ def test_spouts_have_no_op_activate_and_deactivate_hooks():
 # -- the master ------------------------------------------------------------------------------
 
 @pytest.fixture
-def master(tmp_path):
+def master(offline_master):
     """Two spout tasks and two bolt tasks in two containers; sends are recorded."""
     topo = Topology("controls")
     topo.spout("numbers", ListSpout([[1]], fields=["n"]), parallelism=2)
     topo.bolt("sink", ListSink, parallelism=2).shuffle_grouping("numbers")
-    plan = topo.physical_plan(2, heartbeat_timeout=None)
-    tm = TopologyMaster({"secret": b"s" * 32, "run_dir": str(tmp_path),
-                         "plan": plan.to_data(), "bundle": b""})
-    tm.clock = FakeClock(1000.0)
-    tm.sent = []
-    tm.send = lambda ident, kind, **fields: tm.sent.append((ident, kind, fields))
-    yield tm
-    tm.sock.close(linger=0)
-    tm.zctx.term()
+    return offline_master(topo, 2, heartbeat_timeout=None)
 
 
 def start(tm, task, incarnation=0):

@@ -15,7 +15,7 @@ import cloudpickle
 import pytest
 
 from runtime import BasicBolt, Bolt, Topology
-from runtime.testing import ListSink, ListSpout, read_sink
+from runtime.testing import ListSink, ListSpout, SlowBolt, read_sink
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(90)]
 
@@ -93,22 +93,6 @@ class InFlight(ListSpout):
     def fail(self, msg_id):
         super().fail(msg_id)
         self.out.discard(msg_id)
-
-
-class Slow(Bolt):
-    """Takes ``seconds`` per tuple (busy), passes it on anchored, and acks it."""
-
-    outputs = ["n", "payload"]
-
-    def __init__(self, seconds: float = 0.0005) -> None:
-        self.seconds = seconds
-
-    def process(self, tup):
-        deadline = time.perf_counter() + self.seconds
-        while time.perf_counter() < deadline:
-            pass
-        self.emit(list(tup.values), anchors=[tup])
-        self.ack(tup)
 
 
 class HoldAndReset(Bolt):
@@ -212,7 +196,8 @@ def test_max_spout_pending_bounds_the_tuples_in_flight():
     limit, n = 20, 3000
     topo = Topology("pending", **QUIET)
     topo.spout("numbers", InFlight([[i] for i in range(n)], fields=["n", "in_flight"]))
-    topo.bolt("slow", Slow(0.0002), parallelism=2).shuffle_grouping("numbers")
+    slow = SlowBolt(0.0002, fields=["n", "in_flight"])
+    topo.bolt("slow", slow, parallelism=2).shuffle_grouping("numbers")
     topo.bolt("sink", ListSink).shuffle_grouping("slow")
     seen_pending = []
 
@@ -243,7 +228,7 @@ def test_no_spout_acker_deadlock_under_backpressure():
     topo = Topology("ack-pressure", **QUIET)
     topo.spout("numbers", ListSpout([[i, PAYLOAD] for i in range(TUPLES)],
                                     fields=["n", "payload"]))
-    topo.bolt("slow", Slow(0.0005)).shuffle_grouping("numbers")
+    topo.bolt("slow", SlowBolt(0.0005, fields=["n", "payload"])).shuffle_grouping("numbers")
     topo.bolt("sink", ListSink).shuffle_grouping("slow")
     options = {"backpressure_high": 16 * 1024, "backpressure_low": 8 * 1024,
                "batch_size": 100, "ackers": 1}

@@ -1,11 +1,10 @@
 """Spout backpressure across processes: a slow bolt behind a fast spout."""
 
-import time
 
 import pytest
 
-from runtime import Bolt, Topology
-from runtime.testing import ListSpout, read_sink
+from runtime import Topology
+from runtime.testing import ListSink, ListSpout, SlowBolt, read_sink
 
 pytestmark = pytest.mark.slow
 
@@ -13,25 +12,11 @@ TUPLES = 6000
 PAYLOAD = "x" * 1000  # so that bytes, not just tuples, pile up behind the slow bolt
 
 
-class Slow(Bolt):
-    """Takes about half a millisecond per tuple, and passes it on."""
-
-    outputs = ["n", "payload"]
-
-    def process(self, tup):
-        deadline = time.perf_counter() + 0.0005
-        while time.perf_counter() < deadline:
-            pass
-        self.emit(tup.values)
-
-
 def slow_topology() -> Topology:
-    from runtime.testing import ListSink
-
     topo = Topology("pressure")
     topo.spout("numbers", ListSpout([[i, PAYLOAD] for i in range(TUPLES)],
                                             fields=["n", "payload"]))
-    topo.bolt("slow", Slow).shuffle_grouping("numbers")
+    topo.bolt("slow", SlowBolt(0.0005, fields=["n", "payload"])).shuffle_grouping("numbers")
     topo.bolt("sink", ListSink).shuffle_grouping("slow")
     return topo
 

@@ -12,32 +12,19 @@ import contextlib
 import os
 import signal
 import sys
-import time
 
 import cloudpickle
 import psutil
 import pytest
 
-from runtime import Bolt, Topology
-from runtime.testing import ListSink, ListSpout, PacedSpout, gone, wait_for
+from runtime import Topology
+from runtime.testing import ListSink, ListSpout, PacedSpout, SlowBolt, gone, wait_for
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(90)]
 
 cloudpickle.register_pickle_by_value(sys.modules[__name__])
 
 HEARTBEAT = {"heartbeat_timeout": 1.5, "spout_wait": 0.005}
-
-
-class Slow(Bolt):
-    """Takes about half a millisecond per tuple, and passes it on."""
-
-    outputs = ["n", "payload"]
-
-    def process(self, tup):
-        deadline = time.perf_counter() + 0.0005
-        while time.perf_counter() < deadline:
-            pass
-        self.emit(tup.values)
 
 
 # -- helpers ------------------------------------------------------------------------------
@@ -102,7 +89,7 @@ def pressure_topology(name: str) -> Topology:
     topo = Topology(name, **HEARTBEAT)
     topo.spout("numbers", ListSpout([[i, PAYLOAD] for i in range(TUPLES)],
                                     fields=["n", "payload"]))
-    topo.bolt("slow", Slow).shuffle_grouping("numbers")
+    topo.bolt("slow", SlowBolt(0.0005, fields=["n", "payload"])).shuffle_grouping("numbers")
     topo.bolt("sink", ListSink).shuffle_grouping("slow")
     return topo
 

@@ -7,8 +7,7 @@ import pytest
 
 from runtime import Topology
 from runtime._series import MINUTES_KEPT, SECONDS_KEPT, MetricsStore
-from runtime._tmaster import TopologyMaster
-from runtime.testing import FakeClock, ListSink, ListSpout
+from runtime.testing import ListSink, ListSpout
 
 BOLT = {"component": "sink", "kind": "bolt", "restarts": 0}
 
@@ -151,19 +150,11 @@ def test_an_unknown_window_is_refused_with_the_valid_names(window):
 # -- the master ------------------------------------------------------------------------------
 
 @pytest.fixture
-def master(tmp_path):
+def master(offline_master):
     topo = Topology("metrics")
     topo.spout("numbers", ListSpout([[1]], fields=["n"]), parallelism=2)
     topo.bolt("sink", ListSink, parallelism=2).shuffle_grouping("numbers")
-    plan = topo.physical_plan(2)
-    tm = TopologyMaster({"secret": b"s" * 32, "run_dir": str(tmp_path),
-                         "plan": plan.to_data(), "bundle": b""})
-    tm.clock = FakeClock(1000.0)
-    tm.sent = []
-    tm.send = lambda ident, kind, **fields: tm.sent.append((ident, kind, fields))
-    yield tm
-    tm.sock.close(linger=0)
-    tm.zctx.term()
+    return offline_master(topo, 2)
 
 
 def stats(tm, task, incarnation=0, **record):

@@ -8,7 +8,6 @@ import pytest
 from runtime import Topology, wire
 from runtime._controls import check_keep, check_tap
 from runtime._outbound import StreamOut, Tap
-from runtime._tmaster import TopologyMaster
 from runtime.testing import FakeClock, InMemoryCluster, ListSink, ListSpout
 
 # -- the buffer and the copy (pure) -------------------------------------------------------
@@ -175,25 +174,18 @@ def test_samples_messages_round_trip_on_the_wire():
 # -- the master -----------------------------------------------------------------------------
 
 @pytest.fixture
-def master(tmp_path):
+def master(offline_master):
     """Two spout tasks and a bolt task; sends are recorded, the clock is fake."""
     topo = Topology("taps")
     topo.spout("numbers", ListSpout([[1]], fields=["n"]), parallelism=2)
     topo.bolt("sink", ListSink).shuffle_grouping("numbers")
-    plan = topo.physical_plan(1, heartbeat_timeout=None)
-    tm = TopologyMaster({"secret": b"s" * 32, "run_dir": str(tmp_path),
-                         "plan": plan.to_data(), "bundle": b""})
-    tm.clock = FakeClock(1000.0)
-    tm.sent = []
-    tm.send = lambda ident, kind, **fields: tm.sent.append((ident, kind, fields))
+    tm = offline_master(topo, 1, heartbeat_timeout=None)
     for task in tm.tasks:
         tm.on_hello(b"i%d.0" % task, {"t": "hello", "role": "instance", "id": task,
                                       "incarnation": 0, "pid": 100 + task})
         tm.on_ready(b"", {"t": "ready", "task": task, "incarnation": 0})
     tm.sent.clear()
-    yield tm
-    tm.sock.close(linger=0)
-    tm.zctx.term()
+    return tm
 
 
 def sample(tm, t, n, time, stream="default"):

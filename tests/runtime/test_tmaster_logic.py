@@ -9,38 +9,27 @@ from __future__ import annotations
 import pytest
 
 from runtime import Topology, TopologyError
-from runtime._tmaster import TopologyMaster
-from runtime.testing import FakeClock, ListSink, ListSpout
+from runtime.testing import ListSink, ListSpout
 
 TIMEOUT = 1.5
 
 
 @pytest.fixture
-def make_master(tmp_path):
+def make_master(offline_master):
     """A master for a two-spout, two-bolt topology in two containers, whose stream
     managers have said hello; what it sends is kept in ``sent``."""
-    made = []
 
     def make(**config):
         topo = Topology("logic")
         topo.spout("numbers", ListSpout([[1]], fields=["n"]), parallelism=2)
         topo.bolt("sink", ListSink, parallelism=2).shuffle_grouping("numbers")
         config = {"heartbeat_timeout": TIMEOUT, "message_timeout": 30.0, **config}
-        plan = topo.physical_plan(2, **config)
-        tm = TopologyMaster({"secret": b"s" * 32, "run_dir": str(tmp_path),
-                             "plan": plan.to_data(), "bundle": b""})
-        made.append(tm)
-        tm.clock = FakeClock(1000.0)
-        tm.sent = []
-        tm.send = lambda ident, kind, **fields: tm.sent.append((ident, kind, fields))
-        for c in range(plan.containers):
+        tm = offline_master(topo, 2, **config)
+        for c in range(tm.plan.containers):
             tm.sms[c] = {"ident": b"s%d.0" % c, "inbound": "", "pid": 0}
         return tm
 
-    yield make
-    for tm in made:
-        tm.sock.close(linger=0)
-        tm.zctx.term()
+    return make
 
 
 @pytest.fixture
