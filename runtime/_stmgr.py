@@ -216,7 +216,7 @@ class StreamManager:
             if len(frames) != 3:
                 self._drop(f"local message of {len(frames)} parts")
                 continue
-            self._route(frames[1], frames[2], sock)
+            self._route(frames[1], frames[2], sock, frames[0])
 
     def from_peers(self) -> None:
         for _ in range(256):
@@ -227,14 +227,19 @@ class StreamManager:
             if len(frames) != 2:
                 self._drop(f"peer message of {len(frames)} parts")
                 continue
-            self._route(frames[0], frames[1], None)
+            self._route(frames[0], frames[1], None, None)
 
-    def _route(self, header: bytes, body: bytes, sock: zmq.Socket | None) -> None:
+    def _route(self, header: bytes, body: bytes, sock: zmq.Socket | None,
+               ident: bytes | None) -> None:
+        """Forward one frame by its header; ``sock``/``ident`` say where it came from
+        (None for a peer stream manager)."""
         try:
             h = wire.parse_header(header)
         except wire.WireError as exc:
             return self._drop(str(exc))
         if h.kind == wire.HELLO and sock is not None:
+            if ident != b"t%d" % h.src:  # only task N's instance may say "route task N to me"
+                return self._drop(f"hello for task {h.src} from another connection")
             return self._connected(h.src, sock)
         if h.kind == wire.BACKPRESSURE and sock is None:
             return self.backpressure.announced(h.src, wire.bp_transition(h), time.monotonic())
