@@ -150,6 +150,22 @@ class PacedSpout(Spout):
             self.n += 1
 
 
+class WordCount(Bolt):
+    """Counts the ``word`` field and emits ``[word, count so far]`` anchored to its input,
+    then acks it (a no-op at most once): the counting half of the classic word count."""
+
+    outputs = ["word", "count"]
+
+    def prepare(self, config, context):
+        self.counts: dict = {}
+
+    def process(self, tup):
+        word = tup["word"]
+        self.counts[word] = count = self.counts.get(word, 0) + 1
+        self.emit([word, count], anchors=[tup])
+        self.ack(tup)
+
+
 class SlowBolt(Bolt):
     """Spends ``seconds`` of CPU on each tuple (a busy wait, as real work would), then
     passes it on unchanged: a bottleneck for backpressure and latency experiments."""

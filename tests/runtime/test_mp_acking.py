@@ -15,7 +15,7 @@ import cloudpickle
 import pytest
 
 from runtime import BasicBolt, Bolt, Topology
-from runtime.testing import ListSink, ListSpout, SlowBolt, read_sink
+from runtime.testing import ListSink, ListSpout, SlowBolt, WordCount, read_sink
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(90)]
 
@@ -57,19 +57,6 @@ class Split(BasicBolt):
     def process(self, tup):
         for word in tup["sentence"].split():
             self.emit([word])
-
-
-class WordCount(Bolt):
-    outputs = ["word", "count"]
-
-    def prepare(self, config, context):
-        self.counts = defaultdict(int)
-
-    def process(self, tup):
-        word = tup["word"]
-        self.counts[word] += 1
-        self.emit([word, self.counts[word]], anchors=[tup])
-        self.ack(tup)
 
 
 class InFlight(ListSpout):

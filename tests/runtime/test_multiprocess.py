@@ -19,7 +19,7 @@ import psutil
 import pytest
 
 from runtime import Bolt, Spout, Topology, TopologyDead, wire
-from runtime.testing import ListSink, ListSpout, gone, read_sink, wait_for
+from runtime.testing import ListSink, ListSpout, WordCount, gone, read_sink, wait_for
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(60)]
 
@@ -69,18 +69,6 @@ class Hanging(Bolt):
 
     def process(self, tup):
         time.sleep(3600)  # user code that never returns
-
-
-class WordCount(Bolt):
-    outputs = ["word", "count"]
-
-    def prepare(self, config, context):
-        self.counts = defaultdict(int)
-
-    def process(self, tup):
-        word = tup["word"]
-        self.counts[word] += 1
-        self.emit([word, self.counts[word]])
 
 
 class Poisoned(Bolt):
