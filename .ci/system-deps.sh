@@ -92,8 +92,10 @@ need_java() {
 }
 
 main() {
-    need_command soft redis-server redis-server  # Kestrel-style source on Redis Streams
-    need_java soft 17                            # PySpark bridge (workbench)
+    need_command hard redis-server redis-server  # Kestrel-style source on Redis Streams
+    need_command hard chromium chromium          # widget tests in JupyterLab, headless
+    need_command hard chromedriver chromium-driver
+    need_java hard 17                            # PySpark bridge (workbench)
 }
 
 main "$@"

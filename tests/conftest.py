@@ -133,3 +133,81 @@ def offline_master(tmp_path):
     for master in made:
         master.sock.close(linger=0)
         master.zctx.term()
+
+
+# --- a real redis-server ------------------------------------------------------------------------
+
+
+class RedisServer:
+    """A ``redis-server`` of the test session's own, on a free loopback port, with no
+    persistence. ``url`` is what ``redis.Redis.from_url`` and tupleflow's Redis adapters take."""
+
+    def __init__(self, workdir) -> None:
+        import shutil
+        import socket
+        import subprocess
+
+        exe = shutil.which("redis-server")
+        if exe is None:
+            pytest.fail("redis-server is not installed: run `make test` (it installs the Debian "
+                        "package redis-server) or `apt-get install redis-server`")
+        for _attempt in range(5):
+            with socket.socket() as probe:
+                probe.bind(("127.0.0.1", 0))
+                self.port = probe.getsockname()[1]
+            self.proc = subprocess.Popen(
+                [exe, "--bind", "127.0.0.1", "--port", str(self.port), "--save", "",
+                 "--appendonly", "no", "--dir", str(workdir), "--protected-mode", "yes"],
+                stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+            if self._wait_ready():
+                self.url = f"redis://127.0.0.1:{self.port}/0"
+                return
+            self.stop()
+        pytest.fail("redis-server did not start on a free loopback port in 5 attempts")
+
+    def _wait_ready(self, timeout: float = 10.0) -> bool:
+        import redis
+
+        client = redis.Redis(host="127.0.0.1", port=self.port, socket_timeout=1)
+        deadline = time.monotonic() + timeout
+        try:
+            while time.monotonic() < deadline:
+                if self.proc.poll() is not None:
+                    return False  # e.g. the port was taken between probe and start
+                with contextlib.suppress(redis.ConnectionError, redis.TimeoutError):
+                    if client.ping():
+                        return True
+                time.sleep(0.02)  # polling a condition, not synchronising on time
+            return False
+        finally:
+            client.close()
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(5)
+            except Exception:
+                self.proc.kill()
+                self.proc.wait()
+        if self.proc.stdout is not None:
+            self.proc.stdout.close()
+
+
+@pytest.fixture(scope="session")
+def redis_server(tmp_path_factory):
+    """One real redis-server for the whole session (see ``RedisServer``)."""
+    server = RedisServer(tmp_path_factory.mktemp("redis"))
+    yield server
+    server.stop()
+
+
+@pytest.fixture
+def redis_url(redis_server):
+    """The session's redis-server, emptied (FLUSHALL) before the test."""
+    import redis
+
+    client = redis.Redis.from_url(redis_server.url)
+    client.flushall()
+    client.close()
+    return redis_server.url
