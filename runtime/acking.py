@@ -1,0 +1,23 @@
+"""The acker's XOR ledger, public so that a notebook can step through it by hand.
+
+This is the very class the ``__acker`` tasks run (``runtime/_ledger.py``; read
+``docs/internals/acker.md``): pure, with the clock passed in as ``now``, and every
+outcome returned as a value. Tutorial 1 uses it to show why one 64-bit XOR per spout
+tuple is enough to know when a whole tuple tree has been processed.
+
+>>> ledger = AckLedger(timeout_secs=30.0)
+>>> sentence = new_id()                  # the edge from the spout to the splitter
+>>> ledger.init(root_id=1, spout_task=0, xor_val=sentence, now=0.0)
+[]
+>>> cow, moon = new_id(), new_id()       # the splitter emits two words, anchored
+>>> ledger.ack(1, sentence ^ cow ^ moon, now=0.1)   # ...and acks the sentence
+[]
+>>> ledger.ack(1, cow, now=0.2)
+[]
+>>> ledger.ack(1, moon, now=0.3)         # the last tuple of the tree: XOR is zero
+[Completed(root_id=1, spout_task=0)]
+"""
+
+from ._ledger import AckLedger, Completed, Failed, LedgerStatistics, Renewed, new_id
+
+__all__ = ["AckLedger", "Completed", "Failed", "LedgerStatistics", "Renewed", "new_id"]
