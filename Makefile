@@ -23,6 +23,7 @@ help:
 	@echo "make test    system packages, ruff, then the whole pytest suite (what CI runs)"
 	@echo "make lint    ruff check"
 	@echo "make bench   python benchmarks/wordcount.py"
+	@echo "make lab     JupyterLab on 127.0.0.1, opening tutorials/ (%load_ext kernel_ext works)"
 	@echo "make clean   remove .venv, caches and run directories"
 
 # --- the virtual environment -------------------------------------------------------------------
@@ -73,6 +74,12 @@ test: $(VENV)/.stamp-test system-deps lint
 
 bench: $(VENV)/.stamp-base
 	$(PY) benchmarks/wordcount.py
+
+# The test extra includes the notebook one (JupyterLab, ipywidgets); tupleflow is installed
+# editable, so the kernel imports kernel_ext and workbench from this checkout. Loopback only.
+.PHONY: lab
+lab: $(VENV)/.stamp-test
+	$(PY) -m jupyterlab --ServerApp.ip=127.0.0.1 --ServerApp.root_dir=tutorials
 
 clean:
 	rm -rf $(VENV) .pytest_cache .ruff_cache .hypothesis .tupleflow artifacts build dist *.egg-info

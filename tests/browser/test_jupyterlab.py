@@ -1,0 +1,153 @@
+"""A notebook run by a person, as closely as a test can: real JupyterLab, real kernel, real
+topology processes, headless Chromium clicking the Run menu and typing into cells.
+
+The dashboard's DOM contract (workbench's Dashboard, shown by ``%topology submit``):
+``.tupleflow-dashboard`` is the root, ``.tupleflow-graph`` holds an inline ``<svg>``,
+``.tupleflow-metrics`` is a table whose text changes as counts grow (the test reads its
+"emitted" column), ``.tupleflow-status`` says "NAME: STATE". See docs/internals/browser-tests.md.
+"""
+
+from __future__ import annotations
+
+import urllib.error
+from pathlib import Path
+
+import nbformat
+import pytest
+
+from runtime.testing import wait_for
+
+pytestmark = pytest.mark.slow
+
+NOTEBOOK = "dashboard.ipynb"
+CELLS = [
+    "%load_ext kernel_ext\nfrom runtime.testing import PacedSpout, Doubler",
+    "%%topology demo\nnums:   PacedSpout\ndouble: Doubler * 2   <- nums shuffle",
+    "%topology submit demo",
+]
+REPO = Path(__file__).resolve().parents[2]
+SCREENSHOT = REPO / "artifacts" / "browser" / "dashboard.png"
+DASHBOARD, GRAPH = ".tupleflow-dashboard", ".tupleflow-graph"
+METRICS, STATUS = ".tupleflow-metrics", ".tupleflow-status"
+# Deadlines (milliseconds, Playwright's unit) for conditions on a loaded 2-core machine;
+# nothing is asserted about how fast anything is.
+PAGE_LOAD, KERNEL_WORK, REFRESH = 60_000, 60_000, 20_000
+# The status line reads "NAME: STATE HH:MM:SS ..."; the time changes at every refresh.
+STATE_IS = """([selector, name, state]) => {
+    const node = document.querySelector(selector);
+    return node !== null && node.textContent.includes(name + ': ' + state);
+}"""
+# The sum of the "emitted" column over the component rows of the metrics table, when it is
+# above `floor` (else false). Any other column (CPU, RSS, capacity) changes too, so a mere
+# text change would not prove that tuples flow.
+EMITTED_ABOVE = """([selector, floor]) => {
+    const table = document.querySelector(selector + ' table');
+    if (table === null) return false;
+    const heads = [...table.querySelector('tr').children].map(c => c.textContent.trim());
+    const column = heads.indexOf('emitted');
+    if (column < 0) return false;
+    let total = 0;
+    for (const row of table.querySelectorAll('tr[data-component]')) {
+        total += Number(row.children[column].textContent.replace(/,/g, '')) || 0;
+    }
+    return total > floor ? total : false;
+}"""
+
+
+def write_notebook(root: Path) -> Path:
+    """The notebook under test, with the python3 kernel named so JupyterLab starts it."""
+    notebook = nbformat.v4.new_notebook(
+        cells=[nbformat.v4.new_code_cell(source) for source in CELLS],
+        metadata={"kernelspec": {"name": "python3", "display_name": "Python 3",
+                                 "language": "python"}})
+    path = root / NOTEBOOK
+    nbformat.write(notebook, path)
+    return path
+
+
+def open_notebook(page, lab) -> None:
+    """Open the notebook and wait until its cells are on the page and its kernel is idle,
+    with the page connected to it (as the server sees it, and as the page shows it)."""
+    page.goto(lab.url(f"/lab/tree/{NOTEBOOK}"), timeout=PAGE_LOAD)
+    page.locator(".jp-Notebook .jp-Cell").nth(len(CELLS) - 1).wait_for(timeout=PAGE_LOAD)
+    wait_for(lambda: kernel_connected(lab), PAGE_LOAD / 1000,
+             "the notebook's kernel to start and the page to connect to it")
+    page.wait_for_function(
+        """() => document.querySelector('.jp-Notebook-ExecutionIndicator')
+                   ?.getAttribute('data-status') === 'idle'""", timeout=PAGE_LOAD)
+
+
+def kernel_connected(lab) -> bool:
+    """Whether the server has an idle kernel with a client connected. Without this, a Run
+    All clicked while the page is still connecting can be lost. While the kernel starts,
+    the server may answer 500 for a moment: that is "not yet", not a failure."""
+    try:
+        kernels = lab.api("GET", "/api/kernels")
+    except urllib.error.HTTPError:
+        return False
+    return any(k["execution_state"] == "idle" and k["connections"] for k in kernels)
+
+
+def run_all_cells(page) -> None:
+    """Run ▸ Run All Cells, through the menu bar as a person would."""
+    page.locator(".lm-MenuBar-item", has_text="Run").first.click()
+    page.locator(".lm-Menu-itemLabel").get_by_text("Run All Cells", exact=True).click()
+
+
+def run_new_cell(page, source: str):
+    """Add a cell below the last one, type ``source``, run it (Ctrl+Enter: run, and add no
+    empty cell after it); the cell."""
+    cells = page.locator(".jp-Notebook .jp-Cell")
+    count = cells.count()
+    cells.last.locator(".jp-InputPrompt").click()  # select it, in command mode
+    page.keyboard.press("Escape")
+    page.keyboard.press("b")  # insert below
+    cells.nth(count).wait_for()
+    page.keyboard.press("Enter")  # edit mode
+    page.keyboard.type(source)
+    page.keyboard.press("Control+Enter")
+    return cells.nth(count)
+
+
+def wait_for_emitted(page, floor: int, timeout: int) -> int:
+    """Wait until the metrics table's emitted count is above ``floor``; return it."""
+    found = page.wait_for_function(EMITTED_ABOVE, arg=[METRICS, floor], timeout=timeout)
+    return int(found.json_value())
+
+
+def wait_for_counts_to_grow(page, timeout: int = REFRESH) -> None:
+    """Two successive reads of the emitted count, the second larger: tuples flow, and the
+    dashboard shows it."""
+    first = wait_for_emitted(page, 0, timeout)
+    wait_for_emitted(page, first, timeout)
+
+
+def test_a_notebook_shows_a_live_dashboard_in_jupyterlab(lab, page, tupleflow_processes):
+    write_notebook(lab.root)
+    open_notebook(page, lab)
+    run_all_cells(page)
+
+    page.locator(DASHBOARD).first.wait_for(timeout=KERNEL_WORK)
+    page.locator(f"{GRAPH} svg").first.wait_for(timeout=KERNEL_WORK)
+    page.locator(METRICS).first.wait_for(timeout=KERNEL_WORK)
+    page.wait_for_function(STATE_IS, arg=[STATUS, "demo", "running"], timeout=KERNEL_WORK)
+    wait_for_emitted(page, 0, KERNEL_WORK)  # the topology has started: tuples counted
+    wait_for_counts_to_grow(page)
+    assert tupleflow_processes(), "the dashboard is up but no topology process runs"
+
+    probe = run_new_cell(page, "6 * 7")  # the kernel answers while the dashboard refreshes
+    probe.locator(".jp-OutputArea-output", has_text="42").wait_for(timeout=KERNEL_WORK)
+    wait_for_counts_to_grow(page)  # ...and the dashboard still refreshes afterwards
+
+    SCREENSHOT.parent.mkdir(parents=True, exist_ok=True)
+    page.locator(DASHBOARD).first.evaluate("node => node.scrollIntoView({block: 'start'})")
+    page.screenshot(path=str(SCREENSHOT))
+    assert SCREENSHOT.stat().st_size > 0
+
+    kill = run_new_cell(page, "%topology kill demo")
+    kill.locator(".jp-OutputArea-output", has_text="killed demo").wait_for(timeout=KERNEL_WORK)
+    page.wait_for_function(STATE_IS, arg=[STATUS, "demo", "killed"], timeout=REFRESH)
+    wait_for(lambda: not tupleflow_processes(), 30, "the topology's processes to exit")
+
+    leftovers = lab.stop()
+    assert not leftovers, f"JupyterLab left processes behind: {leftovers}"
