@@ -1,4 +1,7 @@
-"""Sources for spouts. So far: the embedded Kafka-style log and Kestrel-style queue.
+"""Sources for spouts: the embedded Kafka-style log and Kestrel-style queue, their spouts
+(`LogSpout`, `QueueSpout`), a real Kafka's `KafkaSpout`, and `log_spout(topic, brokers=None)`
+which picks between the first and the last by one argument. Event generators for the
+tutorials are in `runtime.sources.generators`.
 
 `EmbeddedLog` keeps topics of N partitions on local disk; each record gets a 0-based offset
 that is contiguous within its partition. Load JSON lines from a shell with
@@ -11,15 +14,20 @@ them. See docs/internals/queue.md.
 """
 
 from ._errors import CorruptLogError, LogBusyError, LogError, OffsetOutOfRange, TopicError
+from ._kafka import KafkaSpout
 from ._log import EmbeddedLog, default_root, partition_for
 from ._log_spout import LogSpout
+from ._offset_spout import log_spout
 from ._offsets import OffsetStatistics, OffsetTracker
 from ._queue import EmbeddedQueue, QueueItem, QueueStats
+from ._queue_spout import QueueSpout
+from .generators import client_events, load_client_events, load_presence, presence_events
 
 __all__ = [
     "CorruptLogError",
     "EmbeddedLog",
     "EmbeddedQueue",
+    "KafkaSpout",
     "LogBusyError",
     "LogError",
     "LogSpout",
@@ -27,8 +35,26 @@ __all__ = [
     "OffsetStatistics",
     "OffsetTracker",
     "QueueItem",
+    "QueueSpout",
     "QueueStats",
+    "RedisQueue",
+    "RedisQueueSpout",
     "TopicError",
+    "client_events",
     "default_root",
+    "load_client_events",
+    "load_presence",
+    "log_spout",
     "partition_for",
+    "presence_events",
 ]
+
+_LAZY = {"RedisQueue", "RedisQueueSpout"}  # in ._redis: imported (with redis) on first use
+
+
+def __getattr__(name: str):
+    if name in _LAZY:
+        from . import _redis
+
+        return getattr(_redis, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -10,8 +10,8 @@ per partition and loses none.
 
 Checkpoints are not fsync'd: a process crash keeps the last one, an OS crash may lose it,
 which means more duplicates, never lost records (an unreadable checkpoint is ignored with a
-warning). A record that cannot be decoded is logged and skipped (acked) until dead-lettering
-exists; `skipped` counts them.
+warning). A record that cannot be decoded, or that failed ``max_retries`` times, is
+dead-lettered (see `_offset_spout`); ``statistics().dead_lettered`` counts them.
 """
 
 from __future__ import annotations
@@ -19,68 +19,54 @@ from __future__ import annotations
 import json
 import logging
 import os
-import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
 
-from .._api import Spout
 from ._log import EmbeddedLog, default_root
-from ._offsets import OffsetStatistics, OffsetTracker
+from ._offset_spout import DEFAULT_MAX_RETRIES, OffsetSpout
 
 log = logging.getLogger("runtime.sources")
 
-DECODES = ("json", "bytes")
 CONSUMERS_DIR = ".consumers"  # under the log root: <topology>.<component>/<topic>/task-N.json
 CHECKPOINT_FORMAT = 1
 
 
-class LogSpout(Spout):
+class LogSpout(OffsetSpout):
     """Emits the records of an embedded-log topic, decoded, with ``msg_id=(partition, offset)``.
 
     With one field the tuple is ``[record]``; with several, a JSON object gives the values of
     those keys and a JSON array of the same length gives its items. ``next_tuple`` emits at
     most ``batch_size`` records (replays first) and nothing when there is nothing new.
+    A record that failed ``max_retries`` times, or cannot be decoded, is appended to the
+    topic ``dead_letter_topic`` (default ``<topic>.dlq``, one partition) of the same log.
     """
+
+    kind = "LogSpout"
 
     def __init__(self, topic: str, root: str | os.PathLike | None = None, *,
                  fields: Sequence[str] = ("value",), decode: str = "json",
                  commit_interval: float = 1.0, max_uncommitted: int = 10_000,
                  checkpoint_dir: str | os.PathLike | None = None,
-                 batch_size: int = 100) -> None:
-        if decode not in DECODES:
-            raise ValueError(f"LogSpout({topic!r}): decode must be one of {DECODES}, "
-                             f"not {decode!r}")
-        if not fields:
-            raise ValueError(f"LogSpout({topic!r}): fields must name at least one field")
-        if commit_interval < 0 or batch_size < 1:
-            raise ValueError(f"LogSpout({topic!r}): commit_interval must be >= 0 and "
-                             f"batch_size >= 1")
-        OffsetTracker(max_uncommitted)  # validates it now, in the notebook cell
-        self.topic, self.root, self.decode = topic, root, decode
-        self.outputs = list(fields)
-        self.commit_interval, self.max_uncommitted = commit_interval, max_uncommitted
-        self.checkpoint_dir, self.batch_size = checkpoint_dir, batch_size
+                 batch_size: int = 100, max_retries: int | None = DEFAULT_MAX_RETRIES,
+                 dead_letter_topic: str | None = None) -> None:
+        super().__init__(topic, fields=fields, decode=decode, commit_interval=commit_interval,
+                         max_uncommitted=max_uncommitted, batch_size=batch_size,
+                         max_retries=max_retries, dead_letter_topic=dead_letter_topic)
+        self.root, self.checkpoint_dir = root, checkpoint_dir
 
     # -- lifetime -------------------------------------------------------------------------
 
     def open(self, config, context) -> None:
-        root = Path(self.root) if self.root is not None else default_root()
-        self._log = EmbeddedLog(root)
+        self._root = Path(self.root) if self.root is not None else default_root()
+        self._log = EmbeddedLog(self._root)
         count = self._log.partitions(self.topic)
         self.assigned = [p for p in range(count) if p % context.parallelism == context.task_index]
-        folder = self.checkpoint_dir or root / CONSUMERS_DIR / (
+        folder = self.checkpoint_dir or self._root / CONSUMERS_DIR / (
             f"{context.topology_name}.{context.component_id}") / self.topic
         self._folder = Path(folder)
         self._file = self._folder / f"task-{context.task_index}.json"
-        self.tracker = OffsetTracker(self.max_uncommitted)
         saved = read_checkpoints(self._folder, self.topic)
-        for p in self.assigned:
-            self.tracker.assign(p, self._resume_at(p, saved.get(p, 0)))
-        self._saved = self.tracker.committed_offsets()
-        self._last_commit = time.monotonic()
-        self._turn = 0
-        self.skipped = 0
+        self._start_offsets({p: self._resume_at(p, saved.get(p, 0)) for p in self.assigned})
 
     def close(self) -> None:
         self.commit()
@@ -94,89 +80,24 @@ class LogSpout(Spout):
             return end
         return offset
 
-    # -- reading --------------------------------------------------------------------------
+    # -- the I/O --------------------------------------------------------------------------
 
-    def next_tuple(self) -> None:
-        budget, parts = self.batch_size, self.assigned
-        self._turn += 1
-        order = [parts[(self._turn + i) % len(parts)] for i in range(len(parts))]
-        for p in order:
-            budget -= self._replay(p, budget)
-        for p in order:
-            budget -= self._read(p, budget)
-        self._maybe_commit()
+    def _fetch(self, partition: int, n: int) -> list[tuple[int, bytes]]:
+        return self._log.read(self.topic, partition, self.tracker.next_offset(partition), n)
 
-    def _replay(self, partition: int, budget: int) -> int:
-        offsets = self.tracker.replays(partition, budget)
-        for offset in offsets:
-            (_, payload), = self._log.read(self.topic, partition, offset, 1)
-            self._emit_record(partition, offset, payload)
-        return len(offsets)
+    def _payload(self, partition: int, offset: int) -> bytes:
+        (_, payload), = self._log.read(self.topic, partition, offset, 1)
+        return payload
 
-    def _read(self, partition: int, budget: int) -> int:
-        n = min(budget, self.tracker.room(partition))
-        if n <= 0:
-            return 0
-        records = self._log.read(self.topic, partition, self.tracker.next_offset(partition), n)
-        for offset, payload in records:
-            self.tracker.emitted(partition, offset)
-            self._emit_record(partition, offset, payload)
-        return len(records)
+    def _commit(self, offsets: Mapping[int, int]) -> None:
+        write_checkpoint(self._file, self.topic, offsets)
 
-    def _emit_record(self, partition: int, offset: int, payload: bytes) -> None:
-        try:
-            values = self._values(payload)
-        except (ValueError, KeyError, TypeError) as exc:
-            log.warning("topic %r partition %d offset %d: skipped a record that cannot be "
-                        "decoded: %s", self.topic, partition, offset, exc)
-            self.skipped += 1
-            self.tracker.ack(partition, offset)
-            return
-        self.emit(values, msg_id=(partition, offset))
-
-    def _values(self, payload: bytes) -> list:
-        record: Any = json.loads(payload) if self.decode == "json" else payload
-        fields = self.outputs
-        if len(fields) == 1:
-            return [record]
-        if isinstance(record, Mapping):
-            return [record[f] for f in fields]
-        if isinstance(record, list) and len(record) == len(fields):
-            return record
-        raise TypeError(f"a record for fields {fields} must be a JSON object or an array of "
-                        f"{len(fields)} items, not {type(record).__name__}")
-
-    # -- callbacks ------------------------------------------------------------------------
-
-    def ack(self, msg_id) -> None:
-        partition, offset = msg_id
-        self.tracker.ack(partition, offset)
-        self._maybe_commit()
-
-    def fail(self, msg_id) -> None:
-        partition, offset = msg_id
-        self.tracker.fail(partition, offset)
-
-    def progress(self) -> int:
-        """Offsets committed since open: what the max-spout-pending tuner follows."""
-        return self.tracker.progress()
-
-    def statistics(self) -> OffsetStatistics:
-        return self.tracker.statistics()
-
-    # -- checkpoints ----------------------------------------------------------------------
-
-    def _maybe_commit(self) -> None:
-        if time.monotonic() - self._last_commit >= self.commit_interval:
-            self.commit()
-
-    def commit(self) -> None:
-        """Write the committed offsets now, if they moved since the last write."""
-        self._last_commit = time.monotonic()
-        offsets = self.tracker.committed_offsets()
-        if offsets != self._saved:
-            write_checkpoint(self._file, self.topic, offsets)
-            self._saved = offsets
+    def _send_dead_letter(self, record: bytes) -> None:
+        """Append to the dead-letter topic with a short-lived writer: a topic has one writer
+        at a time, and the spout's sibling tasks may dead-letter too."""
+        with EmbeddedLog(self._root) as dlq:
+            dlq.create_topic(self.dead_letter_topic, 1)
+            dlq.append(self.dead_letter_topic, record)
 
 
 def write_checkpoint(path: Path, topic: str, offsets: Mapping[int, int]) -> None:

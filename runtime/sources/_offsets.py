@@ -42,19 +42,22 @@ class OffsetStatistics:
     duplicate_acks: int  # an ack of an offset already acked (ignored)
     unknown_acks: int  # an ack of an offset not in flight, nor acked before (ignored)
     ignored_fails: int  # a fail of an offset not in flight (ignored)
+    dead_lettered: int  # offsets given up on (`drop`): done without an ack
+    skipped: int  # offsets the log does not have (Kafka: compaction, transaction markers)
     blocked: int  # partitions that may read nothing new now (max_uncommitted reached)
 
 
 class _Partition:
     """One partition's ledger. ``next - committed`` is the uncommitted window."""
 
-    __slots__ = ("start", "committed", "next", "in_flight", "acked", "failed")
+    __slots__ = ("start", "committed", "next", "in_flight", "acked", "failed", "failures")
 
     def __init__(self, committed: int) -> None:
         self.start = self.committed = self.next = committed
         self.in_flight: set[int] = set()
         self.acked: set[int] = set()  # acked offsets above committed
         self.failed: list[int] = []  # a heap: replayed lowest first
+        self.failures: dict[int, int] = {}  # offset -> fails so far, until it is done
 
     def advance(self) -> None:
         while self.committed in self.acked:
@@ -78,7 +81,7 @@ class OffsetTracker:
         self._parts: dict[int, _Partition] = {}
         self._counts = dict.fromkeys(
             ("emitted", "replayed", "acks", "fails", "duplicate_acks", "unknown_acks",
-             "ignored_fails"), 0)
+             "ignored_fails", "dead_lettered", "skipped"), 0)
 
     # -- partitions -----------------------------------------------------------------------
 
@@ -122,6 +125,30 @@ class OffsetTracker:
         p.in_flight.add(offset)
         self._counts["emitted"] += 1
 
+    def emitted_many(self, partition: int, first: int, count: int) -> None:
+        """`emitted` for the `count` contiguous offsets from `first` (one call per batch)."""
+        p = self._parts[partition]
+        if first != p.next:
+            raise ValueError(f"partition {partition}: emitted offset {first}, "
+                             f"expected {p.next}")
+        p.next += count
+        p.in_flight.update(range(first, first + count))
+        self._counts["emitted"] += count
+
+    def skip_to(self, partition: int, offset: int) -> int:
+        """Count offsets from `next_offset` up to `offset` as done: the log has no record there.
+
+        Kafka's offsets have gaps (compacted records, transaction markers); the embedded log's
+        do not. Returns how many were skipped.
+        """
+        p = self._parts[partition]
+        gap = range(p.next, offset)
+        p.acked.update(gap)
+        p.next = max(p.next, offset)
+        p.advance()
+        self._counts["skipped"] += len(gap)
+        return len(gap)
+
     # -- callbacks ------------------------------------------------------------------------
 
     def ack(self, partition: int, offset: int) -> bool:
@@ -131,11 +158,35 @@ class OffsetTracker:
             done = p is not None and (offset < p.committed or offset in p.acked)
             self._counts["duplicate_acks" if done else "unknown_acks"] += 1
             return False
-        p.in_flight.remove(offset)
-        p.acked.add(offset)
-        p.advance()
+        self._done(p, offset)
         self._counts["acks"] += 1
         return True
+
+    def drop(self, partition: int, offset: int) -> bool:
+        """Give up on an in-flight offset (it was dead-lettered): done without an ack, so the
+        committed offset moves past it. False when it was not in flight."""
+        p = self._parts.get(partition)
+        if p is None or offset not in p.in_flight:
+            return False
+        self._done(p, offset)
+        self._counts["dead_lettered"] += 1
+        return True
+
+    def in_flight(self, partition: int, offset: int) -> bool:
+        """Whether `offset` of `partition` was handed out and is neither acked nor failed."""
+        p = self._parts.get(partition)
+        return p is not None and offset in p.in_flight
+
+    def failures(self, partition: int, offset: int) -> int:
+        """How many times `offset` failed so far (0 once it is done)."""
+        return self._parts[partition].failures.get(offset, 0)
+
+    @staticmethod
+    def _done(p: _Partition, offset: int) -> None:
+        p.in_flight.remove(offset)
+        p.failures.pop(offset, None)
+        p.acked.add(offset)
+        p.advance()
 
     def fail(self, partition: int, offset: int) -> bool:
         """Queue an in-flight offset for replay; False (counted) when it was not in flight."""
@@ -144,6 +195,7 @@ class OffsetTracker:
             self._counts["ignored_fails"] += 1
             return False
         p.in_flight.remove(offset)
+        p.failures[offset] = p.failures.get(offset, 0) + 1
         heapq.heappush(p.failed, offset)
         self._counts["fails"] += 1
         return True

@@ -148,6 +148,17 @@ class EmbeddedQueue:
             _count(db, self.name, "acked" if done else "ignored_acks", 1)
         return done
 
+    def ack_many(self, item_ids: Iterable[int]) -> int:
+        """`ack` several items in one transaction; returns how many were removed (the others,
+        already acked or unknown, are counted as ignored)."""
+        ids = [(self.name, i) for i in item_ids]
+        with self._write() as db:
+            done = sum(db.execute("DELETE FROM items WHERE queue = ? AND id = ?", row).rowcount
+                       for row in ids)
+            _count(db, self.name, "acked", done)
+            _count(db, self.name, "ignored_acks", len(ids) - done)
+        return done
+
     def abort(self, item_id: int) -> bool:
         """Make an open item visible again (attempts + 1). False (and counted) if it is not open."""
         with self._write() as db:

@@ -17,12 +17,12 @@ import re
 from pathlib import Path
 
 from ._errors import CorruptLogError
-from ._records import BAD, SHORT, decode, scan
+from ._records import BAD, HEADER_SIZE, SHORT, decode, scan
 
 log = logging.getLogger("runtime.sources")
 
 INDEX_BYTES = 4096  # one index entry about every this many bytes of a segment
-READ_CHUNK = 1 << 20  # bytes read from a segment at a time
+READ_CHUNK = 64 * 1024  # bytes read from a segment at a time (a spout reads ~100 records)
 _SEGMENT = re.compile(r"^(\d{20})\.seg$")
 
 
@@ -45,6 +45,7 @@ class Segment:
         self.scanned = False  # whether count, end and the index come from the file
         self.offsets: list[int] = []
         self.positions: list[int] = []
+        self.cursor = (-1, 0)  # (offset, file position) where the last read stopped
 
     @property
     def next_offset(self) -> int:
@@ -83,6 +84,7 @@ class Segment:
         expected = self.count
         self.count = self.end = 0
         self.offsets, self.positions = [], []
+        self.cursor = (-1, 0)
         self.extend(last=False, repair=False)
         if self.count != expected:
             raise CorruptLogError(self.path, self.next_offset, self.end,
@@ -92,16 +94,19 @@ class Segment:
         """Up to `limit` records from `offset` (which this segment holds)."""
         i = bisect.bisect_right(self.offsets, offset) - 1
         at, pos = self.offsets[i], self.positions[i]
+        if self.cursor[0] == offset:  # a sequential reader: no records to skip
+            at, pos = self.cursor
         out: list[tuple[int, bytes]] = []
         with open(self.path, "rb") as f:
             for payload, where in _payloads(f, pos, self.end):
                 if payload is None:
                     raise CorruptLogError(self.path, at, where, "bad checksum in a checked region")
-                if at >= offset:
-                    out.append((at, payload))
+                at += 1
+                if at > offset:
+                    out.append((at - 1, payload))
+                    self.cursor = (at, where + HEADER_SIZE + len(payload))
                     if len(out) == limit:
                         break
-                at += 1
         return out
 
 

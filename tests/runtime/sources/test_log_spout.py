@@ -121,7 +121,7 @@ def test_failed_offsets_are_replayed_before_new_records(root, tmp_path):
     assert (s.fails, s.replayed, s.emitted) == (2, 2, 8)
 
 
-def test_an_undecodable_record_is_skipped_and_counted(tmp_path):
+def test_a_malformed_record_is_dead_lettered_with_a_clear_error(tmp_path):
     with EmbeddedLog(tmp_path / "log") as log:
         log.create_topic("t", 1)
         log.append_many("t", [b'{"a": 1, "b": 2}', b"not json", b"[3, 4]", b"5"])
@@ -129,10 +129,50 @@ def test_an_undecodable_record_is_skipped_and_counted(tmp_path):
     out = opened(spout)
     spout.next_tuple()
     assert out == [([1, 2], (0, 0)), ([3, 4], (0, 2))]
-    assert spout.skipped == 2
+    assert spout.statistics().dead_lettered == 2
     for _, m in out:
         spout.ack(m)
     assert spout.tracker.committed(0) == 4 and spout.progress() == 4
+    with EmbeddedLog(tmp_path / "log") as log:
+        letters = [json.loads(b) for _, b in log.read("t.dlq", 0, 0)]
+    assert [(d["offset"], d["payload"]) for d in letters] == [(1, "not json"), (3, "5")]
+    assert letters[0]["error"].startswith("cannot decode: invalid JSON")
+    assert "must be a JSON object or an array of 2 items, not int" in letters[1]["error"]
+
+
+def test_a_message_failing_max_retries_times_is_dead_lettered(root, tmp_path):
+    spout = LogSpout("events", root, checkpoint_dir=tmp_path / "ck", batch_size=1,
+                     max_retries=3, commit_interval=0)
+    out = opened(spout, 0, 3)  # partition 0 only
+    spout.next_tuple()
+    for _ in range(3):
+        assert out[-1][1] == (0, 0)
+        spout.fail((0, 0))
+        spout.next_tuple()
+    assert out[-1][1] == (0, 1) and len(out) == 4  # 3 attempts of offset 0, then offset 1
+    spout.ack((0, 1))
+    assert spout.tracker.committed(0) == 2
+    s = spout.statistics()
+    assert (s.dead_lettered, s.fails, s.replayed) == (1, 2, 2)
+    with EmbeddedLog(root) as log:
+        (_, letter), = log.read_json("events.dlq", 0, 0)
+    assert letter["error"] == "failed 3 times (a bolt failed it or it timed out)"
+    assert json.loads(letter["payload"]) == {"p": 0, "o": 0} and letter["failures"] == 3
+
+
+def test_double_and_unknown_acks_are_ignored_and_counted(root, tmp_path):
+    spout = LogSpout("events", root, checkpoint_dir=tmp_path / "ck", batch_size=3)
+    out = opened(spout)
+    spout.next_tuple()
+    (p, o) = first = out[0][1]
+    spout.ack(first)
+    spout.ack(first)  # double
+    spout.ack((p, 77))  # never emitted
+    spout.ack((9, 0))  # no such partition
+    spout.fail(first)  # already done
+    s = spout.statistics()
+    assert (s.acks, s.duplicate_acks, s.unknown_acks, s.ignored_fails) == (1, 1, 2, 1)
+    assert spout.progress() == 1
 
 
 def test_bytes_decode_and_the_default_checkpoint_dir(root):
@@ -151,6 +191,8 @@ def test_bad_arguments_are_rejected_when_defined():
         LogSpout("t", decode="xml")
     with pytest.raises(ValueError, match="max_uncommitted"):
         LogSpout("t", max_uncommitted=0)
+    with pytest.raises(ValueError, match=r"LogSpout\('t'\): max_retries"):
+        LogSpout("t", max_retries=0)
 
 
 # -- in the in-memory twin -------------------------------------------------------------------
@@ -221,7 +263,9 @@ def test_a_restarted_topology_resumes_from_the_checkpoint(root, tmp_path):
     with InMemoryCluster(topo, ackers=1) as cluster:
         cluster.run_until_idle()
         before = set(keys(cluster.sink("sink")))
-        assert read_checkpoints(ck, "events") == {}  # nothing committed yet (interval)
+        # the interval has not passed, and the acks moved the full windows on by 5 only,
+        # under a quarter of them: nothing is committed early either
+        assert read_checkpoints(ck, "events") == {}
     committed = read_checkpoints(ck, "events")  # written by close()
     assert committed == dict.fromkeys(range(PARTITIONS), 5)
 
@@ -234,3 +278,18 @@ def test_a_restarted_topology_resumes_from_the_checkpoint(root, tmp_path):
         dups = Counter(p for p, _ in set(after) & before)
         assert all(n <= window for n in dups.values())
     assert read_checkpoints(ck, "events") == dict.fromkeys(range(PARTITIONS), PER_PARTITION)
+
+
+def test_the_window_counts_from_the_stored_commit_so_a_crash_rereads_at_most_it(root, tmp_path):
+    """With a commit interval that never passes, reading on past a full window commits first:
+    the stored checkpoint is never more than max_uncommitted behind what was read."""
+    spout = LogSpout("events", root, checkpoint_dir=tmp_path / "ck", max_uncommitted=10,
+                     commit_interval=float("inf"), batch_size=4)
+    out = opened(spout, 0, 3)  # partition 0 only
+    for _ in range(30):
+        spout.next_tuple()
+        for _, msg_id in out:
+            spout.ack(msg_id)
+        stored = read_checkpoints(tmp_path / "ck", "events").get(0, 0)
+        assert spout.tracker.next_offset(0) - stored <= 10
+    assert spout.tracker.next_offset(0) >= 100  # it kept reading

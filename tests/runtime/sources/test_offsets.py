@@ -137,3 +137,35 @@ def test_emitting_out_of_order_and_bad_settings_are_errors():
         OffsetTracker(0)
     with pytest.raises(ValueError, match="committed offset"):
         t.assign(1, -1)
+
+
+def test_drop_counts_an_offset_done_without_an_ack_and_failures_are_counted():
+    t = OffsetTracker(max_uncommitted=10)
+    t.assign(0, committed=0)
+    t.emitted_many(0, 0, 3)
+    assert [t.in_flight(0, o) for o in (0, 1, 2, 3)] == [True, True, True, False]
+    t.fail(0, 0)
+    assert t.failures(0, 0) == 1 and t.replays(0) == [0]
+    t.fail(0, 0)
+    assert t.failures(0, 0) == 2
+    t.replays(0)
+    assert t.drop(0, 0) and not t.drop(0, 0)  # the second: not in flight any more
+    assert t.failures(0, 0) == 0 and t.committed(0) == 1
+    t.ack(0, 2)
+    assert t.committed(0) == 1 and t.drop(0, 1) and t.committed(0) == 3
+    s = t.statistics()
+    assert (s.dead_lettered, s.acks, s.fails, s.in_flight) == (2, 1, 2, 0)
+
+
+def test_emitted_many_must_continue_at_the_next_offset_and_skip_to_jumps_gaps():
+    t = OffsetTracker(max_uncommitted=10)
+    t.assign(0, committed=5)
+    with pytest.raises(ValueError, match="expected 5"):
+        t.emitted_many(0, 6, 2)
+    t.emitted(0, 5)
+    assert t.skip_to(0, 9) == 3  # 6, 7, 8 are not in the log (compacted, markers)
+    t.emitted(0, 9)
+    t.ack(0, 5)
+    assert t.committed(0) == 9 and t.statistics().skipped == 3
+    t.ack(0, 9)
+    assert t.committed(0) == 10 and t.progress() == 5
