@@ -1,6 +1,7 @@
 """Sources for spouts: the embedded Kafka-style log and Kestrel-style queue, their spouts
-(`LogSpout`, `QueueSpout`), a real Kafka's `KafkaSpout`, and `log_spout(topic, brokers=None)`
-which picks between the first and the last by one argument. Event generators for the
+(`LogSpout`, `QueueSpout`), a real Kafka's `KafkaSpout` and Redis's `RedisQueueSpout`;
+`log_spout(topic, brokers=None)` and `queue_spout(name, redis_url=None)` pick the embedded
+source or the real broker by one argument. Event generators for the
 tutorials are in `runtime.sources.generators`.
 
 `EmbeddedLog` keeps topics of N partitions on local disk; each record gets a 0-based offset
@@ -20,7 +21,7 @@ from ._log_spout import LogSpout
 from ._offset_spout import log_spout
 from ._offsets import OffsetStatistics, OffsetTracker
 from ._queue import EmbeddedQueue, QueueItem, QueueStats
-from ._queue_spout import QueueSpout
+from ._queue_spout import QueueSpout, queue_spout
 from .generators import client_events, load_client_events, load_presence, presence_events
 
 __all__ = [
@@ -47,6 +48,7 @@ __all__ = [
     "log_spout",
     "partition_for",
     "presence_events",
+    "queue_spout",
 ]
 
 _LAZY = {"RedisQueue", "RedisQueueSpout"}  # in ._redis: imported (with redis) on first use

@@ -20,6 +20,7 @@ import logging
 import os
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 from .._api import Spout
 from ._log import default_root
@@ -152,3 +153,25 @@ class QueueSpout(Spout):
 
     def statistics(self) -> dict:
         return {**self.counts, "acks_pending": len(self._acks), "held": len(self._held)}
+
+
+def queue_spout(name: str, redis_url: str | None = None, **options: Any) -> Spout:
+    """A Kestrel-style spout: the embedded queue's `QueueSpout` when `redis_url` is None (the
+    default: no server), a `RedisQueueSpout` on that server's stream `name` otherwise.
+    Switching is one argument.
+
+    Shared options: ``fields``, ``decode``, ``batch_size``, ``max_retries``,
+    ``open_timeout``. Only for the embedded queue: ``path``, ``dead_letter_queue``. Only for
+    Redis: ``group``, ``reclaim_interval``, ``dead_letter_stream``, ``ack_batch``,
+    ``ack_interval``.
+
+    >>> type(queue_spout("jobs")).__name__
+    'QueueSpout'
+    >>> type(queue_spout("jobs", "redis://127.0.0.1:6379/0")).__name__
+    'RedisQueueSpout'
+    """
+    if redis_url is None:
+        return QueueSpout(name, **options)
+    from ._redis import RedisQueueSpout
+
+    return RedisQueueSpout(name, redis_url, **options)

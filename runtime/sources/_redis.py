@@ -12,7 +12,7 @@ Kestrel's verbs map onto Redis Streams as follows (docs/internals/redis-queue.md
   `open` every ``reclaim_interval`` seconds (and at once after this handle aborted or released
   something), moves entries idle that long to the caller and re-delivers them.
 - **poison**: Redis counts the deliveries of each pending entry; an entry reclaimed after it
-  failed ``max_retries`` times goes to ``<stream>:dead`` with its last error instead, as does
+  failed ``max_retries`` times goes to ``<stream>.dlq`` with its last error instead, as does
   an entry with no ``payload`` field (and, from the spout, one that cannot be decoded).
 
 Each verb is one Lua script, so it is atomic on the server: two consumers never open one entry,
@@ -43,7 +43,7 @@ log = logging.getLogger("runtime.sources")
 
 DEFAULT_URL = "redis://127.0.0.1:6379/0"  # loopback only, unless the user says otherwise
 DEFAULT_GROUP = "tupleflow"
-DEAD_SUFFIX = ":dead"  # the default dead-letter stream is <stream>:dead
+DEAD_SUFFIX = ".dlq"  # the default dead-letter stream is <stream>.dlq
 ABORTED_IDLE_MS = 10 * 365 * 86_400_000  # what an aborted entry's idle time is set to
 ABORTED_MIN_IDLE_MS = ABORTED_IDLE_MS // 2  # idle beyond this: aborted or released
 PUT_CHUNK = 1000  # XADDs per pipeline round trip
@@ -52,7 +52,7 @@ COUNTERS = ("acked", "aborted", "timed_out", "released", "redelivered", "ignored
 _ID = re.compile(r"\d{1,20}-\d{1,20}")
 
 # -- the server side -----------------------------------------------------------------------
-# KEYS are always: stream, <stream>:why (why a returned entry came back), <stream>:dead,
+# KEYS are always: stream, <stream>:why (why a returned entry came back), <stream>.dlq,
 # <stream>:stats (counters). ARGV[1] is always the group.
 
 _PRELUDE = (f"local ABORTED_IDLE, ABORTED_MIN_IDLE = {ABORTED_IDLE_MS}, "
@@ -204,8 +204,8 @@ class RedisQueueStats:
     redelivered: int = 0  # aborted or released entries opened again
     ignored_acks: int = 0  # acks of an id already acked, never opened, or unknown
     ignored_aborts: int = 0  # aborts of an id not open (or held by another consumer)
-    dead_lettered: int = 0  # moved to <stream>:dead (too many failures, or malformed)
-    dead: int = 0  # entries in <stream>:dead now
+    dead_lettered: int = 0  # moved to <stream>.dlq (too many failures, or malformed)
+    dead: int = 0  # entries in <stream>.dlq now
 
 
 @dataclass(frozen=True, slots=True)
@@ -339,7 +339,7 @@ class RedisQueue:
         return n
 
     def dead_letter(self, item_id: str, error: str, *, consumer_id: str = "") -> bool:
-        """Move an open item to ``<name>:dead`` with `error`, and ack it. False if not open."""
+        """Move an open item to ``<name>.dlq`` with `error`, and ack it. False if not open."""
         if not _ID.fullmatch(str(item_id)):
             return False
         return self._call("dead_letter", str(item_id), error, consumer_id) == 1
