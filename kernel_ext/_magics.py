@@ -1,5 +1,7 @@
 """``%%topology NAME [options]`` builds and shows a topology; ``%topology SUB NAME ...``
-submits and inspects it. Each subcommand reads its words and makes one call.
+submits and inspects it. Each subcommand reads its words and makes one call (``submit``
+also shows the live dashboard). A new subcommand is a ``USAGE`` entry and a ``_<name>``
+method taking the words as arguments.
 
 Bad arguments raise IPython's ``UsageError`` (shown as one line, no traceback). A failure
 of the topology itself (dead, not answering, refusing a value) is printed to stderr: a
@@ -26,7 +28,7 @@ from ._registry import Registry
 
 # subcommand -> its arguments after the subcommand (the usage line)
 USAGE = {
-    "submit": "NAME [--detached] [key=value ...]",
+    "submit": "NAME [--detached] [--no-dashboard] [key=value ...]",
     "kill": "NAME",
     "list": "",
     "status": "NAME",
@@ -36,8 +38,13 @@ USAGE = {
     "pause": "NAME",
     "resume": "NAME",
     "tune": "NAME VALUE [COMPONENT]",
+    "tap": "NAME COMPONENT [STREAM] [n=20]",
+    "dashboard": "NAME [interval=1.0]",
 }
 DETACHED = "--detached"  # submit flag: the topology outlives the kernel
+NO_DASHBOARD = "--no-dashboard"  # submit flag: do not show the live dashboard
+FLAGS = (DETACHED, NO_DASHBOARD)
+TAP_ROWS, TAP_WAIT = 20, 3.0  # %topology tap: default rows; seconds to wait for a first tuple
 
 
 @magics_class
@@ -94,14 +101,22 @@ class TopologyMagics(Magics):
 
     def _submit(self, name: str, *options: str) -> Any:
         detached = DETACHED in options
-        config = dict(_option(o) for o in options if o != DETACHED)
+        config = dict(_option(o) for o in options if o not in FLAGS)
         entry = self.registry.get(name)
         if entry and entry.running.alive:
             raise UsageError(f"%topology: `{name}` is already running; "
                              f"`%topology kill {name}` first")
-        running = self._submittable(name).submit(detached=detached, **config)
-        self.registry.add(name, running, detached=detached)
+        submittable = self._submittable(name)
+        running = submittable.submit(detached=detached, **config)
+        self.registry.add(name, running, detached=detached,
+                          topology=getattr(submittable, "topology", submittable))
         self.shell.user_ns[f"{name}_running"] = running
+        if NO_DASHBOARD not in options:
+            try:
+                self._dashboard(name)
+            except Exception as err:  # the topology runs: say why there is no view, go on
+                print(f"%topology submit: no dashboard: {type(err).__name__}: {err}",
+                      file=sys.stderr)
         return running
 
     def _submittable(self, name: str) -> Any:
@@ -125,8 +140,42 @@ class TopologyMagics(Magics):
 
     def _kill(self, name: str) -> None:
         self._running(name)
-        self.registry.pop(name).running.kill()
+        entry = self.registry.pop(name)
+        entry.running.kill()
+        for board in entry.dashboards:  # in this cell, so that their last picture lands now
+            board.wait_stopped()
         print(f"killed {name}")
+
+    def _dashboard(self, name: str, *options: str) -> Any:
+        """Show a (new) live dashboard of NAME: ``workbench.Dashboard(running).show()``."""
+        running = self._running(name)
+        settings = dict(_option(o, "dashboard") for o in options)
+        unknown = set(settings) - {"interval"}
+        if unknown:
+            raise UsageError(f"usage: %topology dashboard {USAGE['dashboard']} "
+                             f"(unknown option `{sorted(unknown)[0]}`)")
+        interval = settings.get("interval", 1.0)
+        if not isinstance(interval, int | float) or isinstance(interval, bool) or interval <= 0:
+            raise UsageError(f"%topology dashboard: interval is a number of seconds > 0, "
+                             f"not `{interval}`")
+        entry = self.registry.get(name)
+        board = workbench.Dashboard(running, interval=float(interval), topology=entry.topology)
+        entry.dashboards.append(board)
+        board.show()
+
+    def _tap(self, name: str, component: str, *rest: str) -> None:
+        """The latest tuples NAME's COMPONENT sent on STREAM: ``running.sample(...)``."""
+        running = self._running(name)
+        stream, rows = _tap_args(rest)
+        try:
+            tuples = running.sample(component, stream, rows, wait=True, timeout=TAP_WAIT)
+        except ValueError as err:  # unknown component or stream: the user's words
+            raise UsageError(f"%topology tap: {err}") from None
+        if not tuples:
+            print(f"no tuples seen on {component} [{stream}] in {TAP_WAIT:g} s: the tap "
+                  "shows tuples sent after it starts; run it again")
+            return
+        display(workbench.TupleTable(component, stream, tuples))
 
     def _list(self) -> None:
         if not self.registry.entries:
@@ -167,15 +216,30 @@ class TopologyMagics(Magics):
         print(f"max_spout_pending={value} sent to tasks {tasks}")
 
 
-def _option(word: str) -> tuple[str, Any]:
+def _option(word: str, sub: str = "submit") -> tuple[str, Any]:
     """``key=value`` with the value read as a Python literal (a bare word is a string)."""
     key, eq, text = word.partition("=")
     if not eq or not key:
-        raise UsageError(f"usage: %topology submit {USAGE['submit']} (got `{word}`)")
+        raise UsageError(f"usage: %topology {sub} {USAGE[sub]} (got `{word}`)")
     try:
         return key, ast.literal_eval(text)
     except (ValueError, SyntaxError):
         return key, text
+
+
+def _tap_args(rest: tuple[str, ...]) -> tuple[str, int]:
+    """``[STREAM] [n=ROWS]`` -> (stream, rows); the stream defaults to ``default``."""
+    words = list(rest)
+    rows = TAP_ROWS
+    if words and words[-1].startswith("n="):
+        text = words.pop()[2:]
+        if not text.isdigit() or not 1 <= int(text) <= 10_000:
+            raise UsageError(f"%topology tap: n is a number of tuples from 1 to 10000, "
+                             f"not `{text}`")
+        rows = int(text)
+    if len(words) > 1 or any("=" in w for w in words):
+        raise UsageError(f"usage: %topology tap {USAGE['tap']}")
+    return (words[0] if words else "default"), rows
 
 
 def _pending(value: str) -> int | str | None:

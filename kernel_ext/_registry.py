@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import atexit
 import contextlib
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 
@@ -16,6 +16,8 @@ from typing import Any
 class Entry:
     running: Any  # a runtime RunningTopology
     detached: bool = False
+    topology: Any = None  # the Topology it runs (the dashboard draws its graph)
+    dashboards: list = field(default_factory=list)  # the live views opened on it
 
 
 class Registry:
@@ -25,8 +27,9 @@ class Registry:
         self.entries: dict[str, Entry] = {}
         atexit.register(self.close)
 
-    def add(self, name: str, running: Any, *, detached: bool = False) -> None:
-        self.entries[name] = Entry(running, detached)
+    def add(self, name: str, running: Any, *, detached: bool = False,
+            topology: Any = None) -> None:
+        self.entries[name] = Entry(running, detached, topology)
 
     def get(self, name: str) -> Entry | None:
         return self.entries.get(name)
@@ -35,10 +38,13 @@ class Registry:
         return self.entries.pop(name, None)
 
     def close(self) -> None:
-        """Kill every topology not submitted detached; forget them all."""
+        """Close every dashboard; kill every topology not submitted detached; forget all."""
         atexit.unregister(self.close)
         entries, self.entries = self.entries, {}
         for entry in entries.values():
+            for board in entry.dashboards:
+                with contextlib.suppress(Exception):
+                    board.close()
             if not entry.detached:
                 with contextlib.suppress(Exception):  # a dead one must not stop the rest
                     entry.running.kill()

@@ -1,6 +1,7 @@
-"""What a person looks at: the ``%%topology`` cell grammar and a static picture of a
-topology's graph today; widgets and the Spark bridge as they land. Importing this package
-imports neither IPython nor ipywidgets.
+"""What a person looks at: the ``%%topology`` cell grammar, a picture of a topology's
+graph, and the live :class:`Dashboard` of a running one; the Spark bridge as it lands.
+Importing this package imports neither IPython nor ipywidgets: ``workbench.Dashboard``
+imports ipywidgets when first used.
 
 >>> from runtime.testing import ListSpout, ListSink
 >>> parsed = parse_topology("demo", '''
@@ -11,14 +12,28 @@ imports neither IPython nor ipywidgets.
 [('nums', 'sink')]
 """
 
+from typing import Any
+
 from ._dsl import TopologySyntaxError
 from ._dsl_build import ParsedTopology, parse_topology
+from ._panels import TupleTable
 from ._view import TopologyView, topology_svg
 
 __all__ = [
+    "Dashboard",
     "ParsedTopology",
     "TopologySyntaxError",
     "TopologyView",
+    "TupleTable",
     "parse_topology",
     "topology_svg",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    """``Dashboard`` lives with ipywidgets: import it only when someone asks for it."""
+    if name == "Dashboard":
+        from ._dashboard import Dashboard
+
+        return Dashboard
+    raise AttributeError(f"module 'workbench' has no attribute {name!r}")

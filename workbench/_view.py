@@ -22,6 +22,7 @@ from __future__ import annotations
 import hashlib
 import html
 import re
+from collections.abc import Mapping
 from typing import Any
 
 import networkx as nx
@@ -34,6 +35,9 @@ COLOURS = {  # kind -> (fill, stroke)
 BOX_H, GAP_X, GAP_Y, MARGIN = 56, 90, 28, 24
 CHAR_W = 7.2  # a generous average glyph width at font-size 12 (no font is embedded)
 MAX_CHARS = 40  # longer ids and class names are cut with an ellipsis
+PALETTE = ("#d9822b", "#2f6db5", "#3d9a50", "#8e5bb5", "#c2417a", "#1f9aa5", "#8a6d2f",
+           "#5b6bbf")  # the live graph's colour per component, in declaration order
+BACKPRESSURE = "#d62728"
 _CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")  # not allowed in XML 1.0
 
 
@@ -56,8 +60,16 @@ class TopologyView:
         return f"TopologyView({self.topology!r})"
 
 
-def topology_svg(topology: Any) -> str:
-    """The logical graph of ``topology`` (a Topology or ParsedTopology) as an SVG string."""
+def topology_svg(topology: Any, overlay: Mapping[str, Any] | None = None) -> str:
+    """The logical graph of ``topology`` (a Topology or ParsedTopology) as an SVG string.
+
+    ``overlay`` turns the static picture into a live one (the dashboard's graph, see
+    :func:`live_overlay`): ``{"nodes": {component: {"capacity", "restarts", "failed",
+    "backpressure"}}, "edges": {(source, target): "12/s"}}``. Each component then gets a
+    colour of its own, a bar filled by its capacity, badges for failed tuples and
+    restarted instances, and a red outline when it is a backpressure root cause; each
+    edge gets its rate under its label. Anything missing from the overlay is simply not drawn.
+    """
     graph = getattr(topology, "topology", topology).graph
     columns = layout(graph)
     box_w = _box_width(graph)
@@ -74,10 +86,16 @@ def topology_svg(topology: Any) -> str:
         'fill="#555"/></marker></defs>',
     ]
     layer = {n: i for i, col in enumerate(columns) for n in col}
+    rates = (overlay or {}).get("edges", {})
     for u, v, data in graph.edges(data=True):
         parts.append(_edge(pos[u], pos[v], layer[v] - layer[u], u == v, box_w, arrow,
-                           edge_label(data)))
-    parts.extend(_node(n, graph.nodes[n], pos[n], box_w) for n in graph.nodes)
+                           edge_label(data), rates.get((u, v), "")))
+    if overlay is None:
+        parts.extend(_node(n, graph.nodes[n], pos[n], box_w) for n in graph.nodes)
+    else:
+        live = overlay.get("nodes", {})
+        parts.extend(_live_node(n, graph.nodes[n], pos[n], box_w, i, live.get(n, {}))
+                     for i, n in enumerate(graph.nodes))
     parts.append("</svg>")
     return "\n".join(parts)
 
@@ -178,9 +196,69 @@ def _node(node: str, data: dict, xy: tuple[float, float], box_w: int) -> str:
             f'font-size="11">× {data.get("parallelism", 1)}</text></g>')
 
 
+def _live_node(node: str, data: dict, xy: tuple[float, float], box_w: int, index: int,
+               live: Mapping[str, Any]) -> str:
+    """A box in the component's own colour with a capacity bar along its bottom, badges
+    for failed tuples and restarts, and a red outline when it is a backpressure cause."""
+    colour = PALETTE[index % len(PALETTE)]
+    x, y = xy
+    cx = x + box_w / 2
+    cause = bool(live.get("backpressure"))
+    classes = " ".join(["tf-" + str(data.get("kind", "component"))]
+                       + ["tf-backpressure"] * cause
+                       + ["tf-restarted"] * bool(live.get("restarts"))
+                       + ["tf-failed"] * bool(live.get("failed")))
+    stroke, width = (BACKPRESSURE, 4) if cause else (colour, 2)
+    tip = f"{data.get('kind', '')} {node}" + (" — backpressure root cause" if cause else "")
+    parts = [f'<g class="{_esc(classes)}" data-component="{_esc(node)}"><title>{_esc(tip)}'
+             "</title>",
+             f'<rect x="{x:.1f}" y="{y:.1f}" width="{box_w}" height="{BOX_H}" rx="10" ry="10" '
+             f'fill="{colour}" fill-opacity="0.12" stroke="{stroke}" stroke-width="{width}"/>',
+             _capacity_bar(x, y, box_w, live.get("capacity")),
+             f'<text x="{cx:.1f}" y="{y + 20:.1f}" text-anchor="middle" font-weight="bold">'
+             f"{_esc(_cut(node))}</text>",
+             f'<text x="{cx:.1f}" y="{y + 36:.1f}" text-anchor="middle" fill="#333">'
+             f"{_esc(_cut(data.get('cls', '')))}</text>",
+             f'<text x="{cx:.1f}" y="{y + 49:.1f}" text-anchor="middle" fill="#555" '
+             f'font-size="11">× {data.get("parallelism", 1)}{_capacity_text(live)}</text>']
+    parts.extend(_badges(x, y, box_w, live, cause))
+    parts.append("</g>")
+    return "".join(parts)
+
+
+def _capacity_bar(x: float, y: float, box_w: int, capacity: Any) -> str:
+    """A bar along the box's bottom edge: green when idle, orange then red near 1."""
+    if not isinstance(capacity, int | float):
+        return ""
+    share = max(0.0, min(1.0, float(capacity)))
+    colour = "#3d9a50" if share < 0.5 else ("#e6a100" if share < 0.8 else BACKPRESSURE)
+    return (f'<rect class="tf-capacity" x="{x + 6:.1f}" y="{y + BOX_H - 5:.1f}" '
+            f'width="{(box_w - 12) * share:.1f}" height="3" fill="{colour}"/>')
+
+
+def _capacity_text(live: Mapping[str, Any]) -> str:
+    capacity = live.get("capacity")
+    return f" · cap {capacity:.2f}" if isinstance(capacity, int | float) else ""
+
+
+def _badges(x: float, y: float, box_w: int, live: Mapping[str, Any], cause: bool) -> list[str]:
+    """Small labels above the box's right corner: ⚠ backpressure, ✗ failed, ↻ restarts."""
+    marks = ([("tf-badge-backpressure", "⚠ backpressure")] if cause else []) + \
+        ([("tf-badge-failed", f"✗ {live['failed']} failed")] if live.get("failed") else []) + \
+        ([("tf-badge-restarts", f"↻ {live['restarts']} restarts")] if live.get("restarts")
+         else [])
+    text = "  ".join(label for _, label in marks)
+    if not text:
+        return []
+    cls = " ".join(c for c, _ in marks)
+    return [f'<text class="{cls}" x="{x + box_w:.1f}" y="{y - 4:.1f}" text-anchor="end" '
+            f'font-size="11" font-weight="bold" fill="{BACKPRESSURE}">{_esc(text)}</text>']
+
+
 def _edge(src: tuple[float, float], dst: tuple[float, float], span: int, loop: bool,
-          box_w: int, arrow: str, label: str) -> str:
-    """``span``: how many columns the edge goes right (0 or less: it closes a cycle)."""
+          box_w: int, arrow: str, label: str, rate: str = "") -> str:
+    """``span``: how many columns the edge goes right (0 or less: it closes a cycle);
+    ``rate`` (live graph only) is written under the label."""
     (sx, sy), (tx, ty) = src, dst
     back = span <= 0
     if loop:  # a bolt subscribed to itself: an arc over its box
@@ -205,7 +283,14 @@ def _edge(src: tuple[float, float], dst: tuple[float, float], span: int, loop: b
     return (f'<g class="tf-edge"><path d="{d}" fill="none" stroke="#555" stroke-width="1.3" '
             f'marker-end="url(#{arrow})"/>'
             f'<text x="{lx:.1f}" y="{ly:.1f}" text-anchor="middle" font-size="11" fill="#222">'
-            f'{_esc(label)}</text></g>')
+            f'{_esc(label)}</text>{_rate(lx, ly, rate)}</g>')
+
+
+def _rate(x: float, y: float, rate: str) -> str:
+    if not rate:
+        return ""
+    return (f'<text class="tf-rate" x="{x:.1f}" y="{y + 17:.1f}" text-anchor="middle" '
+            f'font-size="11" font-weight="bold" fill="#2f6db5">{_esc(rate)}</text>')
 
 
 def _cut(text: str) -> str:

@@ -133,6 +133,8 @@ def test_usage_errors(shell, line, message):
 
 
 # -- the line magics against a fake handle (fast); the real thing is the slow test below ------
+# (the fake has no metrics: these submit with --no-dashboard; tests/kernel_ext/
+# test_dashboard_magics.py drives the dashboard, tap and kill against a real topology)
 class FakeRunning:
     """Records the calls the magics make; ``dead`` makes every question fail like a dead one."""
 
@@ -187,7 +189,7 @@ def fake_submit(monkeypatch):
 def test_submit_uses_the_cells_containers_and_binds_the_handle(shell, fake_submit):
     with capture_output():
         shell.run_cell_magic("topology", "demo containers=2", CELL)
-    running = shell.run_line_magic("topology", "submit demo max_spout_pending=10")
+    running = shell.run_line_magic("topology", "submit demo max_spout_pending=10 --no-dashboard")
     assert running is shell.user_ns["demo_running"] is fake_submit[0]
     assert running.containers == 2
     assert running.config == {"detached": False, "max_spout_pending": 10}
@@ -198,7 +200,7 @@ def test_submit_uses_the_cells_containers_and_binds_the_handle(shell, fake_submi
 def test_every_subcommand_is_one_call(shell, fake_submit):
     with capture_output():
         shell.run_cell_magic("topology", "demo", CELL)
-    shell.run_line_magic("topology", "submit demo")
+    shell.run_line_magic("topology", "submit demo --no-dashboard")
     with capture_output() as out:
         assert shell.run_line_magic("topology", "status demo")["state"] == "running"
         for line in ["list", "plan demo", "exceptions demo", "logs demo double 1", "pause demo",
@@ -217,7 +219,7 @@ def test_every_subcommand_is_one_call(shell, fake_submit):
 def test_a_dead_topology_is_reported_never_raised(shell, fake_submit):
     with capture_output():
         shell.run_cell_magic("topology", "demo", CELL)
-    shell.run_line_magic("topology", "submit demo")
+    shell.run_line_magic("topology", "submit demo --no-dashboard")
     fake_submit[0].dead = True
     with capture_output() as out:
         for line in ["status demo", "exceptions demo", "pause demo", "tune demo 5"]:
@@ -232,8 +234,8 @@ def test_unloading_kills_attached_topologies_not_detached_ones(fake_submit):
     with capture_output():
         ip.run_cell_magic("topology", "demo", CELL)
         ip.run_cell_magic("topology", "kept", CELL)
-    ip.run_line_magic("topology", "submit demo")
-    ip.run_line_magic("topology", "submit kept --detached")
+    ip.run_line_magic("topology", "submit demo --no-dashboard")
+    ip.run_line_magic("topology", "submit kept --detached --no-dashboard")
     assert fake_submit[1].config == {"detached": True}
     ip.run_line_magic("unload_ext", "kernel_ext")
     assert ("kill",) in fake_submit[0].calls and ("kill",) not in fake_submit[1].calls
@@ -243,7 +245,7 @@ def test_unloading_kills_attached_topologies_not_detached_ones(fake_submit):
 def test_kill_forgets_the_topology(shell, fake_submit):
     with capture_output():
         shell.run_cell_magic("topology", "demo", CELL)
-    shell.run_line_magic("topology", "submit demo")
+    shell.run_line_magic("topology", "submit demo --no-dashboard")
     with capture_output() as out:
         shell.run_line_magic("topology", "kill demo")
         shell.run_line_magic("topology", "list")

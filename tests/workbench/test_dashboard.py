@@ -1,0 +1,243 @@
+"""The live dashboard against real running topologies (processes, sockets, a master).
+
+Most tests drive ``refresh()`` themselves (``start=False``); the ones about the refresh
+thread start it. No sleep synchronises anything: conditions are polled with deadlines.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import xml.etree.ElementTree as ET
+
+import pytest
+
+from runtime import Bolt, Topology
+from runtime.testing import Doubler, ListSink, ListSpout, PacedSpout, SlowBolt, wait_for
+from workbench import Dashboard, _panels
+
+pytestmark = pytest.mark.slow
+TUPLES = 60
+SVG = "{http://www.w3.org/2000/svg}"
+
+
+class FailsTwice(Bolt):
+    """Raises on its first tuple in each of its first two incarnations (counted in a file
+    of the run directory), then takes everything."""
+
+    outputs: list[str] = []
+
+    def prepare(self, config, context):
+        self.path = os.path.join(context.run_dir, "raised.txt")
+
+    def process(self, tup):
+        raised = os.path.getsize(self.path) if os.path.exists(self.path) else 0
+        if raised < 2:
+            with open(self.path, "a") as f:
+                f.write("x")
+            raise ValueError("<twice>")
+
+
+def finite() -> Topology:
+    topo = Topology("finite")
+    topo.spout("src", ListSpout([[i] for i in range(TUPLES)], fields=["n"]))
+    topo.bolt("dbl", Doubler, parallelism=2).shuffle_grouping("src")
+    topo.bolt("sink", ListSink).global_grouping("dbl")
+    return topo
+
+
+def paced(rate: int = 100) -> Topology:
+    topo = Topology("paced")
+    topo.spout("src", PacedSpout(rate))
+    topo.bolt("sink", ListSink).shuffle_grouping("src")
+    return topo
+
+
+def table(board: Dashboard) -> dict[str, dict[str, str]]:
+    """The metrics widget's table: component -> {heading: cell text}."""
+    root = ET.fromstring(f"<div>{board._parts.metrics.value}</div>")
+    heads = ["component"] + [h for h, _, _ in _panels.COLUMNS]
+    return {tr.get("data-component"): dict(zip(heads, ("".join(td.itertext()).strip()
+                                                         for td in tr.findall("td"))))
+            for tr in root.iter("tr") if tr.get("data-component")}
+
+
+def totals(running, component: str, field: str) -> int:
+    return sum(getattr(s, field) for s in running.statistics() if s.component == component)
+
+
+def test_refresh_renders_the_counts_statistics_report():
+    with finite().submit(containers=2) as running:
+        running.wait_until(lambda s: sum(r.executed for r in s if r.component == "sink")
+                           == TUPLES, timeout=30)
+        board = Dashboard(running, topology=finite(), start=False)
+        # the metrics store is fed by the same reports: poll until it has the last one
+        wait_for(lambda: table(board.refresh() and board)["sink"]["executed"] == str(TUPLES),
+                 20, "the metrics of the last report")
+        rows = table(board)
+        for component, field in [("src", "emitted"), ("dbl", "executed"), ("dbl", "emitted"),
+                                 ("sink", "executed")]:
+            assert rows[component][field] == f"{totals(running, component, field):,}"
+        assert board.snapshot["state"] == "running"
+        assert ">running</span>" in board._parts.status.value
+        assert "<svg" in board._parts.graph.value and "global" in board._parts.graph.value
+        assert "container 0" in board._parts.plan.value
+        pids = {str(s.pid) for s in running.statistics()}
+        assert all(f"<td>{pid}</td>" in board._parts.plan.value for pid in pids)
+        board.close()
+
+
+def test_counts_change_between_refreshes_and_sparklines_fill():
+    with paced(200).submit() as running:
+        board = Dashboard(running, topology=paced(), start=False)
+        first = wait_for(lambda: table(board.refresh() and board).get("src", {}).get("emitted")
+                         not in (None, "0", "–") and board._parts.metrics.value,
+                         20, "a first count")
+        wait_for(lambda: board.refresh() and board._parts.metrics.value != first, 20,
+                 "the counts to change")
+        wait_for(lambda: board.refresh() and len(board.history.series("src")["emitted"]) >= 2,
+                 20, "two points of history")
+        assert "<polyline" in board._parts.metrics.value
+        board.close()
+
+
+def test_controls_pause_resume_tune_and_kill_reach_the_topology():
+    with paced(100).submit(ackers=1, max_spout_pending=50) as running:
+        running.wait_active()
+        board = Dashboard(running, topology=paced(), start=False)
+        board.pause()
+        assert running.status()["paused"] is True
+        assert board.refresh()["state"] == "paused"
+        assert ">paused</span>" in board._parts.status.value
+        board.resume()
+        assert running.status()["paused"] is False
+        board.set_max_spout_pending(" 7 ", "src")
+        wait_for(lambda: [s.max_spout_pending for s in running.statistics()
+                          if s.component == "src"] == [7], 20, "the spout to take 7")
+        assert "max spout pending = 7" in board._parts.message.value
+        board.set_max_spout_pending("lots")  # refused before any call: the message says why
+        assert "auto, none or an integer" in board._parts.message.value
+        assert [e["value"] for e in running.events() if e["kind"] == "max_spout_pending"] == [7]
+        board.kill()
+        assert not running.alive and board.stopped
+        assert ">killed</span>" in board._parts.status.value
+        assert all(w.disabled for w in board._parts.controls())
+        board.close()
+
+
+def test_the_refresh_thread_stops_on_close():
+    with paced(100).submit() as running:
+        board = Dashboard(running, interval=0.1, topology=paced())
+        wait_for(lambda: board.ticks >= 3, 20, "three refreshes")
+        board.close()
+        assert not board._thread.is_alive() and board.stopped
+        ticks = board.ticks
+        assert board.refresh() is board.snapshot and board.ticks == ticks
+        assert ">closed</span>" in board._parts.status.value
+        assert running.alive  # closing the view leaves the topology alone
+
+
+def test_the_refresh_thread_stops_when_the_topology_is_killed_elsewhere():
+    with paced(100).submit() as running:
+        board = Dashboard(running, interval=0.1, topology=paced())
+        wait_for(lambda: board.snapshot.get("metrics"), 20, "a first refresh")
+        running.kill()
+        wait_for(lambda: board.stopped and not board._thread.is_alive(), 20,
+                 "the dashboard to stop")
+        assert ">killed</span>" in board._parts.status.value
+        assert board.snapshot.get("metrics")  # the last numbers stay on the screen
+        board.close()
+
+
+def test_a_crashed_master_shows_dead_and_stops():
+    with paced(100).submit() as running:
+        board = Dashboard(running, interval=0.1, topology=paced())
+        master = wait_for(lambda: board.snapshot.get("status", {}).get("pid"), 20, "status")
+        os.kill(master, signal.SIGKILL)
+        wait_for(lambda: board.stopped, 20, "the dashboard to see the master die")
+        assert ">dead</span>" in board._parts.status.value
+        board.close()
+
+
+def test_the_tap_table_shows_the_latest_tuples_of_the_chosen_edge():
+    with paced(200).submit() as running:
+        running.wait_active()
+        board = Dashboard(running, topology=paced(), start=False)
+        assert [label for label, _ in board._parts.edge.options] == [
+            "(no tap)", "src [default]", "sink [default]"]
+        board._parts.edge.value = ("src", "default")
+        wait_for(lambda: board.refresh().get("tap", {}).get("tuples"), 20, "tapped tuples")
+        rows = ET.fromstring(f"<div>{board._parts.tap_table.value}</div>").iter("tr")
+        numbers = [int(tr.findall("td")[2].text) for tr in rows if tr.findall("td")]
+        assert numbers and numbers == sorted(numbers, reverse=True)  # newest first
+        board.close()
+
+
+def test_the_graph_marks_a_live_backpressure_root_cause():
+    topo = Topology("pressure")
+    topo.spout("src", PacedSpout(3000))
+    topo.bolt("slow", SlowBolt(0.002)).shuffle_grouping("src")
+    topo.bolt("sink", ListSink).shuffle_grouping("slow")
+    options = {"backpressure_high": 16 * 1024, "backpressure_low": 8 * 1024, "batch_size": 50}
+    with topo.submit(**options) as running:
+        board = Dashboard(running, topology=topo, start=False)
+        wait_for(lambda: {c["component"] for c in _panels.backpressure(board.refresh())}
+                 == {"slow"}, 30, "the slow bolt to be reported as the cause")
+        graph = ET.fromstring(board._parts.graph.value)
+        marked = {g.get("data-component") for g in graph.iter(f"{SVG}g")
+                  if "tf-backpressure" in (g.get("class") or "")}
+        assert marked == {"slow"}
+        assert "backpressure from" in board._parts.status.value
+        board.close()
+
+
+def test_the_mimebundle_has_the_widget_and_a_static_picture():
+    with finite().submit() as running:
+        board = Dashboard(running, topology=finite(), start=False)
+        wait_for(lambda: board.refresh().get("metrics"), 20, "metrics")
+        bundle = board._repr_mimebundle_()
+        assert bundle["application/vnd.jupyter.widget-view+json"]["model_id"]
+        html = bundle["text/html"]
+        assert 'class="tupleflow-graph"' in html and "<svg" in html and "<script" not in html
+        assert 'class="tupleflow-metrics"' in html
+        board.close()
+
+
+def test_exceptions_and_restarts_are_shown():
+    topo = Topology("flaky")
+    topo.spout("src", PacedSpout(100))
+    topo.bolt("flaky", FailsTwice).shuffle_grouping("src")
+    with topo.submit() as running:
+        board = Dashboard(running, topology=topo, start=False)
+
+        def shown() -> bool:
+            board.refresh()
+            records = board.snapshot.get("exceptions") or []
+            return bool(records) and records[0]["count"] == 2 and \
+                (board.snapshot["metrics"]["components"]["flaky"].get("restarts") or 0) >= 2
+        wait_for(shown, 30, "two exceptions and two restarts")
+        details = ET.fromstring(f"<div>{board._parts.exceptions.value}</div>").find("details")
+        assert "×2" in "".join(details.find("summary").itertext())
+        assert "ValueError: <twice>" in details.find("pre").text  # the traceback, escaped
+        graph = {g.get("data-component"): g for g in
+                 ET.fromstring(board._parts.graph.value).iter(f"{SVG}g")}
+        assert "tf-restarted" in graph["flaky"].get("class")
+        assert 'class="tf-restarted"' in board._parts.plan.value
+        assert "restarted" in board._parts.events.value
+        board.close()
+
+
+def test_a_hung_master_shows_not_answering_and_the_view_recovers():
+    with paced(100).submit() as running:
+        board = Dashboard(running, topology=paced(), start=False)
+        master = wait_for(lambda: board.refresh().get("status", {}).get("pid"), 20, "status")
+        os.kill(master, signal.SIGSTOP)
+        try:
+            snap = board.refresh()  # waits for the client's timeout, then says so
+        finally:
+            os.kill(master, signal.SIGCONT)
+        assert snap["state"] == "not answering" and "TimeoutError" in snap["error"]
+        assert ">not answering</span>" in board._parts.status.value and not board.stopped
+        assert snap.get("metrics")  # the last numbers stay
+        wait_for(lambda: board.refresh()["state"] == "running", 20, "the master to answer")
+        board.close()
