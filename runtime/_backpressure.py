@@ -93,6 +93,26 @@ class Backpressure:
             self.seconds += now - self._since
             self._since = None
 
+    def holds_spouts(self) -> bool:
+        """Whether to stop reading the local spouts: any cause, local or announced (an
+        expired announcement counts until :meth:`active` next looks at the clock)."""
+        return bool(self.local or self.remote)
+
+    def holds(self, task: Hashable) -> bool:
+        """Whether to stop reading local bolt (or acker) ``task``: under backpressure
+        (a cause here or announced by a peer), every local task but this container's
+        own causes. A cause is still read, so it always drains and the episode ends (no
+        deadlock, cycles included: what a cause sends to a held task queues here until
+        that task is over the high mark too, and then it is a cause); any other bolt's
+        output would only pile up in front of a cause (a 10,000-fold fan-out would fill
+        the stream manager in front of it, here or in another container).
+
+        >>> bp = Backpressure(announce_ttl=3.0)
+        >>> bp.holds(4), bp.local.add(7), bp.holds(4), bp.holds(7)
+        (False, None, True, False)
+        """
+        return bool(self.local or self.remote) and task not in self.local
+
     def announced(self, task: int, transition: str, now: float) -> None:
         """A peer said backpressure started (or was still on) or stopped for ``task``."""
         if transition == START:

@@ -47,8 +47,10 @@ class RunningTopology:
         self._sock = self._connect()
 
     def _connect(self) -> zmq.Socket:
+        from ._curve import limit  # (imports zmq: not at the top of this module)
+
         zmq = self._zmq
-        sock = self._zctx.socket(zmq.DEALER)
+        sock = limit(self._zctx.socket(zmq.DEALER))
         sock.setsockopt(zmq.IDENTITY, b"c" + secrets.token_hex(8).encode())
         sock.setsockopt(zmq.LINGER, 0)
         sock.connect(self.endpoint)
@@ -195,6 +197,58 @@ class RunningTopology:
             if found or not wait or time.monotonic() > deadline:
                 return found
             time.sleep(0.05)
+
+    # -- recordings (runtime/_recording.py) and the Spark bridge (workbench/_spark.py) ----
+    def record(self, component: str, stream: str = "default") -> list[int]:
+        """Start recording ``component``'s ``stream`` to Parquet segments under
+        ``run_dir/recordings/<component>/<stream>/``: values under the declared field
+        names, plus ``_root_id``, ``_task`` and ``_emit_ts``. A restarted instance keeps
+        recording. Returns the tasks told (an instance not ready yet is told when it is);
+        ValueError for an unknown component or stream."""
+        return self._set_recording(component, stream, True)
+
+    def stop_recording(self, component: str, stream: str = "default") -> list[int]:
+        """Stop recording ``component``'s ``stream``; the instances write what they hold."""
+        return self._set_recording(component, stream, False)
+
+    def _set_recording(self, component: str, stream: str, on: bool) -> list[int]:
+        from ._recording import check_stream
+
+        check_stream(self.plan.streams, component, stream)
+        return self._ask("record", component=component, stream=stream, on=on)
+
+    def recording_dir(self, component: str, stream: str = "default") -> str:
+        """The folder a stream's Parquet segments are written to (it may not exist yet)."""
+        from ._recording import recording_dir
+
+        return recording_dir(self.run_dir, component, stream)
+
+    def to_spark(self, component: str, stream: str = "default", spark=None):
+        """What was recorded of ``component``'s ``stream``, as a ``pyspark.sql.DataFrame``
+        (see ``workbench._spark.to_spark``; the SparkSession starts on first use)."""
+        from workbench import _spark  # runtime never imports workbench at import time
+
+        return _spark.to_spark(self, component, stream, spark=spark)
+
+    def spark_stream(self, component: str, stream: str = "default", spark=None,
+                     timeout: float = 30.0):
+        """A streaming DataFrame (Structured Streaming file source) over the growing
+        recording of ``component``'s ``stream`` (see ``workbench._spark.spark_stream``)."""
+        from workbench import _spark
+
+        return _spark.spark_stream(self, component, stream, spark=spark, timeout=timeout)
+
+    def metrics_frame(self, window: str = "10m", spark=None):
+        """The per-component rate series of :meth:`metrics` as a Spark DataFrame."""
+        from workbench import _spark
+
+        return _spark.metrics_frame(self, window, spark=spark)
+
+    def events_frame(self, spark=None):
+        """The topology's :meth:`events` as a Spark DataFrame."""
+        from workbench import _spark
+
+        return _spark.events_frame(self, spark=spark)
 
     def logs(self, component: str, task: int) -> str:
         """The log file of one instance (its prints, warnings and tracebacks)."""

@@ -32,6 +32,10 @@ SPOUT_WAIT = "spout_wait"  # seconds a spout sleeps after a next_tuple that emit
 RESTART_BACKOFF_MAX = "restart_backoff_max"  # cap, in seconds, on the delay before a restart
 BACKPRESSURE_HIGH = "backpressure_high"  # bytes queued for one destination that stop the spouts
 BACKPRESSURE_LOW = "backpressure_low"  # bytes it must drain below for the spouts to resume
+RECORD = "record"  # per component: the stream ids to record to Parquet from the start
+RECORD_ROWS = "record_segment_rows"  # rows per recorded Parquet segment, at most
+RECORD_SECONDS = "record_segment_seconds"  # seconds after which an open segment is written
+METRICS_ENABLED = "metrics"  # False: no latency histograms, CPU or RSS (bare counters)
 
 DEFAULTS: dict[str, object] = {
     ACKERS: 0,
@@ -47,10 +51,13 @@ DEFAULTS: dict[str, object] = {
     RESTART_BACKOFF_MAX: 5.0,
     BACKPRESSURE_HIGH: 4 * 1024 * 1024,
     BACKPRESSURE_LOW: 2 * 1024 * 1024,
+    RECORD_ROWS: 200_000,
+    RECORD_SECONDS: 1.0,
+    METRICS_ENABLED: True,
 }
 
 # Keys that may also be set per component (they override the topology-wide value there).
 COMPONENT_KEYS = frozenset({TICK_FREQ_SECS, MAX_SPOUT_PENDING, TUNE_INTERVAL, BATCH_SIZE,
-                            FLUSH_INTERVAL})
+                            FLUSH_INTERVAL, RECORD, RECORD_ROWS, RECORD_SECONDS})
 AUTO = "auto"  # max_spout_pending="auto": the tuner sets it, starting from AUTO_START
 AUTO_START = 1000

@@ -55,7 +55,8 @@ def spout_targets(component_tasks: Mapping[str, tuple[int, ...]], kinds: Mapping
     return {component: users[component]}
 
 
-def check_tap(streams: Sequence[Sequence[str]], component: str, stream: str, n: Any) -> int:
+def check_tap(streams: Sequence[Sequence[str]], component: str, stream: str, n: Any,
+              verb: str = "sample") -> int:
     """Validate a sample request against the plan's ``(component, stream)`` pairs; return
     ``n``. ValueError naming what exists (and the closest name) otherwise.
 
@@ -73,7 +74,7 @@ def check_tap(streams: Sequence[Sequence[str]], component: str, stream: str, n: 
             by_component.setdefault(comp, []).append(name)
     if component not in by_component:
         hint = _did_you_mean(component, by_component)
-        raise ValueError(f"no component {component!r} to sample{hint}; "
+        raise ValueError(f"no component {component!r} to {verb}{hint}; "
                          f"components: {', '.join(sorted(by_component))}")
     names = by_component[component]
     if stream not in names:

@@ -190,3 +190,29 @@ class Gatekeeper:
 
     def __exit__(self, *exc: object) -> None:
         self.stop()
+
+
+# -- the seams the processes use: one call each, remote (CURVE) or local (limits only) -------
+
+def keys_of(boot: dict) -> TopologyKeys | None:
+    """The topology's keys from a process's boot, or None for a local topology."""
+    data = boot.get("keys")
+    return TopologyKeys.from_data(data) if data else None
+
+
+def client(sock: zmq.Socket, keys: TopologyKeys | None) -> zmq.Socket:
+    """Prepare a connecting socket (before connect): a CURVE client when the topology is
+    remote, else only the frame-size limit."""
+    return make_client(sock, keys) if keys is not None else limit(sock)
+
+
+def serve(sock: zmq.Socket, keys: TopologyKeys | None, gate: Gatekeeper | None,
+          name: str) -> zmq.Socket:
+    """Prepare a binding socket (before bind): a CURVE server watched by ``gate`` when the
+    topology is remote, else only the frame-size limit."""
+    if keys is None:
+        return limit(sock)
+    make_server(sock, keys)
+    if gate is not None:
+        gate.watch(sock, name)
+    return sock

@@ -20,7 +20,7 @@ from __future__ import annotations
 import copy
 import logging
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sized
 from itertools import repeat
 from typing import Any
 
@@ -34,12 +34,17 @@ from ._constants import (
     FLUSH_INTERVAL,
     MAX_SPOUT_PENDING,
     MESSAGE_TIMEOUT,
+    METRICS_ENABLED,
+    RECORD,
+    RECORD_ROWS,
+    RECORD_SECONDS,
     SYSTEM,
     TICK,
     TICK_FREQ_SECS,
     TUNE_INTERVAL,
 )
 from ._ledger import new_id
+from ._metrics import LatencyHistogram
 from ._outbound import Outlet, StreamOut, Tap
 from ._plan import PhysicalPlan
 from ._stats import InstanceStats
@@ -48,6 +53,8 @@ from ._tracking import SpoutTracker
 from .groupings import DirectGrouping
 
 log = logging.getLogger("tupleflow.executor")
+
+STEP_CHUNK = 8  # next_tuple calls between two looks at whether output waits unsent
 
 Send = Callable[[bytes, bytes], None]
 
@@ -83,6 +90,13 @@ class Executor:
         self.busy_seconds = 0.0  # in process() (bolts) or next_tuple (spouts, timed by the driver)
         self.first_executed: float | None = None
         self.last_executed: float | None = None
+        # latency histograms, one record per batch (docs/internals/metrics.md); None: off
+        self.metrics_on = bool(self.config.get(METRICS_ENABLED, True))
+        self.execute_latency = LatencyHistogram() if self.metrics_on else None
+        self.process_latency = LatencyHistogram() if self.metrics_on else None
+        self._arrived = 0.0  # when the frame being executed was taken off the socket
+        self.output_waiting: Sized = ()  # the driver's unsent frames (a spout stops at any)
+        self.leftover: list[Tuple] = []  # input set aside while output waited (_execute)
         self.streams = self._build_streams(send)
         self.acking = int(self.config[ACKERS]) > 0
         self._acker_tasks = plan.component_tasks().get(ACKER, ())
@@ -243,6 +257,8 @@ class Executor:
             if len(batch) >= size:
                 out.flush_tracked()
         out.emitted += 1
+        if out.recorder is not None:
+            out.recorder.tracked(values, root)
         self.tracker.emitted(root, msg_id, self.monotonic())
         self._ack(wire.ACK_INIT, root, xor, self.task)
 
@@ -265,6 +281,8 @@ class Executor:
             if len(batch) >= size:
                 out.flush_tracked()
         out.emitted += 1
+        if out.recorder is not None:  # a tuple of several trees is recorded with its first
+            out.recorder.tracked(values, next(iter(tracked[0].ids)))
         return True
 
     @staticmethod
@@ -326,8 +344,11 @@ class Executor:
 
     # -- lifecycle ----------------------------------------------------------------------
     def start(self) -> None:
-        """Bind the collector and call ``open``/``prepare``."""
+        """Bind the collector, start the recordings asked for when the component was
+        declared, and call ``open``/``prepare``."""
         self._bind()
+        for stream in self.config.get(RECORD) or ():
+            self.set_recording(stream, True)
         now = self.monotonic()
         self._next_flush = now + self._flush_every
         if self._tick_every:
@@ -343,6 +364,7 @@ class Executor:
             getattr(self.user, where)()
         except Exception as exc:  # the instance is going away; report and carry on
             self.on_error(f"{self.spec.class_name}.{where}", exc)
+        self.close_recordings()
 
     def _call(self, where: str, fn, *args):
         try:
@@ -353,17 +375,23 @@ class Executor:
     # -- spouts -------------------------------------------------------------------------
     def step(self, calls: int) -> int:
         """Call ``next_tuple`` up to ``calls`` times, and not while ``max_spout_pending``
-        roots are in flight; return how many tuples were emitted."""
+        roots are in flight, nor once output waits in ``output_waiting`` (looked at every
+        ``STEP_CHUNK`` calls: a held spout queues at most that many calls' output);
+        return how many tuples were emitted."""
         before = self.queued_or_sent()
         next_tuple = self.user.next_tuple
-        tracker = self.tracker
+        tracker, waiting = self.tracker, self.output_waiting
         try:
             if tracker is None or tracker.limit is None:
-                for _ in repeat(None, calls):
-                    next_tuple()
+                done = 0
+                while done < calls and not waiting:
+                    n = min(STEP_CHUNK, calls - done)
+                    for _ in repeat(None, n):
+                        next_tuple()
+                    done += n
             else:
                 for _ in range(calls):
-                    if tracker.full():
+                    if tracker.full() or waiting:
                         break
                     next_tuple()
         except Exception as exc:
@@ -418,6 +446,8 @@ class Executor:
             return self._on_acked(wire.decode_batch(body))
         if h.kind not in (wire.DATA, wire.TRACKED) or self.kind != "bolt":
             raise wire.WireError(f"frame kind {h.kind} is not for a {self.kind}")
+        if self.metrics_on:
+            self._arrived = self.monotonic()
         batch = wire.decode_batch(body)
         source = self._source(h.src, h.stream)
         tuples = _tracked_tuples(batch, source) if h.kind == wire.TRACKED else [
@@ -444,22 +474,37 @@ class Executor:
         return TupleSource.of(comp, src, name, self.specs[comp].streams[name])
 
     def _execute(self, tuples: list[Tuple]) -> None:
-        process = self.user.process
+        """``process`` each tuple; once output waits unsent, the rest is set aside in
+        ``leftover`` (a bolt emitting 10,000 tuples per input must not turn a whole
+        frame of inputs into output at once)."""
+        process, waiting = self.user.process, self.output_waiting
         started = self._started_batch()
         done = 0
         try:
             for tup in tuples:
                 process(tup)
                 done += 1
+                if waiting:
+                    break
         except Exception as exc:
             raise UserCodeError(f"{self.spec.class_name}.process", exc) from exc
         finally:
             self._ended_batch(started, done)
+        if done < len(tuples):
+            self.leftover = tuples[done:]
+
+    def run_leftover(self) -> None:
+        """Process the input set aside while output waited (the driver calls this once
+        nothing waits any more, before it reads another frame)."""
+        tuples, self.leftover = self.leftover, []
+        if isinstance(self.user, BasicBolt):
+            return self._execute_basic(tuples)
+        return self._execute(tuples)
 
     def _execute_basic(self, tuples: list[Tuple]) -> None:
         """A BasicBolt: emits anchor to the input; it is acked when ``process`` returns,
         failed when it raises FailedException."""
-        process, current = self.user.process, self._current
+        process, current, waiting = self.user.process, self._current, self.output_waiting
         started = self._started_batch()
         done = 0
         try:
@@ -472,11 +517,15 @@ class Executor:
                 else:
                     self._bolt_ack(tup)
                 done += 1
+                if waiting:
+                    break
         except Exception as exc:
             raise UserCodeError(f"{self.spec.class_name}.process", exc) from exc
         finally:
             current[0] = None
             self._ended_batch(started, done)
+        if done < len(tuples):
+            self.leftover = tuples[done:]
 
     def _started_batch(self) -> float:
         """When a batch starts (one clock read per batch, never per tuple)."""
@@ -485,9 +534,22 @@ class Executor:
         return self.monotonic()
 
     def _ended_batch(self, started: float, done: int) -> None:
-        self.busy_seconds += self.monotonic() - started
+        ended = self.monotonic()
+        self.busy_seconds += ended - started
         self.executed += done
         self.last_executed = self.wall()
+        if done and self.execute_latency is not None:
+            self._batch_latencies(started, ended, done)
+
+    def _batch_latencies(self, started: float, ended: float, done: int) -> None:
+        """Per batch, not per tuple: each of its ``done`` tuples is counted with the
+        batch's mean execute time, and with the mean time from the frame's arrival to
+        the end of its ``process`` call (tuples run one after another, so the i-th of n
+        ends at about ``started + took * i / n``)."""
+        took = ended - started
+        self.execute_latency.record(took / done, done)
+        waited = started - self._arrived if self._arrived else 0.0
+        self.process_latency.record(waited + took * (done + 1) / (2 * done), done)
 
     # -- timers -------------------------------------------------------------------------
     def on_timer(self, now: float) -> float:
@@ -562,6 +624,39 @@ class Executor:
                            for values, ids, to, t in list(tap.samples)]
         return found
 
+    # -- recording (running.record; runtime/_recording.py) ------------------------------
+    def set_recording(self, stream: str, on: bool) -> bool:
+        """Start or stop recording ``stream`` to Parquet in the run directory; False (and
+        a log line) for a stream this component does not declare. Stopping writes what
+        was buffered first."""
+        out = self.streams.get(stream)
+        if out is None:
+            log.warning("recording of unknown stream %r of %r ignored", stream, self.spec.id)
+            return False
+        if on and out.recorder is None:
+            out.recorder = self._recorder(stream)
+        elif not on and out.recorder is not None:
+            recorder, out.recorder = out.recorder, None
+            recorder.close()
+        return True
+
+    def _recorder(self, stream: str):
+        from ._recording import declared_types, open_recorder
+
+        where = f"{self.spec.class_name} recording of stream {stream!r}"
+        return open_recorder(
+            self.context.run_dir, self.spec.id, stream, self.task,
+            list(self.spec.streams[stream]), declared_types(self.spec.impl, stream),
+            report=lambda message: self.on_error(where, RuntimeError(message)),
+            segment_rows=int(self.config.get(RECORD_ROWS, 200_000)),
+            segment_seconds=float(self.config.get(RECORD_SECONDS, 1.0)), clock=self.wall)
+
+    def close_recordings(self) -> None:
+        """Write every open segment (called on the way out, after the last flush)."""
+        for name, out in self.streams.items():
+            if out.recorder is not None:
+                self.set_recording(name, False)
+
     # -- statistics ---------------------------------------------------------------------
     def record(self) -> dict:
         """The executor's counters, as the plain dict an instance reports."""
@@ -574,7 +669,22 @@ class Executor:
                 "dropped": self.dropped, "errors": self.errors,
                 "first_executed": self.first_executed, "last_executed": self.last_executed,
                 "tapped": [name for name, o in self.streams.items() if o.tap is not None],
+                "recording": [name for name, o in self.streams.items()
+                              if o.recorder is not None],
+                "queued_tuples": sum(o.queued() for o in self.streams.values()),
+                **self._latency_record(),
                 **(self.tracker.record() if self.tracker is not None else {})}
+
+    def _latency_record(self) -> dict:
+        """Latency histograms (cumulative, sparse buckets: the master windows them) and
+        their summaries since this incarnation started; nothing with metrics off."""
+        if self.execute_latency is None:
+            return {}
+        hists = {"execute": self.execute_latency, "process": self.process_latency}
+        if self.tracker is not None:
+            hists["complete"] = self.tracker.latency
+        return {"histograms": {k: h.sparse() for k, h in hists.items()},
+                "latency_ms": {k: h.summary() for k, h in hists.items()}}
 
     def statistics(self) -> InstanceStats:
         return InstanceStats.from_record({**self.record(), "state": "running"})

@@ -32,9 +32,16 @@ import cloudpickle
 import psutil
 import zmq
 
-from . import _procs, wire
+from . import _curve, _procs, wire
 from ._acker import AckerExecutor
-from ._constants import ACKER, FLUSH_INTERVAL, MAX_SPOUT_PENDING, SPOUT_WAIT, STATS_INTERVAL
+from ._constants import (
+    ACKER,
+    FLUSH_INTERVAL,
+    MAX_SPOUT_PENDING,
+    METRICS_ENABLED,
+    SPOUT_WAIT,
+    STATS_INTERVAL,
+)
 from ._executor import Executor, UserCodeError
 from ._plan import PhysicalPlan
 
@@ -56,13 +63,19 @@ class Instance:
         self.stopping = False
         self.active = False
         self.zctx = zmq.Context()
-        self.ctl = self._socket(boot["tm"], b"i%d.%d" % (self.task, self.incarnation))
+        self.keys = _curve.keys_of(boot)  # remote: the master is a CURVE server over TCP
+        self.ctl = self._socket(boot["tm"], b"i%d.%d" % (self.task, self.incarnation),
+                                keys=self.keys)
         self.data: zmq.Socket | None = None  # connected once the kind is known
         self.pending_emits: deque[tuple[bytes, bytes]] = deque()
+        self.held_seconds = 0.0  # time with output waiting in pending_emits (held)
+        self.held_since: float | None = None  # when the current hold began
         self.process = psutil.Process()  # read by the reports only, never on the tuple path
+        self.metrics_on = True  # the plan's "metrics" option, once the plan is known
 
-    def _socket(self, endpoint: str, identity: bytes, hwm: int | None = None) -> zmq.Socket:
-        sock = self.zctx.socket(zmq.DEALER)
+    def _socket(self, endpoint: str, identity: bytes, hwm: int | None = None,
+                keys: _curve.TopologyKeys | None = None) -> zmq.Socket:
+        sock = _curve.client(self.zctx.socket(zmq.DEALER), keys)
         sock.setsockopt(zmq.IDENTITY, identity)
         sock.setsockopt(zmq.LINGER, 2000)
         if hwm is not None:  # before connect: zmq sizes a pipe when it creates it
@@ -100,12 +113,14 @@ class Instance:
 
     def _executor(self, welcome: dict) -> Executor:
         plan = PhysicalPlan.from_data(welcome["plan"])
+        self.metrics_on = bool(plan.config.get(METRICS_ENABLED, True))  # CPU, RSS per report
         if plan.task(self.task).component == ACKER:
             ex = AckerExecutor(plan, self.task, self._send, run_dir=self.boot["run_dir"])
         else:
             specs = cloudpickle.loads(welcome["bundle"])  # verified: sealed with our secret
             ex = Executor(plan, specs, self.task, self._send, run_dir=self.boot["run_dir"])
         ex.on_error = self.report_error
+        ex.output_waiting = self.pending_emits  # a held spout stops calling next_tuple
         endpoint = self.boot["sm_spouts"] if ex.kind == "spout" else self.boot["sm"]
         self.data = self._socket(endpoint, b"t%d" % self.task, hwm=QUEUE_FRAMES)
         self.data.send_multipart([wire.data_header(wire.HELLO, 0, 0, self.task), b""])
@@ -174,6 +189,7 @@ class Instance:
             if clear != self.drain_pending_emits():
                 clear = not clear
                 poller.modify(self.data, _data_events(spout, clear))
+                self.held(not clear, time.monotonic())
             if spout and self.active and clear:
                 started = time.monotonic()
                 emitted = ex.step(calls)
@@ -183,6 +199,9 @@ class Instance:
                 timeout = 0 if emitted else wait_ms
             else:
                 timeout = max(0, int((due - time.monotonic()) * 1000) + 1)
+                if clear and getattr(ex, "leftover", None):  # input set aside while held
+                    ex.run_leftover()
+                    timeout = 0
             for sock, events in poller.poll(timeout):
                 if sock is self.ctl:
                     self.drain_ctl()
@@ -190,12 +209,28 @@ class Instance:
                     self.drain_data(ex, budget)
             due = ex.on_timer(time.monotonic())
 
+    def held(self, on: bool, now: float) -> None:
+        """Output started (or stopped) waiting: a spout is held by backpressure, a bolt
+        reads no input. Timed per change, never per tuple."""
+        if on:
+            self.held_since = now
+        elif self.held_since is not None:
+            self.held_seconds += now - self.held_since
+            self.held_since = None
+
+    def held_record(self) -> dict:
+        """Time held so far (the current hold included) and the frames waiting now."""
+        since = self.held_since
+        ongoing = time.monotonic() - since if since is not None else 0.0
+        return {"held_seconds": self.held_seconds + ongoing,
+                "pending_emits": len(self.pending_emits)}
+
     def drain_data(self, ex: Executor, budget: float) -> None:
         """Handle waiting frames: at most ``MAX_DRAIN``, and no longer than ``budget``
         seconds, so that flushes, ticks and reports (the heartbeat) stay on time."""
         deadline = time.monotonic() + budget
         for _ in range(MAX_DRAIN):
-            if self.pending_emits and ex.kind == "bolt":
+            if ex.kind == "bolt" and (self.pending_emits or ex.leftover):
                 return  # read no more input until what it caused has been sent
             if time.monotonic() > deadline:
                 return
@@ -228,6 +263,8 @@ class Instance:
                 self.executor.set_max_spout_pending(msg["value"])
             elif msg["t"] == "tap" and hasattr(self.executor, "tap"):
                 self.executor.tap(msg["stream"], int(msg["n"]), float(msg["seconds"]))
+            elif msg["t"] == "record" and hasattr(self.executor, "set_recording"):
+                self.executor.set_recording(msg["stream"], bool(msg["on"]))
 
     def set_active(self, active: bool) -> None:
         """Activate or deactivate (pause) this instance. A spout calls its ``activate``
@@ -247,7 +284,8 @@ class Instance:
             raise UserCodeError(f"{ex.spec.class_name}.{where}", exc) from exc
 
     def stats_message(self, state: str) -> list[bytes]:
-        record = {**self.executor.record(), **self.usage(), "pid": os.getpid(),
+        usage = self.usage() if self.metrics_on else {}
+        record = {**self.executor.record(), **usage, **self.held_record(), "pid": os.getpid(),
                   "state": state, "incarnation": self.incarnation, "reported": time.time()}
         return wire.seal(self.secret, wire.control(
             "stats", task=self.task, incarnation=self.incarnation, record=record))
@@ -281,6 +319,8 @@ class Instance:
                   traceback=tb, time=time.time(), fatal=True)
         with contextlib.suppress(UserCodeError):
             self.executor.flush()
+        if hasattr(self.executor, "close_recordings"):  # what it recorded is written
+            self.executor.close_recordings()
         self.send_stats("failed")
         return EXIT_USER_ERROR
 
@@ -330,7 +370,7 @@ class Heartbeat(threading.Thread):
         super().__init__(name="heartbeat", daemon=True)
         self.instance, self.interval = instance, interval
         self.halt = threading.Event()
-        self.sock = instance.zctx.socket(zmq.DEALER)
+        self.sock = _curve.client(instance.zctx.socket(zmq.DEALER), instance.keys)
         self.sock.setsockopt(zmq.LINGER, 0)
         self.sock.connect(instance.boot["tm"])
 

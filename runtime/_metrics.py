@@ -1,20 +1,44 @@
 """Cheap metrics: a log-scale latency histogram that every tuple can afford.
 
+Buckets are fixed (a constant relative width), so two histograms of the same latency
+add bucket by bucket: an instance reports its cumulative buckets (sparse: only those
+counted), and the master subtracts and adds them to answer for any window.
+
 >>> h = LatencyHistogram()
 >>> for ms in (1, 2, 3, 4, 100):
 ...     h.record(ms / 1000)
 >>> s = h.summary()
 >>> s["count"], 2.8 < s["p50"] < 3.3, 90 < s["p99"] < 110
 (5, True, True)
+>>> h.record(0.002, 10)  # ten tuples of a batch, 2 ms each: one call
+>>> h.count, summarise(h.sparse(), h.total)["count"]
+(15, 15)
 """
 
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable, Mapping
 
 STEPS_PER_DOUBLING = 8  # bucket width: a factor 2**(1/8), about 9 %
 MIN_SECONDS = 1e-6  # latencies below a microsecond share the first bucket
 BUCKETS = 8 * 32  # up to 2**32 microseconds (over an hour); longer ones share the last
+QUANTILES = (0.5, 0.95, 0.99)
+
+
+def bucket(seconds: float) -> int:
+    """The bucket a latency falls in.
+
+    >>> bucket(0), bucket(1e-6), bucket(2e-6), bucket(1e9)
+    (0, 0, 8, 255)
+    """
+    i = int(math.log2(max(seconds, MIN_SECONDS) / MIN_SECONDS) * STEPS_PER_DOUBLING)
+    return min(i, BUCKETS - 1)
+
+
+def bucket_seconds(i: int) -> float:
+    """The middle of bucket ``i`` (geometric), in seconds: what a percentile reports."""
+    return MIN_SECONDS * 2 ** ((i + 0.5) / STEPS_PER_DOUBLING)
 
 
 class LatencyHistogram:
@@ -27,26 +51,70 @@ class LatencyHistogram:
         self.count = 0
         self.total = 0.0
 
-    def record(self, seconds: float) -> None:
-        i = int(math.log2(max(seconds, MIN_SECONDS) / MIN_SECONDS) * STEPS_PER_DOUBLING)
-        self.counts[min(i, BUCKETS - 1)] += 1
-        self.count += 1
-        self.total += seconds
+    def record(self, seconds: float, n: int = 1) -> None:
+        """``n`` latencies of ``seconds`` each (a batch's tuples, counted in one call)."""
+        self.counts[bucket(seconds)] += n
+        self.count += n
+        self.total += seconds * n
 
     def percentile(self, q: float) -> float | None:
         """The latency (seconds) below which a fraction ``q`` of the records fall."""
-        if not self.count:
-            return None
-        rank, seen = q * self.count, 0
-        for i, n in enumerate(self.counts):
-            seen += n
-            if seen >= rank and n:
-                return MIN_SECONDS * 2 ** ((i + 0.5) / STEPS_PER_DOUBLING)
-        return None
+        return percentile(enumerate(self.counts), self.count, q)
 
     def summary(self) -> dict | None:
         """``{"count", "mean", "p50", "p95", "p99"}`` in milliseconds, or None if empty."""
-        if not self.count:
-            return None
-        ms = {f"p{round(q * 100)}": self.percentile(q) * 1000 for q in (0.5, 0.95, 0.99)}
-        return {"count": self.count, "mean": self.total / self.count * 1000, **ms}
+        return summarise(self.sparse(), self.total)
+
+    def sparse(self) -> dict[int, int]:
+        """The counted buckets only, ``{bucket: count}``: what a statistics report carries."""
+        return {i: n for i, n in enumerate(self.counts) if n}
+
+
+def percentile(counts: Iterable[tuple[int, int]], count: int, q: float) -> float | None:
+    """The ``q`` percentile (seconds) of ``(bucket, count)`` pairs in bucket order."""
+    if not count:
+        return None
+    rank, seen = q * count, 0
+    for i, n in counts:
+        seen += n
+        if seen >= rank and n:
+            return bucket_seconds(i)
+    return None
+
+
+def summarise(buckets: Mapping[int, int], total: float | None = None) -> dict | None:
+    """Count, mean and percentiles (ms) of sparse buckets; the mean is exact when the sum
+    of the latencies (``total``, seconds) is known, else taken from the bucket middles.
+
+    >>> summarise({8: 3, 16: 1})["count"], summarise({}) is None
+    (4, True)
+    """
+    items = sorted((int(i), n) for i, n in buckets.items() if n > 0)
+    count = sum(n for _, n in items)
+    if not count:
+        return None
+    if total is None:
+        total = sum(bucket_seconds(i) * n for i, n in items)
+    out = {"count": count, "mean": total / count * 1000}
+    out.update({f"p{round(q * 100)}": percentile(items, count, q) * 1000 for q in QUANTILES})
+    return out
+
+
+def subtract(now: Mapping[int, int], before: Mapping[int, int]) -> dict[int, int]:
+    """What each bucket grew by (cumulative buckets of one incarnation); a bucket that went
+    down means the counting restarted, so all of ``now`` is new.
+
+    >>> subtract({1: 5, 2: 3}, {1: 2}), subtract({1: 1}, {1: 4, 2: 1})
+    ({1: 3, 2: 3}, {1: 1})
+    """
+    if any(n < before.get(i, 0) for i, n in now.items()) or any(
+            i not in now for i in before):
+        return {i: n for i, n in now.items() if n}
+    return {i: n - before.get(i, 0) for i, n in now.items() if n - before.get(i, 0)}
+
+
+def merge(into: dict[int, int], more: Mapping[int, int]) -> dict[int, int]:
+    """Add ``more``'s buckets into ``into`` (returned)."""
+    for i, n in more.items():
+        into[i] = into.get(i, 0) + n
+    return into

@@ -46,8 +46,14 @@ def _pending(x: Any) -> str | None:
     return None if ok else f"an integer >= 1, {c.AUTO!r} or None"
 
 
+def _streams(x: Any) -> str | None:
+    ok = isinstance(x, list | tuple) and all(isinstance(s, str) for s in x)
+    return None if ok else "a list of stream ids"
+
+
 CHECKS: dict[str, Callable[[Any], str | None]] = {
     c.ACKERS: _int_from(0),
+    c.METRICS_ENABLED: lambda x: None if isinstance(x, bool) else "True or False",
     c.BATCH_SIZE: _int_from(1),
     c.BACKPRESSURE_HIGH: _int_from(1),
     c.BACKPRESSURE_LOW: _int_from(1),
@@ -60,4 +66,7 @@ CHECKS: dict[str, Callable[[Any], str | None]] = {
     c.STATS_INTERVAL: _seconds(positive=True),
     c.SPOUT_WAIT: _seconds(),
     c.RESTART_BACKOFF_MAX: _seconds(),
+    c.RECORD: _streams,
+    c.RECORD_ROWS: _int_from(1),
+    c.RECORD_SECONDS: _seconds(positive=True),
 }

@@ -33,7 +33,8 @@ class StreamOut:
     """One declared stream of this component: its pending batch and its subscribers."""
 
     __slots__ = ("name", "arity", "items", "outlets", "direct", "direct_tracked", "send",
-                 "on_bad", "emitted", "transferred", "_reported", "_fixed", "tap")
+                 "on_bad", "emitted", "transferred", "_reported", "_fixed", "tap",
+                 "recorder")
 
     def __init__(self, name: str, arity: int, send: Send,
                  on_bad: Callable[[str, list, dict | None], None]) -> None:
@@ -45,6 +46,7 @@ class StreamOut:
         self.emitted = self.transferred = 0
         self._reported: set[int] = set()
         self.tap: Tap | None = None  # set while someone samples this stream
+        self.recorder = None  # a runtime._recording.Recorder while this stream is recorded
 
     def tracked_batches(self, values) -> list[list]:
         """The tracked batches one tuple goes into, one per target task."""
@@ -72,6 +74,8 @@ class StreamOut:
     def flush(self) -> None:
         """Split the pending batch among subscribers and send every part."""
         items = self.items
+        if self.recorder is not None:  # untracked tuples are recorded here, at flush
+            self.recorder.flushed((items, *(p for _, p in self.direct.values())))
         if items:
             for outlet in self.outlets:
                 outlet.take(items, self)

@@ -24,14 +24,19 @@ from collections import deque
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from ._metrics import merge, subtract
+from ._metrics import summarise as summarise_buckets
+
 COUNTERS = ("emitted", "executed", "acked", "failed", "timed_out", "busy_seconds",
-            "cpu_seconds")
+            "cpu_seconds", "held_seconds")
 RATES = ("emitted", "executed", "acked", "failed")  # counters also given per second
 WINDOWS: dict[str, float | None] = {"1m": 60.0, "10m": 600.0, "1h": 3600.0,
                                     "3h": 10800.0, "all": None}
 SECONDS_KEPT = 600  # per-second buckets: the last 10 minutes
 MINUTES_KEPT = 180  # per-minute buckets: the last 3 hours
 SPOUT_GAUGES = ("pending", "max_spout_pending", "complete_latency_ms")
+GAUGES = ("pending_emits", "queued_tuples", "sm_queued_bytes", "sm_queued_frames")  # latest
+HISTOGRAMS = ("execute", "process", "complete")  # latency histograms a record may carry
 MIN_SPAN = 1e-3  # seconds: the shortest span a rate is computed over
 
 
@@ -99,10 +104,57 @@ class Ring:
         return [sum(column) for column in zip(*rows)] if rows else [0] * len(COUNTERS)
 
 
+class HistogramRing:
+    """Histogram deltas (``{name: {bucket: count}}``) merged in buckets of ``width``
+    seconds; the ``size`` latest kept. Sparse: a second with no tuples holds nothing.
+
+    >>> r = HistogramRing(1.0, 2)
+    >>> r.add({"execute": {3: 1}}, 0.5); r.add({"execute": {3: 2, 4: 1}}, 0.7)
+    >>> r.add({"execute": {5: 1}}, 1.5)
+    >>> r.since(0.0), r.since(1.0)
+    ({'execute': {3: 3, 4: 1, 5: 1}}, {'execute': {5: 1}})
+    """
+
+    __slots__ = ("width", "buckets")
+
+    def __init__(self, width: float, size: int) -> None:
+        self.width = width
+        self.buckets: deque[tuple[float, dict]] = deque(maxlen=size)
+
+    def add(self, hists: Mapping[str, Mapping[int, int]], now: float) -> None:
+        if not any(hists.values()):
+            return
+        start = math.ceil(now / self.width) * self.width - self.width
+        if not self.buckets or start > self.buckets[-1][0]:
+            self.buckets.append((start, {}))
+        merge_histograms(self.buckets[-1][1], hists)
+
+    def since(self, since: float) -> dict[str, dict[int, int]]:
+        out: dict[str, dict[int, int]] = {}
+        for t, hists in self.buckets:
+            if t >= since:
+                merge_histograms(out, hists)
+        return out
+
+
+def merge_histograms(into: dict, more: Mapping[str, Mapping[int, int]]) -> dict:
+    """Add each named histogram of ``more`` into ``into`` (returned)."""
+    for name, buckets in more.items():
+        if buckets:
+            merge(into.setdefault(name, {}), buckets)
+    return into
+
+
+def latency_summaries(hists: Mapping[str, Mapping[int, int]]) -> dict:
+    """``{"execute", "process", "complete"}``: count, mean, p50, p95, p99 in ms (or None)."""
+    return {name: summarise_buckets(hists.get(name) or {}) for name in HISTOGRAMS}
+
+
 class TaskSeries:
     """One task's counters: deltas per second and per minute, totals, latest record."""
 
-    __slots__ = ("incarnation", "last", "totals", "seconds", "minutes", "latest")
+    __slots__ = ("incarnation", "last", "totals", "seconds", "minutes", "latest",
+                 "hist_last", "hist_totals", "hist_seconds", "hist_minutes")
 
     def __init__(self) -> None:
         self.incarnation: int | None = None
@@ -111,16 +163,38 @@ class TaskSeries:
         self.seconds = Ring(1.0, SECONDS_KEPT)
         self.minutes = Ring(60.0, MINUTES_KEPT)
         self.latest: Mapping[str, Any] = {}
+        self.hist_last: dict[str, Mapping[int, int]] = {}
+        self.hist_totals: dict[str, dict[int, int]] = {}
+        self.hist_seconds = HistogramRing(1.0, SECONDS_KEPT)
+        self.hist_minutes = HistogramRing(60.0, MINUTES_KEPT)
 
     def add(self, incarnation: int, record: Mapping[str, Any], now: float) -> None:
         if incarnation != self.incarnation:  # a new process: its counters start at 0
             self.incarnation, self.last = incarnation, [0] * len(COUNTERS)
+            self.hist_last = {}
         values = [record.get(c) or 0 for c in COUNTERS]
         grown = deltas(values, self.last)
         self.last, self.latest = values, record
         self.totals = [a + b for a, b in zip(self.totals, grown)]
         self.seconds.add(grown, now)
         self.minutes.add(grown, now)
+        self._add_histograms(record.get("histograms") or {}, now)
+
+    def _add_histograms(self, hists: Mapping[str, Mapping[int, int]], now: float) -> None:
+        """Cumulative buckets of this incarnation -> what grew since the last report."""
+        grown = {name: subtract(buckets, self.hist_last.get(name, {}))
+                 for name, buckets in hists.items() if name in HISTOGRAMS}
+        self.hist_last = {**self.hist_last, **hists}
+        merge_histograms(self.hist_totals, grown)
+        self.hist_seconds.add(grown, now)
+        self.hist_minutes.add(grown, now)
+
+    def histograms(self, window: float | None, now: float) -> dict[str, dict[int, int]]:
+        """Each latency histogram's growth over the window, as :meth:`counts`."""
+        if window is None:
+            return merge_histograms({}, self.hist_totals)
+        ring = self.hist_seconds if window <= SECONDS_KEPT else self.hist_minutes
+        return ring.since(now - window)
 
     def counts(self, window: float | None, now: float) -> list:
         """Each counter's growth over the last ``window`` seconds (None: since start);
@@ -156,8 +230,20 @@ class MetricsStore:
         series = self.tasks.get(task, TaskSeries())
         counts = series.counts(window_seconds(window), now)
         latest = {**series.latest, **(info or {})}  # the master's state and restarts win
-        return summarise(dict(zip(COUNTERS, counts)), self.span(window_seconds(window), now),
-                         latest, (info or {}).get("restarts", 0))
+        out = summarise(dict(zip(COUNTERS, counts)), self.span(window_seconds(window), now),
+                        latest, (info or {}).get("restarts", 0))
+        out["latency_ms"] = latency_summaries(series.histograms(window_seconds(window), now))
+        return out
+
+    def component_latency(self, tasks: Iterable[int], window: str, now: float) -> dict:
+        """A component's latency percentiles: its instances' histograms merged (fixed
+        buckets add up, so these are true percentiles of all its tuples)."""
+        merged: dict[str, dict[int, int]] = {}
+        for task in tasks:
+            series = self.tasks.get(task)
+            if series is not None:
+                merge_histograms(merged, series.histograms(window_seconds(window), now))
+        return latency_summaries(merged)
 
     def series(self, tasks: Iterable[int], window: str, now: float) -> list[tuple]:
         """``(t, executed_per_s, emitted_per_s)`` summed over ``tasks``, oldest first:
@@ -181,7 +267,8 @@ class MetricsStore:
         return [(t, x / width, e / width) for t, (x, e) in sorted(summed.items())]
 
     def answer(self, tasks: Mapping[int, Mapping[str, Any]], window: str, now: float,
-               wall: float | None = None) -> dict:
+               wall: float | None = None,
+               containers: Mapping[int, Mapping[str, Any]] | None = None) -> dict:
         """What ``running.metrics(window)`` returns (see :meth:`RunningTopology.metrics`).
         ``tasks`` maps each task of the plan to what the master knows of it; ``wall``,
         the wall-clock time at ``now``, turns series times into wall-clock times."""
@@ -191,10 +278,13 @@ class MetricsStore:
         for t, info in tasks.items():
             by_component.setdefault(info["component"], []).append(t)
         shift = 0.0 if wall is None else wall - now
+        components = {c: combine([instances[t] for t in ts]) for c, ts in by_component.items()}
+        for c, ts in by_component.items():
+            components[c]["latency_ms"] = self.component_latency(ts, window, now)
         return {"window": window,
-                "components": {c: combine([instances[t] for t in ts])
-                               for c, ts in by_component.items()},
+                "components": components,
                 "instances": instances,
+                "containers": dict(containers or {}),
                 "series": {c: [(t + shift, x, e) for t, x, e in self.series(ts, window, now)]
                            for c, ts in by_component.items()}}
 
@@ -218,6 +308,7 @@ def summarise(counts: Mapping[str, float], span: float, latest: Mapping[str, Any
     out["execute_latency_ms"] = round(busy / executed * 1000, 3) if executed else None
     out["cpu_percent"] = round(counts.get("cpu_seconds", 0) / span * 100, 2)
     out["rss_bytes"] = latest.get("rss_bytes") or 0
+    out.update({g: latest.get(g) or 0 for g in GAUGES})
     if latest.get("kind") == "spout":
         out.update({g: latest.get(g) for g in SPOUT_GAUGES})
     return out
@@ -238,7 +329,7 @@ def combine(instances: list[dict]) -> dict:
     out: dict[str, Any] = {"kind": first["kind"], "instances": len(instances),
                            "seconds": first["seconds"]}
     for key in (*COUNTERS, *(f"{c}_per_s" for c in RATES), "cpu_percent", "rss_bytes",
-                "restarts"):
+                "restarts", *GAUGES):
         out[key] = _sum(i[key] for i in instances)
     out["capacity"] = max(i["capacity"] for i in instances)
     executed = out["executed"]

@@ -44,6 +44,16 @@ class InstanceStats:
     first_executed: float | None = None
     last_executed: float | None = None
     reported: float | None = None  # when this record was sent
+    # queues (issue 5): where tuples wait on their way, now
+    queued_tuples: int = 0  # tuples in this instance's batches, not yet sent
+    pending_emits: int = 0  # frames its stream manager would not take yet (pendingEmitsQ)
+    sm_queued_bytes: int = 0  # bytes its stream manager holds for it (the water marks' count)
+    sm_queued_frames: int = 0  # frames its stream manager holds for it
+    held_seconds: float = 0.0  # time with output waiting (a spout: held by backpressure)
+    # latency since this incarnation started: {"execute", "process", "complete"}, each
+    # {count, mean, p50, p95, p99} in ms or None (docs/internals/metrics.md); None with
+    # metrics=False
+    latency_ms: dict | None = None
 
     @classmethod
     def from_record(cls, record: Mapping[str, Any]) -> InstanceStats:

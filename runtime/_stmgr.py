@@ -7,7 +7,10 @@ destination cannot take yet (not connected, or its queue full) waits in that
 destination's :class:`Link`, and the bytes waiting are held to water marks. When a
 destination crosses the high mark, every stream manager stops reading from its local
 spouts until it drains below the low mark (Heron's spout backpressure; see
-``docs/internals/backpressure.md``). Spouts connect to a socket of their own for this.
+``docs/internals/backpressure.md``). Spouts connect to a socket of their own for this,
+and every other task to one of its own: while backpressure is on, only this container's
+causes among the local bolts are read (a fan-out bolt must not keep filling the queue
+in front of a slow one).
 
 It also plays Heron's executor role: it starts one process per local task, and
 restarts a process that exits, with a growing back-off when it keeps failing. When the
@@ -29,9 +32,14 @@ from dataclasses import dataclass, field
 
 import zmq
 
-from . import _procs, wire
+from . import _curve, _procs, wire
 from ._backpressure import START, Backpressure, WaterMarks
-from ._constants import BACKPRESSURE_HIGH, BACKPRESSURE_LOW, RESTART_BACKOFF_MAX
+from ._constants import (
+    BACKPRESSURE_HIGH,
+    BACKPRESSURE_LOW,
+    RESTART_BACKOFF_MAX,
+    STATS_INTERVAL,
+)
 from ._plan import PhysicalPlan
 
 log = logging.getLogger("tupleflow.stmgr")
@@ -93,28 +101,61 @@ class StreamManager:
         self.stopping = False
         self.dropped = 0
         self.zctx = zmq.Context()
-        self.local = self._bind_router("local")  # bolts
+        # remote (the Spark scheduler): CURVE on the TCP sockets, and the refusals counted
+        self.keys = _curve.keys_of(boot)
+        self.gate = _curve.Gatekeeper(self.zctx, self.keys) if self.keys is not None else None
+        self.task_socks: dict[int, zmq.Socket] = {}  # a ROUTER per local task (see _wire)
+        self.local = self._bind_router("local")  # none of ours: a stray peer, held as a bolt
         self.spouts = self._bind_router("spouts")  # not read while backpressure is on
-        self.inbound = self._bind(zmq.PULL, "in")
+        self.inbound = self._bind_inbound()
         self.backlog: set[Link] = set()  # links with frames waiting
         self.backpressure = Backpressure(ANNOUNCE_TTL)
         self.next_announce = 0.0
+        self.next_report = 0.0  # when to send the master the next sm_stats
         self.ctl = self.zctx.socket(zmq.DEALER)
         # a restarted container gets a new identity: the master's ROUTER would refuse one
         # it still holds for the dead stream manager
         self.generation: int = boot.get("generation", 0)
         self.ctl.setsockopt(zmq.IDENTITY, b"s%d.%d" % (self.container, self.generation))
         self.ctl.setsockopt(zmq.LINGER, 1000)
+        _curve.client(self.ctl, self.keys)
         self.ctl.connect(boot["tm"])
 
-    def _bind(self, kind: int, name: str) -> zmq.Socket:
-        sock = self.zctx.socket(kind)
+    def _socket(self, kind: int) -> zmq.Socket:
+        sock = _curve.limit(self.zctx.socket(kind))
         sock.setsockopt(zmq.LINGER, 0)
         sock.setsockopt(zmq.SNDHWM, QUEUE_FRAMES)  # set before bind: zmq sizes each pipe as
         sock.setsockopt(zmq.RCVHWM, QUEUE_FRAMES)  # it creates it, and what waits is bounded
+        return sock
+
+    def _bind(self, kind: int, name: str) -> zmq.Socket:
+        sock = self._socket(kind)
         path = os.path.join(self.run_dir, f"sm-{self.container}-{name}.sock")
         sock.bind(f"ipc://{path}")
         return sock
+
+    def _bind_inbound(self) -> zmq.Socket:
+        """Where peers push: this container's ipc path, or, remote, a CURVE server on
+        ``bind_host``, on the port of the previous generation if there was one (peers
+        reconnect to it by themselves) or a new one (the master tells them)."""
+        if self.keys is None:
+            return self._bind(zmq.PULL, "in")
+        sock = _curve.serve(self._socket(zmq.PULL), self.keys, self.gate, "inbound")
+        host, port = self.boot["bind_host"], self.boot.get("inbound_port")
+        try:
+            sock.bind(f"tcp://{host}:{port}") if port else sock.bind_to_random_port(
+                f"tcp://{host}")
+        except zmq.ZMQError as exc:
+            log.warning("could not bind port %s again (%s): a new one", port, exc)
+            sock.bind_to_random_port(f"tcp://{host}")
+        return sock
+
+    def inbound_endpoint(self) -> str:
+        """The address peers reach the inbound socket at (remote: the advertised host)."""
+        bound = self.endpoint(self.inbound)
+        if self.keys is None:
+            return bound
+        return f"tcp://{self.boot['advertise_host']}:{bound.rsplit(':', 1)[1]}"
 
     def _bind_router(self, name: str) -> zmq.Socket:
         sock = self._bind(zmq.ROUTER, name)
@@ -131,7 +172,7 @@ class StreamManager:
 
     def handshake(self) -> None:
         self.tell("hello", role="sm", id=self.container, incarnation=self.generation,
-                  pid=os.getpid(), inbound=self.endpoint(self.inbound))
+                  pid=os.getpid(), inbound=self.inbound_endpoint(), run_dir=self.run_dir)
         deadline = time.monotonic() + WELCOME_TIMEOUT
         while not self.stopping:  # a kill (or SIGTERM) may come before the welcome
             if time.monotonic() > deadline:
@@ -153,30 +194,48 @@ class StreamManager:
     def _wire(self, welcome: dict) -> None:
         self.plan = PhysicalPlan.from_data(welcome["plan"])
         containers = self.plan.task_containers()
+        self.peer_endpoints = {int(c): ep for c, ep in welcome["inbound"].items()}
         self.peers = {int(c): Link(("container", int(c)), self._push(ep))
                       for c, ep in welcome["inbound"].items() if int(c) != self.container}
-        incarnations = self.boot.get("incarnations", {})
+        # remote: the master says, as a restarted container cannot know
+        incarnations = welcome.get("incarnations") or self.boot.get("incarnations", {})
         self.children = {t.task: Child(t.task, Link(t.task),
                                        incarnation=incarnations.get(t.task, 0))
                          for t in self.plan.tasks_in(self.container)}
         self.route = {t: self.children[t].link if c == self.container else self.peers[c]
                       for t, c in containers.items()}
+        # each bolt (and acker) task sends on a socket of its own, so that under
+        # backpressure the ones feeding the congestion can be left unread (Backpressure.holds)
+        self.task_socks = {t: self._bind_router(f"t{t}") for t in self.children}
+        self.sock_task = {sock: t for t, sock in self.task_socks.items()}
         config = self.plan.config
         self.marks = WaterMarks(int(config[BACKPRESSURE_HIGH]), int(config[BACKPRESSURE_LOW]))
 
     def _push(self, endpoint: str) -> zmq.Socket:
-        sock = self.zctx.socket(zmq.PUSH)
+        sock = _curve.client(self.zctx.socket(zmq.PUSH), self.keys)
         sock.setsockopt(zmq.LINGER, 0)
         sock.setsockopt(zmq.SNDHWM, QUEUE_FRAMES)
         sock.connect(endpoint)
         return sock
 
+    def rewire(self, inbound: dict) -> None:
+        """A welcome while running (a peer container was restarted): reconnect to a peer
+        whose address changed; what waits for it is kept and sent there."""
+        for c, ep in ((int(c), ep) for c, ep in inbound.items()):
+            if c == self.container or self.peer_endpoints.get(c) == ep or c not in self.peers:
+                continue
+            log.info("container %d moved to %s", c, ep)
+            self.peer_endpoints[c] = ep
+            self.peers[c].sock.close(linger=0)
+            self.peers[c].sock = self._push(ep)
+
     # -- instances ----------------------------------------------------------------------
     def start(self, child: Child) -> None:
-        boot = {"secret": self.secret, "tm": self.boot["tm"], "sm": self.endpoint(self.local),
+        boot = {"secret": self.secret, "tm": self.boot["tm"],
+                "sm": self.endpoint(self.task_socks[child.task]),
                 "sm_spouts": self.endpoint(self.spouts),
                 "task": child.task, "incarnation": child.incarnation, "run_dir": self.run_dir,
-                "sys_path": self.boot.get("sys_path", [])}
+                "sys_path": self.boot.get("sys_path", []), "keys": self.boot.get("keys")}
         info = self.plan.task(child.task)
         path = os.path.join(_procs.log_dir(self.run_dir), f"{info.component}-{child.task}.log")
         child.proc = _procs.spawn("runtime._instance", boot, log_path=path)
@@ -207,8 +266,16 @@ class StreamManager:
                   restarts=child.restarts, reason=reason)
 
     # -- routing ------------------------------------------------------------------------
+    def held(self, sock: zmq.Socket) -> bool:
+        """Whether backpressure says not to read this instance socket now."""
+        if sock is self.spouts:
+            return self.backpressure.holds_spouts()
+        return self.backpressure.holds(self.sock_task.get(sock))
+
     def from_instances(self, sock: zmq.Socket) -> None:
         for _ in range(256):
+            if self.held(sock):  # at once: 256 frames could hold far more than the high mark
+                return
             try:
                 frames = sock.recv_multipart(zmq.NOBLOCK)
             except zmq.Again:
@@ -303,6 +370,25 @@ class StreamManager:
             if isinstance(key, int):
                 self._announce(key, on=True)
 
+    def report(self, now: float) -> None:
+        """Every ``stats_interval``: the bytes and frames queued towards each destination
+        and the time this container's spouts were held (``sm_stats`` to the master)."""
+        if now < self.next_report:
+            return
+        self.next_report = now + float(self.plan.config[STATS_INTERVAL])
+        self.tell("sm_stats", container=self.container, record=self.queue_record(now))
+
+    def queue_record(self, now: float) -> dict:
+        bp = self.backpressure.statistics(now)
+        local = {t: c.link for t, c in self.children.items()}
+        return {"queued_bytes": {t: self.marks.queued.get(t, 0) for t in local},
+                "queued_frames": {t: len(link.pending) for t, link in local.items()},
+                "peer_queued_bytes": {c: self.marks.queued.get(p.key, 0)
+                                      for c, p in self.peers.items()},
+                "backpressure_active": bp.active, "backpressure_seconds": bp.seconds,
+                "backpressure_episodes": bp.episodes, "dropped": self.dropped,
+                **({"refusals": dict(self.gate.refusals.counts)} if self.gate else {})}
+
     def _announce(self, task: int, on: bool) -> None:
         header = wire.bp_header(task, on)
         for peer in self.peers.values():
@@ -319,9 +405,11 @@ class StreamManager:
         for child in self.children.values():
             self.start(child)
         poller = zmq.Poller()
-        for sock in (self.local, self.spouts, self.inbound, self.ctl):
+        instances = (*self.task_socks.values(), self.local, self.spouts)
+        for sock in (*instances, self.inbound, self.ctl):
             poller.register(sock, zmq.POLLIN)
-        next_look, reading_spouts = 0.0, True
+        reading = {sock: True for sock in instances}
+        next_look = 0.0
         while not self.stopping:
             timeout = 1 if self.backlog else int(SUPERVISE_EVERY * 1000)
             for sock, _ in poller.poll(timeout):
@@ -330,14 +418,21 @@ class StreamManager:
                 self.drain(link)
             now = time.monotonic()
             self.announce(now)
-            paused = self.backpressure.active(now)
-            if paused == reading_spouts:  # the spouts' socket is read only without pressure
-                poller.modify(self.spouts, 0 if paused else zmq.POLLIN)
-                reading_spouts = not paused
+            self.report(now)
+            self.backpressure.active(now)  # expires old announcements, times the episode
+            self.poll_reads(poller, reading)
             if now >= next_look:
                 self.supervise(now)
                 next_look = now + SUPERVISE_EVERY
         self.shutdown()
+
+    def poll_reads(self, poller: zmq.Poller, reading: dict) -> None:
+        """Poll the instance sockets that backpressure lets us read, and only those."""
+        for sock, was in reading.items():
+            now = not self.held(sock)
+            if now != was:
+                poller.modify(sock, zmq.POLLIN if now else 0)
+                reading[sock] = now
 
     def _on_readable(self, sock: zmq.Socket) -> None:
         if sock is self.inbound:
@@ -354,6 +449,8 @@ class StreamManager:
                 self.stopping = True
             elif msg is not None and msg["t"] == "restart":
                 self.kill_hung(msg["task"], msg.get("incarnation"), msg["reason"])
+            elif msg is not None and msg["t"] == "welcome":
+                self.rewire(msg["inbound"])
 
     def kill_hung(self, task: int, incarnation: int | None, reason: str) -> None:
         """SIGKILL an instance the master presumes hung (SIGKILL ends a stopped process
@@ -371,9 +468,12 @@ class StreamManager:
         procs = [c.proc for c in self.children.values() if c.proc is not None]
         _procs.terminate(procs, timeout=1.0)
         self.tell("bye", role="sm", id=self.container)
-        for sock in (self.local, self.spouts, self.inbound, *(p.sock for p in self.peers.values())):
+        for sock in (*self.task_socks.values(), self.local, self.spouts, self.inbound,
+                     *(p.sock for p in self.peers.values())):
             sock.close(linger=0)
         self.ctl.close(linger=1000)
+        if self.gate is not None:
+            self.gate.stop()
         self.zctx.term()
 
 

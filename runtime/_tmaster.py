@@ -30,12 +30,13 @@ from typing import Any
 
 import zmq
 
-from . import _controls, _health, _procs, _series, wire
+from . import _controls, _curve, _health, _procs, _series, wire
 from ._constants import HEARTBEAT_TIMEOUT, MAX_SPOUT_PENDING, MESSAGE_TIMEOUT, RESTART_BACKOFF_MAX
 from ._controls import check_keep, check_tap
 from ._exceptions import ExceptionLog
 from ._outbound import TAP_SECONDS
 from ._plan import PhysicalPlan
+from ._recording import check_stream
 from ._stmgr import STABLE_AFTER
 
 log = logging.getLogger("tupleflow.tmaster")
@@ -59,8 +60,15 @@ class TopologyMaster:
         self.zctx = zmq.Context()
         self.sock = self.zctx.socket(zmq.ROUTER)
         self.sock.setsockopt(zmq.LINGER, 1000)
-        port = self.sock.bind_to_random_port("tcp://127.0.0.1")
-        self.endpoint = f"tcp://127.0.0.1:{port}"
+        # remote (the Spark scheduler): CURVE on an address of the submitter's choosing,
+        # and the containers are started by Spark, not here (docs/remote.md)
+        self.remote: dict | None = boot.get("remote")
+        keys = _curve.keys_of(self.remote or {})
+        self.gate = _curve.Gatekeeper(self.zctx, keys) if keys is not None else None
+        _curve.serve(self.sock, keys, self.gate, "master")
+        host = self.remote["bind_host"] if self.remote else "127.0.0.1"
+        port = self.sock.bind_to_random_port(f"tcp://{host}")
+        self.endpoint = f"tcp://{self.remote['advertise_host'] if self.remote else host}:{port}"
         self.sms: dict[int, dict[str, Any]] = {}
         self.containers: dict[int, subprocess.Popen] = {}
         self.generations: dict[int, int] = {}  # container -> how many times it was started
@@ -82,9 +90,11 @@ class TopologyMaster:
         self.metrics = _series.MetricsStore()  # counters over windows, fed by the reports
         self.dropped = 0
         self.backpressure: dict[str, dict] = {}  # causes now over the high water mark
+        self.container_stats: dict[int, dict] = {}  # container -> its latest sm_stats
         self.paused = False  # spouts deactivated by the client (pause/resume)
         self.spout_pending: dict[str, Any] = {}  # component -> max_spout_pending set live
         self.taps: dict[tuple[str, str], float] = {}  # (component, stream) -> on until (clock)
+        self.recordings: dict[tuple[str, str], bool] = {}  # set live by running.record()
         self.samples: dict[tuple[int, str], list[dict]] = {}  # (task, stream) -> latest
         self.stopping = False
         self.kill_requests: list[tuple[bytes, Any]] = []
@@ -97,6 +107,8 @@ class TopologyMaster:
 
     # -- containers ---------------------------------------------------------------------
     def start_containers(self) -> None:
+        if self.remote:
+            return  # each is a task of the Spark job (runtime/_spark_scheduler.py)
         for c in range(self.plan.containers):
             self.start_container(c)
 
@@ -167,7 +179,11 @@ class TopologyMaster:
 
     def on_hello(self, ident: bytes, msg: dict) -> None:
         if msg["role"] == "sm":
-            self.sms[msg["id"]] = {"ident": ident, "inbound": msg["inbound"], "pid": msg["pid"]}
+            if self.remote and not self._remote_container(ident, msg):
+                return
+            self.sms[msg["id"]] = {"ident": ident, "inbound": msg["inbound"], "pid": msg["pid"],
+                                   "generation": msg.get("incarnation", 0),
+                                   "run_dir": msg.get("run_dir")}
             if len(self.sms) == self.plan.containers:
                 self._welcome_containers()
         elif msg["role"] == "instance":
@@ -175,8 +191,30 @@ class TopologyMaster:
 
     def _welcome_containers(self) -> None:
         inbound = {str(c): sm["inbound"] for c, sm in self.sms.items()}
+        # remote: a restarted container learns its tasks' incarnations here (a local one
+        # from its boot), and running ones learn a moved peer's address
+        extra = {"incarnations": {t: info["incarnation"] for t, info in self.tasks.items()}
+                 } if self.remote else {}
         for sm in self.sms.values():
-            self.send(sm["ident"], "welcome", plan=self.plan.to_data(), inbound=inbound)
+            self.send(sm["ident"], "welcome", plan=self.plan.to_data(), inbound=inbound,
+                      **extra)
+
+    def _remote_container(self, ident: bytes, msg: dict) -> bool:
+        """A remote container's hello: False for a late one from a replaced generation; a
+        newer generation means the container was restarted (by its Spark task, or by
+        Spark), so its instances died with the old one."""
+        old = self.sms.get(msg["id"])
+        if old is None or old["ident"] == ident:
+            return True
+        if msg.get("incarnation", 0) < old["generation"]:
+            return False
+        reason = f"container {msg['id']} restarted (generation {msg.get('incarnation')})"
+        self.event("container_restarted", container=msg["id"], reason=reason)
+        self.send(old["ident"], "kill")  # if the old one still runs (Spark retried the task
+        # while it lived on), it must not route for its orphaned instances
+        for t in self.plan.tasks_in(msg["id"]):
+            self._restarted(t.task, self.tasks[t.task]["incarnation"] + 1, reason)
+        return True
 
     def _welcome_instance(self, ident: bytes, msg: dict) -> None:
         task = self.tasks.get(msg["id"])
@@ -202,6 +240,9 @@ class TopologyMaster:
             return
         task.update(ready=True, state="running")
         self.heard[msg["task"]] = self.clock()
+        for (component, stream), on in self.recordings.items():  # so does a recording
+            if component == task["component"]:
+                self.send(ident, "record", stream=stream, on=on)
         if task["component"] in self.spout_pending:  # set live: a new incarnation gets it too
             self.send(ident, "set", key=MAX_SPOUT_PENDING,
                       value=self.spout_pending[task["component"]])
@@ -310,6 +351,17 @@ class TopologyMaster:
         self.event("backpressure_on" if msg["on"] else "backpressure_off", cause=cause,
                    component=component, container=msg["container"])
 
+    def on_sm_stats(self, ident: bytes, msg: dict) -> None:
+        """A stream manager's queues and time in backpressure; each local task gets the
+        bytes and frames queued towards it (``sm_queued_bytes``, ``sm_queued_frames``)."""
+        record = msg["record"]
+        self.container_stats[int(msg["container"])] = record
+        for t, nbytes in record["queued_bytes"].items():
+            task = self.tasks.get(int(t))
+            if task is not None:
+                task["sm_queued_bytes"] = nbytes
+                task["sm_queued_frames"] = record["queued_frames"].get(t, 0)
+
     def on_bye(self, ident: bytes, msg: dict) -> None:
         log.info("%s %s said bye", msg["role"], msg["id"])
 
@@ -341,13 +393,25 @@ class TopologyMaster:
         return {"state": self.state, "started": self.started, "pid": os.getpid(),
                 "containers": {c: p.pid for c, p in self.containers.items()},
                 "dropped": self.dropped, "backpressure": list(self.backpressure.values()),
-                "paused": self.paused}
+                "paused": self.paused, **self._remote_status()}
+
+    def _remote_status(self) -> dict:
+        """Remote only: the containers' pids and data endpoints, and the connections the
+        gatekeepers refused (the master's, and each container's last report)."""
+        if not self.remote:
+            return {}
+        return {"containers": {c: sm["pid"] for c, sm in self.sms.items()},
+                "inbound": {c: sm["inbound"] for c, sm in self.sms.items()},
+                "container_dirs": {c: sm["run_dir"] for c, sm in self.sms.items()},
+                "refusals": {"master": dict(self.gate.refusals.counts),
+                             **{f"container {c}": s.get("refusals", {})
+                                for c, s in self.container_stats.items()}}}
 
     def answer_metrics(self, msg: dict) -> dict:
         """Per component and per instance over ``msg["window"]`` (see
         :meth:`RunningTopology.metrics`); ValueError for an unknown window."""
         return self.metrics.answer(self.tasks, msg.get("window", "1m"), self.clock(),
-                                   wall=time.time())
+                                   wall=time.time(), containers=self.container_stats)
 
     def answer_exceptions(self, msg: dict) -> list[dict]:
         return self.exceptions.records()
@@ -389,6 +453,18 @@ class TopologyMaster:
         told = self._tell_ready("set", tasks, key=MAX_SPOUT_PENDING, value=value)
         self.event("max_spout_pending", component=msg.get("component"), value=value,
                    tasks=told)
+        return told
+
+    # -- recordings (runtime/_recording.py) ---------------------------------------------------
+    def answer_record(self, msg: dict) -> list[int]:
+        """Start (``on``) or stop recording a component's stream in its instances;
+        remembered, so that a restarted instance does the same. Returns the tasks told."""
+        key = check_stream(self.plan.streams, msg["component"], msg["stream"])
+        on = bool(msg["on"])
+        self.recordings[key] = on
+        told = self._tell_ready("record", self.component_tasks[key[0]], stream=key[1], on=on)
+        self.event("recording_started" if on else "recording_stopped", component=key[0],
+                   stream=key[1], tasks=told)
         return told
 
     # -- taps ---------------------------------------------------------------------------------
@@ -469,6 +545,8 @@ class TopologyMaster:
         for ident, req in self.kill_requests:
             self.send(ident, "reply", id=req, ok=True, value=None)
         self.sock.close(linger=1000)
+        if self.gate is not None:
+            self.gate.stop()
         self.zctx.term()
 
 

@@ -27,7 +27,8 @@ from typing import Any
 
 from . import groupings as g
 from ._api import Bolt, Spout
-from ._constants import COMPONENT_KEYS, DEFAULT_STREAM, RESERVED_PREFIX, TICK_FREQ_SECS
+from ._constants import COMPONENT_KEYS, DEFAULT_STREAM, RECORD, RESERVED_PREFIX, TICK_FREQ_SECS
+from ._recording import FieldError, split_field
 
 
 class TopologyError(ValueError):
@@ -94,11 +95,17 @@ def declared_streams(comp_id: str, impl: Any) -> dict[str, tuple[str, ...]]:
 
 
 def _fields(comp_id: str, stream: str, fields: Any) -> tuple[str, ...]:
+    """The field names; a field may carry a type hint for recordings ("count: int" or
+    ("count", int)), which is dropped here (runtime/_recording.py reads it)."""
     check_user_id(f"component {comp_id!r}", stream)
-    if (isinstance(fields, str) or not isinstance(fields, Sequence)
-            or not all(isinstance(f, str) for f in fields)):
+    if isinstance(fields, str) or not isinstance(fields, Sequence):
         raise TopologyError(f"component {comp_id!r} stream {stream!r}: fields must be a list "
                             f"of strings, not {fields!r}")
+    try:
+        fields = [split_field(f)[0] for f in fields]
+    except FieldError as exc:
+        raise TopologyError(f"component {comp_id!r} stream {stream!r}: fields must be a list "
+                            f"of strings (a name, or 'name: type'): {exc}") from None
     dupes = sorted({f for f in fields if list(fields).count(f) > 1})
     if dupes:
         raise TopologyError(f"component {comp_id!r} stream {stream!r}: duplicate fields {dupes}")
@@ -127,6 +134,18 @@ class Topology:
         """Add a bolt; subscribe it to inputs with the returned declarer's groupings."""
         return self._add(comp_id, "bolt", Bolt, impl, parallelism, config)
 
+    def persistent_aggregate(self, comp_id: str, source: str, group_by, aggregator, state,
+                             *, parallelism: int = 1, value_field: str = "value") -> Declarer:
+        """Trident's groupBy + persistentAggregate: keep ``aggregator`` (e.g. ``Count()``)
+        of a transactional batch spout's tuples per ``group_by`` key in ``state`` (a map
+        with ``multi_get``/``multi_put``, e.g. ``SQLiteMap``), exact under replays. The
+        bolt emits ``group_by + [value_field]`` for each key a batch changes. See
+        :mod:`runtime.trident`."""
+        from .trident import persistent_aggregate
+
+        return persistent_aggregate(self, comp_id, source, group_by, aggregator, state,
+                                    parallelism=parallelism, value_field=value_field)
+
     def _add(self, comp_id, kind, base, impl, parallelism, config) -> Declarer:
         check_user_id("component", comp_id)
         if comp_id in self._components:
@@ -136,6 +155,7 @@ class Topology:
         _check_parallelism(comp_id, parallelism)
         _check_config(comp_id, config)
         streams = declared_streams(comp_id, impl)
+        _check_recorded(comp_id, config, streams)
         self._components[comp_id] = ComponentSpec(comp_id, kind, impl, parallelism, streams,
                                                   config=dict(config))
         return Declarer(self, comp_id)
@@ -263,6 +283,19 @@ class Declarer:
                                 "choose_tasks(values) method")
         return self._group(source, stream, grouping)
 
+    def record(self, stream: str = DEFAULT_STREAM) -> Declarer:
+        """Record this component's ``stream`` to Parquet in the run directory from the
+        start (the same as the ``record=[stream, ...]`` option); read it back with
+        ``running.to_spark(component, stream)`` or ``runtime.recording.read_table``."""
+        topo = self._topology
+        spec = topo._components[self.id]
+        recorded = list(spec.config.get(RECORD) or ())
+        if stream not in recorded:
+            recorded.append(stream)
+        _check_recorded(self.id, {RECORD: recorded}, spec.streams)
+        topo._components[self.id] = replace(spec, config={**spec.config, RECORD: recorded})
+        return self
+
     def __repr__(self) -> str:
         return f"Declarer({self.id!r})"
 
@@ -285,6 +318,21 @@ def _check_config(comp_id: str, config: Mapping[str, Any]) -> None:
     if unknown:
         raise TopologyError(f"component {comp_id!r}: unknown option(s) {unknown}; per-component "
                             f"options are {sorted(COMPONENT_KEYS)}")
+
+
+def _check_recorded(comp_id: str, config: Mapping[str, Any], streams: Mapping) -> None:
+    """Every stream named by the ``record`` option is one the component declares."""
+    recorded = config.get(RECORD)
+    if recorded is None:
+        return
+    if isinstance(recorded, str) or not all(isinstance(s, str) for s in recorded):
+        raise TopologyError(f"component {comp_id!r}: record must be a list of stream ids, "
+                            f"not {recorded!r}")
+    for stream in recorded:
+        if stream not in streams:
+            raise TopologyError(f"component {comp_id!r}: cannot record stream {stream!r}"
+                                f"{_did_you_mean(stream, streams)}; it declares "
+                                f"{sorted(streams)}")
 
 
 def _did_you_mean(word: str, choices) -> str:

@@ -145,6 +145,8 @@ CONTROL: dict[str, tuple[str, ...]] = {
     "set": ("key", "value"),  # TM -> instances: change a live setting (max_spout_pending)
     "tap": ("stream", "n", "seconds"),  # TM -> instances: keep the last n tuples sent on it
     "samples": ("task", "incarnation", "stream", "samples"),  # instance -> TM: a tap's tuples
+    "record": ("stream", "on"),  # TM -> instances: start/stop recording a stream to Parquet
+    "sm_stats": ("container", "record"),  # SM -> TM: queued bytes/frames, time in backpressure
 }
 
 

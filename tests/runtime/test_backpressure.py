@@ -51,3 +51,45 @@ def test_episodes_and_time_under_backpressure_are_accounted():
     stats = bp.statistics(104.0)
     assert (stats.active, stats.episodes, stats.seconds) == (True, 2, 2.5)
     assert stats.local_causes == ("4",)
+
+
+def test_under_local_pressure_only_the_causes_are_read():
+    bp = Backpressure(announce_ttl=3.0)
+    assert not bp.holds(1) and not bp.holds_spouts()
+    bp.local.add(7)
+    assert bp.holds(1) and not bp.holds(7) and bp.holds_spouts()
+    bp.local.clear()
+    bp.announced(9, START, now=0.0)  # a peer's cause holds the spouts and bolts here
+    assert bp.holds_spouts() and bp.holds(1)
+    bp.announced(9, STOP, now=1.0)
+    assert not bp.holds_spouts() and not bp.holds(1)
+
+
+# -- an executor whose output waits: spouts stop, bolts set their input aside ---------------
+
+def test_a_held_spout_stops_calling_next_tuple_and_a_held_bolt_sets_input_aside():
+    from runtime import Topology, wire
+    from runtime.testing import InMemoryCluster, ListSink, ListSpout
+
+    topo = Topology("held", batch_size=1)
+    topo.spout("numbers", ListSpout([[i] for i in range(100)], fields=["n"]))
+    topo.bolt("sink", ListSink).shuffle_grouping("numbers")
+    with InMemoryCluster(topo) as cluster:
+        spout_task = cluster.plan.component_tasks()["numbers"][0]
+        spout = cluster.executors[spout_task]
+        spout.output_waiting = ["a frame its stream manager would not take"]
+        spout.step(100)
+        assert spout.queued_or_sent() == 0  # held before its first call
+        spout.output_waiting = []
+        assert spout.step(20) == 20
+        sink_task = cluster.plan.component_tasks()["sink"][0]
+        sink = cluster.executors[sink_task]
+        stream = cluster.plan.stream_ids()[("numbers", "default")]
+        header = wire.data_header(wire.DATA, stream, sink_task, spout_task)
+        sink.output_waiting = ["held"]
+        before = sink.executed
+        sink.on_frame(header, wire.encode_batch([[1], [2], [3]]))
+        assert sink.executed == before + 1 and [t.values for t in sink.leftover] == [[2], [3]]
+        sink.output_waiting = []
+        sink.run_leftover()
+        assert sink.executed == before + 3 and sink.leftover == []

@@ -133,3 +133,89 @@ def test_an_oversized_message_is_dropped_and_the_server_goes_on():
         assert _receive(server) == [b"small"]
         assert not server.poll(200), "the oversized message got through"
     ctx.destroy(linger=0)
+
+
+# -- the remote topology's bookkeeping, without Spark -----------------------------------------
+
+def _two_container_plan():
+    from runtime import Topology
+    from runtime.testing import ListSink, ListSpout
+
+    topo = Topology("remote-bookkeeping")
+    topo.spout("numbers", ListSpout([[1]]))
+    topo.bolt("sink", ListSink, parallelism=2).shuffle_grouping("numbers")
+    return topo.physical_plan(2)
+
+
+def _sm_hello(container: int, generation: int, port: int) -> dict:
+    return {"t": "hello", "role": "sm", "id": container, "incarnation": generation, "pid": 1,
+            "inbound": f"tcp://127.0.0.1:{port}"}
+
+
+def test_the_master_takes_a_newer_generation_as_a_restarted_container(tmp_path):
+    from runtime._tmaster import TopologyMaster
+
+    plan, keys = _two_container_plan(), TopologyKeys.generate()
+    master = TopologyMaster({"secret": b"s" * 32, "run_dir": str(tmp_path), "bundle": b"",
+                             "plan": plan.to_data(), "remote": {
+                                 "keys": keys.to_data(), "bind_host": "127.0.0.1",
+                                 "advertise_host": "127.0.0.1"}})
+    master.sent = []
+    master.send = lambda ident, kind, **fields: master.sent.append((ident, kind, fields))
+    try:
+        assert master.endpoint.startswith("tcp://127.0.0.1:")
+        master.start_containers()  # Spark starts them, not the master
+        assert master.containers == {}
+        master.on_hello(b"s0.0", _sm_hello(0, 0, 1000))
+        master.on_hello(b"s1.0", _sm_hello(1, 0, 1001))
+        assert [(ident, kind) for ident, kind, _ in master.sent] == [
+            (b"s0.0", "welcome"), (b"s1.0", "welcome")]
+        master.sent.clear()
+
+        master.on_hello(b"s1.1", _sm_hello(1, 1, 1002))  # restarted, on a new port
+        moved = {t.task for t in plan.tasks_in(1)}
+        assert {t: info["incarnation"] for t, info in master.tasks.items()} == {
+            t.task: int(t.task in moved) for t in plan.tasks}
+        assert [e["container"] for e in master.events if e["kind"] == "container_restarted"
+                ] == [1]
+        assert [(ident, kind) for ident, kind, _ in master.sent] == [
+            (b"s1.0", "kill"), (b"s0.0", "welcome"), (b"s1.1", "welcome")]
+        welcome = master.sent[1][2]
+        assert welcome["inbound"] == {"0": "tcp://127.0.0.1:1000", "1": "tcp://127.0.0.1:1002"}
+        assert welcome["incarnations"] == {t: int(t in moved) for t in master.tasks}
+        master.sent.clear()
+
+        master.on_hello(b"s1.0", _sm_hello(1, 0, 1001))  # a late hello of the old one
+        assert master.sent == [] and master.sms[1]["ident"] == b"s1.1"
+        assert master.answer_status({})["refusals"] == {"master": {}}
+    finally:
+        master.sock.close(linger=0)
+        master.gate.stop()
+        master.zctx.term()
+
+
+def test_a_stream_manager_follows_a_peer_that_moved(tmp_path):
+    from runtime import wire
+    from runtime._stmgr import StreamManager
+
+    plan, keys = _two_container_plan(), TopologyKeys.generate()
+    sm = StreamManager({"secret": b"s" * 32, "container": 0, "run_dir": str(tmp_path),
+                        "tm": "tcp://127.0.0.1:9", "keys": keys.to_data(),
+                        "bind_host": "127.0.0.1", "advertise_host": "127.0.0.1"})
+    try:
+        assert sm.inbound_endpoint().startswith("tcp://127.0.0.1:")
+        assert sm.inbound.get(zmq.MECHANISM) == zmq.CURVE
+        assert sm.inbound.get(zmq.MAXMSGSIZE) == MAX_MESSAGE_BYTES
+        sm._wire({"plan": plan.to_data(), "inbound": {"0": sm.inbound_endpoint(),
+                                                       "1": "tcp://127.0.0.1:1001"}})
+        peer = sm.peers[1]
+        peer.pending.append((wire.data_header(wire.DATA, 1, 2, 1), b"kept"))
+        sm.rewire({"0": sm.inbound_endpoint(), "1": "tcp://127.0.0.1:1002"})
+        assert peer.sock.get(zmq.LAST_ENDPOINT) == b"tcp://127.0.0.1:1002"
+        assert peer.sock.get(zmq.MECHANISM) == zmq.CURVE  # still a CURVE client
+        assert [body for _, body in peer.pending] == [b"kept"]
+        sm.rewire({"1": "tcp://127.0.0.1:1002"})  # unchanged: the same socket is kept
+        assert peer.sock.get(zmq.LAST_ENDPOINT) == b"tcp://127.0.0.1:1002"
+    finally:
+        sm.gate.stop()
+        sm.zctx.destroy(linger=0)

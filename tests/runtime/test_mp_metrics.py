@@ -6,6 +6,7 @@ from __future__ import annotations
 import pytest
 
 from runtime import Topology
+from runtime._topology import TopologyError
 from runtime.testing import Doubler, ListSink, ListSpout, wait_for
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(60)]
@@ -31,6 +32,8 @@ def test_a_finite_runs_metrics_equal_the_true_counts():
     with topo.submit(containers=2) as running:
         m = wait_for(lambda: done(running), timeout=30, what=f"{N} tuples through")
         series = running.metrics("10m")["series"]
+        at_rest = wait_for(lambda: rested(lambda: running.metrics("all")), timeout=30,
+                           what="every queue empty")
         with pytest.raises(ValueError, match="1m, 10m, 1h, 3h, all"):
             running.metrics("5m")
     c = m["components"]
@@ -47,3 +50,45 @@ def test_a_finite_runs_metrics_equal_the_true_counts():
     assert c["double"]["busy_seconds"] > 0 and c["double"]["execute_latency_ms"] > 0
     assert sum(x for _, x, _ in series["sink"]) == N  # one point a second: rate x 1 s
     assert all(isinstance(p, tuple) and len(p) == 3 for p in series["double"])
+    # issue 5: latency histograms count every tuple; queues are empty at rest
+    for name in ("double", "sink"):
+        latency = c[name]["latency_ms"]
+        assert latency["execute"]["count"] == N and latency["process"]["count"] == N
+        assert 0 < latency["execute"]["p50"] <= latency["execute"]["p99"]
+        assert latency["process"]["p50"] >= latency["execute"]["p50"]  # waits, then runs
+    assert c["numbers"]["latency_ms"]["complete"]["count"] == N
+    for task, inst in at_rest["instances"].items():
+        for gauge in ("pending_emits", "queued_tuples", "sm_queued_bytes", "sm_queued_frames"):
+            assert inst[gauge] == 0, (task, gauge, inst)
+        assert inst["held_seconds"] >= 0
+    assert set(at_rest["containers"]) == {0, 1}
+    assert all(x["backpressure_seconds"] == 0 for x in at_rest["containers"].values())
+
+
+def rested(metrics):
+    """The metrics once no queue holds anything (every report after the run), else None."""
+    m = metrics()
+    gauges = ("pending_emits", "queued_tuples", "sm_queued_bytes", "sm_queued_frames")
+    idle = all(i[g] == 0 for i in m["instances"].values() for g in gauges)
+    return m if idle and len(m["containers"]) == 2 else None
+
+
+def test_with_metrics_off_only_the_counters_are_kept():
+    topo = Topology("unmetered", metrics=False, **FAST)
+    topo.spout("numbers", ListSpout([[i] for i in range(N)], fields=["n"]))
+    topo.bolt("double", Doubler).shuffle_grouping("numbers")
+    topo.bolt("sink", ListSink).shuffle_grouping("double")
+    with topo.submit() as running:
+        m = wait_for(lambda: done(running), timeout=30, what=f"{N} tuples through")
+        stats = running.statistics()
+    c = m["components"]
+    assert (c["numbers"]["acked"], c["double"]["executed"], c["sink"]["executed"]) == (N, N, N)
+    assert c["double"]["latency_ms"] == {"execute": None, "process": None, "complete": None}
+    assert all(s.latency_ms is None and s.rss_bytes == 0 for s in stats)
+
+
+def test_the_metrics_option_must_be_a_bool():
+    topo = Topology("bad", metrics="yes")
+    topo.spout("numbers", ListSpout([[1]], fields=["n"]))
+    with pytest.raises(TopologyError, match="metrics must be True or False, not 'yes'"):
+        topo.physical_plan()

@@ -188,3 +188,72 @@ def test_the_master_refuses_an_unknown_window_saying_which_exist(master):
     master.on_request(b"c", {"t": "request", "id": 2, "what": "metrics", "window": "1d"})
     (_, kind, reply), = master.sent
     assert not reply["ok"] and "1m, 10m, 1h, 3h, all" in reply["value"]
+
+
+# -- latency histograms, queues and time held (issue 5) ---------------------------------------
+
+def hist(*latencies_s):
+    """Cumulative sparse buckets of some latencies, as an instance reports them."""
+    from runtime._metrics import LatencyHistogram
+
+    h = LatencyHistogram()
+    for s in latencies_s:
+        h.record(s)
+    return h.sparse()
+
+
+def test_latency_histograms_are_windowed_from_cumulative_buckets():
+    store = MetricsStore()
+    slow, fast = (0.1,) * 10, (0.001,) * 30  # 10 tuples at 100 ms early, then 30 at 1 ms
+    store.add(1, 0, {**BOLT, "histograms": {"execute": hist(*slow)}}, now=10.0)
+    store.add(1, 0, {**BOLT, "histograms": {"execute": hist(*slow, *fast)}}, now=200.0)
+    last_minute = store.instance(1, "1m", now=200.0)["latency_ms"]["execute"]
+    since_start = store.instance(1, "all", now=200.0)["latency_ms"]["execute"]
+    assert last_minute["count"] == 30 and 0.9 < last_minute["p99"] < 1.1
+    assert since_start["count"] == 40 and 90 < since_start["p99"] < 110
+    assert 90 < store.instance(1, "10m", now=200.0)["latency_ms"]["execute"]["p99"] < 110
+    assert store.instance(1, "all", now=200.0)["latency_ms"]["process"] is None
+
+
+def test_a_new_incarnations_histograms_count_from_zero():
+    store = MetricsStore()
+    store.add(1, 0, {**BOLT, "histograms": {"process": hist(0.01, 0.01)}}, now=1.0)
+    store.add(1, 1, {**BOLT, "histograms": {"process": hist(0.01)}}, now=2.0)
+    assert store.instance(1, "all", now=2.0)["latency_ms"]["process"]["count"] == 3
+
+
+def test_a_components_percentiles_merge_its_instances_buckets():
+    store = MetricsStore()
+    store.add(1, 0, {**BOLT, "histograms": {"execute": hist(*(0.001,) * 98)}}, now=1.0)
+    store.add(2, 0, {**BOLT, "histograms": {"execute": hist(0.1, 0.1)}}, now=1.0)
+    tasks = {1: BOLT, 2: BOLT}
+    latency = store.answer(tasks, "all", now=1.0)["components"]["sink"]["latency_ms"]["execute"]
+    assert latency["count"] == 100
+    assert 0.9 < latency["p50"] < 1.1 and 90 < latency["p99"] < 110  # of all 100 tuples
+
+
+def test_queue_gauges_held_time_and_containers_are_answered():
+    store = MetricsStore()
+    store.add(1, 0, {**BOLT, "held_seconds": 1.5, "pending_emits": 2, "queued_tuples": 7},
+              now=1.0)
+    store.add(1, 0, {**BOLT, "held_seconds": 4.0, "pending_emits": 0, "queued_tuples": 3},
+              now=2.0)
+    containers = {0: {"backpressure_seconds": 2.5, "queued_bytes": {1: 0}}}
+    answer = store.answer({1: {**BOLT, "sm_queued_bytes": 4096}}, "all", now=2.0,
+                          containers=containers)
+    inst = answer["instances"][1]
+    assert (inst["held_seconds"], inst["pending_emits"], inst["queued_tuples"]) == (4.0, 0, 3)
+    assert inst["sm_queued_bytes"] == 4096 and answer["components"]["sink"]["held_seconds"] == 4
+    assert answer["containers"] == containers
+
+
+def test_the_master_gives_each_task_what_its_stream_manager_queues(master):
+    a, b = master.component_tasks["sink"]
+    master.on_sm_stats(b"", {"t": "sm_stats", "container": 0, "record": {
+        "queued_bytes": {a: 5000, b: 0}, "queued_frames": {a: 3, b: 0},
+        "backpressure_seconds": 1.25, "backpressure_episodes": 1,
+        "backpressure_active": True}})
+    answer = master.answer_metrics({"window": "all"})
+    assert answer["instances"][a]["sm_queued_bytes"] == 5000
+    assert answer["instances"][a]["sm_queued_frames"] == 3
+    assert answer["containers"][0]["backpressure_seconds"] == 1.25

@@ -1,0 +1,145 @@
+"""The cost of observability: word count with metrics on, and with ``metrics=False``.
+
+Workload
+    ``benchmarks/wordcount.py``'s topology (a spout of random words, a fields grouping,
+    counting bolts; acking as ``--acking`` says), run alternately with the engine's
+    default ``metrics=True`` (latency histograms of every batch, process latency, CPU
+    and RSS per report) and with ``metrics=False`` (only the counters correctness and
+    the statistics records need). The order alternates each round (on/off, off/on, ...)
+    so that a machine that warms up or gets busier does not favour one side.
+
+Reading the output
+    One line per run, the wordcount benchmark's shape plus ``metrics=on|off`` and
+    ``round``, then one summary line (wrapped here)::
+
+        RESULT name=metrics-cost workload=wordcount acking=off rounds=3
+               on_tps=254000 off_tps=259000 cost_pct=1.9 target_pct=5.0
+
+    ``on_tps`` and ``off_tps`` are the medians of the rounds, and ``cost_pct`` is
+    ``(1 - on_tps / off_tps) * 100``: negative when the noise is larger than the cost.
+    This machine is shared: read several rounds, not one.
+
+    Whole runs on a busy 2-core machine vary by tens of percent, more than the cost,
+    so one more line measures the cost where it is paid, in one process: a counting
+    bolt's executor is fed the same 1000-word frame ``--frames`` times with metrics on,
+    and another one as many with metrics off, in alternating blocks of 20 frames (the
+    in-memory twin's executors with a real clock: no sockets, no processes)::
+
+        RESULT name=metrics-cost-executor ns_per_tuple_on=412.0 ns_per_tuple_off=405.1
+               cost_pct=1.7 frames=5000 batch=1000
+
+    python benchmarks/metrics_cost.py --tuples 1000000 --rounds 3
+"""
+
+from __future__ import annotations
+
+import statistics
+import sys
+import time
+
+from _common import BenchmarkError, Measurement, base_parser, timeout_for
+from wordcount import (
+    HALF_RATE_SECONDS,
+    WORKLOAD,
+    CountBolt,
+    WordSpout,
+    build_topology,
+    check_tupleflow,
+    counting_window,
+    engine_options,
+    wait_until_counted,
+)
+
+TARGET_PCT = 5.0  # the issue's target: full metrics cost at most 5 % of throughput
+
+
+def run_once(args, metrics: bool, round_: int) -> Measurement:
+    acking = args.acking == "on"
+    config = {"tuples": args.tuples, "ackers": 1 if acking else 0, "metrics": metrics,
+              **engine_options(args)}
+    topology = build_topology(args.spouts, args.bolts, acking)
+    with topology.submit(scheduler="local", containers=args.containers, config=config) as running:
+        stats = wait_until_counted(running, args.tuples,
+                                   timeout_for(args.tuples) + HALF_RATE_SECONDS, acking)
+    check_tupleflow(stats, args.tuples)
+    if metrics != any(r.latency_ms for r in stats if r.component == "count"):
+        raise BenchmarkError(f"metrics={metrics}, but latency histograms were "
+                             f"{'not ' if metrics else ''}reported")
+    return Measurement("tupleflow", WORKLOAD, acking, args.spouts, args.bolts, args.tuples,
+                       counting_window(stats),
+                       (("metrics", "on" if metrics else "off"), ("round", round_)))
+
+
+BLOCK = 20  # frames fed to one executor before switching to the other
+
+
+def counting_executor(metrics: bool, batch: int):
+    """A counting bolt's executor (the in-memory twin's, with a real clock), and a frame
+    of ``batch`` words for it."""
+    from _common import vocabulary
+
+    from runtime import Topology, wire
+    from runtime.testing import InMemoryCluster
+
+    topology = Topology("metrics-cost", metrics=metrics)
+    topology.spout("words", WordSpout)
+    topology.bolt("count", CountBolt).shuffle_grouping("words")
+    cluster = InMemoryCluster(topology, clock=time.monotonic, tuples=0)
+    plan = cluster.plan
+    spout, bolt = plan.component_tasks()["words"][0], plan.component_tasks()["count"][0]
+    header = wire.data_header(wire.DATA, plan.stream_ids()[("words", "default")], bolt, spout)
+    words = vocabulary()
+    body = wire.encode_batch([[words[i]] for i in range(batch)])
+    return cluster, cluster.executors[bolt], header, body
+
+
+def executor_cost(frames: int, batch: int = 1000) -> str:
+    """Feed two counting executors, metrics on and off, ``frames`` frames each, in
+    alternating blocks of ``BLOCK`` (so that the machine's load falls on both alike):
+    the RESULT line of the in-process measurement."""
+    sides = {m: counting_executor(m, batch) for m in (True, False)}
+    spent = {True: 0.0, False: 0.0}
+    try:
+        for _ in range(max(1, frames // BLOCK)):
+            for metrics, (_, executor, header, body) in sides.items():
+                started = time.perf_counter()
+                for _ in range(BLOCK):
+                    executor.on_frame(header, body)
+                spent[metrics] += time.perf_counter() - started
+    finally:
+        for cluster, *_ in sides.values():
+            cluster.close()
+    per = max(1, frames // BLOCK) * BLOCK * batch / 1e9
+    on, off = spent[True], spent[False]
+    return (f"RESULT name=metrics-cost-executor ns_per_tuple_on={on / per:.1f} "
+            f"ns_per_tuple_off={off / per:.1f} cost_pct={(on / off - 1) * 100:.1f} "
+            f"frames={frames} batch={batch}")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = base_parser(__doc__, default_tuples=1_000_000)
+    parser.add_argument("--rounds", type=int, default=3, help="runs with metrics on and off")
+    parser.add_argument("--frames", type=int, default=5000,
+                        help="frames of the in-process executor measurement (0: skip it)")
+    args = parser.parse_args(argv)
+    if args.frames:
+        print(executor_cost(args.frames), flush=True)
+    rates: dict[bool, list[int]] = {True: [], False: []}
+    try:
+        for r in range(args.rounds):
+            for metrics in ((True, False) if r % 2 == 0 else (False, True)):
+                m = run_once(args, metrics, r)
+                rates[metrics].append(m.tps)
+                print(m.line(), flush=True)
+    except BenchmarkError as error:
+        print(f"FAILED {error}", file=sys.stderr, flush=True)
+        return 1
+    on, off = statistics.median(rates[True]), statistics.median(rates[False])
+    print(f"RESULT name=metrics-cost workload={WORKLOAD} acking={args.acking} "
+          f"rounds={args.rounds} tuples={args.tuples} on_tps={on:.0f} off_tps={off:.0f} "
+          f"cost_pct={(1 - on / off) * 100:.1f} target_pct={TARGET_PCT}", flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

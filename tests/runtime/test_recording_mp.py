@@ -1,0 +1,130 @@
+"""Recording on real processes: the kill writes the last segment, and a running topology
+starts and stops recording on request. Every wait polls a condition with a deadline."""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+from collections import Counter
+
+import cloudpickle
+import pytest
+
+from runtime import Topology
+from runtime.recording import read_table, segments
+from runtime.testing import ListSink, ListSpout, wait_for
+
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(90)]
+
+cloudpickle.register_pickle_by_value(sys.modules[__name__])
+
+FAST = {"spout_wait": 0.005, "stats_interval": 0.05}
+
+
+class PacedList(ListSpout):
+    """A ListSpout that emits at most ``rate`` tuples a second, so it outlives the test."""
+
+    def __init__(self, tuples, fields, rate: int = 400) -> None:
+        super().__init__(tuples, fields)
+        self.rate = rate
+
+    def open(self, config, context):
+        super().open(config, context)
+        self.t0, self.sent = time.monotonic(), 0
+
+    def next_tuple(self):
+        if self.sent < (time.monotonic() - self.t0) * self.rate:
+            self.sent += 1
+            super().next_tuple()
+
+
+def total(running, component, field):
+    return sum(getattr(s, field) for s in running.statistics() if s.component == component)
+
+
+def test_kill_writes_the_open_segment_and_nothing_is_lost():
+    values = [[f"w{i % 11}", i] for i in range(3000)]
+    topo = Topology("rec-kill", **FAST)
+    topo.spout("words", ListSpout(values, fields=["word", "n: int"]), parallelism=2,
+               record_segment_seconds=600.0).record()
+    topo.bolt("sink", ListSink, parallelism=2).shuffle_grouping("words")
+    with topo.submit(ackers=1) as running:
+        wait_for(lambda: total(running, "words", "acked") == len(values), 60, "all acked")
+        assert segments(running, "words") == []  # a 600 s segment is still open
+    rows = read_table(running, "words").to_pylist()
+    assert Counter((r["word"], r["n"]) for r in rows) == Counter(map(tuple, values))
+    tasks = running.plan.component_tasks()["words"]
+    assert all(r["_task"] == tasks[r["n"] % 2] for r in rows)
+    assert all(r["_root_id"] is not None for r in rows)
+
+
+def test_record_and_stop_recording_on_a_running_topology():
+    values = [[n] for n in range(100_000)]
+    topo = Topology("rec-live", **FAST)
+    topo.spout("numbers", PacedList(values, fields=["n"]), record_segment_seconds=0.2)
+    topo.bolt("sink", ListSink).shuffle_grouping("numbers")
+    with topo.submit() as running:
+        running.wait_active(timeout=30)
+        with pytest.raises(ValueError, match="did you mean 'numbers'"):
+            running.record("number")
+        assert running.record("numbers") == list(running.plan.component_tasks()["numbers"])
+        wait_for(lambda: read_table(running, "numbers").num_rows >= 100, 30, "recorded rows")
+        running.stop_recording("numbers")
+        wait_for(lambda: all(s.component != "numbers" or not recording(running, s.task)
+                             for s in running.statistics()), 30, "recording stopped")
+        recorded = read_table(running, "numbers").num_rows
+        emitted = total(running, "numbers", "emitted")
+        wait_for(lambda: total(running, "numbers", "emitted") > emitted + 200, 30,
+                 "more tuples emitted after the recording stopped")
+        assert read_table(running, "numbers").num_rows == recorded
+        kinds = [e["kind"] for e in running.events()]
+        assert "recording_started" in kinds and "recording_stopped" in kinds
+    rows = read_table(running, "numbers").to_pylist()
+    ns = sorted(r["n"] for r in rows)
+    assert ns == list(range(ns[0], ns[0] + len(ns)))  # one unbroken run of the stream
+    assert all(r["_root_id"] is None for r in rows)  # acking off: nothing tracked
+
+
+def recording(running, task):
+    record = next(r for r in running._ask("statistics") if r["task"] == task)
+    return record.get("recording")
+
+
+class CrashOnce(PacedList):
+    """Raises once, in its first incarnation, after ``after`` tuples (a marker file in the
+    run directory remembers that it did)."""
+
+    def __init__(self, tuples, fields, after: int) -> None:
+        super().__init__(tuples, fields)
+        self.after = after
+
+    def open(self, config, context):
+        super().open(config, context)
+        self.marker = os.path.join(context.run_dir, f"crashed-{context.task_id}")
+
+    def next_tuple(self):
+        if self.sent >= self.after and not os.path.exists(self.marker):
+            open(self.marker, "w").close()
+            raise RuntimeError("crash once")
+        super().next_tuple()
+
+
+def test_a_restarted_instance_keeps_recording_what_was_started_live():
+    topo = Topology("rec-restart", **FAST)
+    topo.spout("numbers", CrashOnce([[n] for n in range(100_000)], fields=["n"], after=300),
+               record_segment_seconds=0.2)
+    topo.bolt("sink", ListSink).shuffle_grouping("numbers")
+    with topo.submit() as running:
+        running.wait_active(timeout=30)
+        running.record("numbers")
+        running.wait_until(lambda stats: any(s.component == "numbers" and s.restarts >= 1
+                                             and s.state == "running" for s in stats), 60)
+        task = running.plan.component_tasks()["numbers"][0]
+        wait_for(lambda: recording(running, task) == ["default"], 30,
+                 "the new incarnation to record")
+        files = set(segments(running, "numbers"))
+        wait_for(lambda: len(set(segments(running, "numbers")) - files) >= 2, 30,
+                 "segments written by the new incarnation")
+    names = {os.path.basename(f).split("-")[2] for f in segments(running, "numbers")}
+    assert len(names) == 2  # two incarnations, each its own files (none overwritten)
