@@ -15,19 +15,39 @@ from ._client import RunningTopology, TopologyDead
 from ._stats import InstanceStats
 from ._topology import ComponentSpec, Declarer, Subscription, Topology, TopologyError
 from .groupings import Grouping, stable_hash
+from .trident import (
+    BatchLogSpout,
+    CombinerAggregator,
+    Count,
+    ListBatchSpout,
+    MemoryMap,
+    RedisMap,
+    ReducerAggregator,
+    SQLiteMap,
+    Sum,
+)
 
 __all__ = [
     "BasicBolt",
+    "BatchLogSpout",
     "Bolt",
+    "CombinerAggregator",
     "ComponentSpec",
     "Context",
+    "Count",
     "Declarer",
     "FailedException",
     "Grouping",
     "InstanceStats",
+    "ListBatchSpout",
+    "MemoryMap",
+    "RedisMap",
+    "ReducerAggregator",
     "RunningTopology",
+    "SQLiteMap",
     "Spout",
     "Subscription",
+    "Sum",
     "Topology",
     "TopologyDead",
     "TopologyError",
