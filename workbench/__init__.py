@@ -1,7 +1,7 @@
 """What a person looks at: the ``%%topology`` cell grammar, a picture of a topology's
-graph, and the live :class:`Dashboard` of a running one; the Spark bridge as it lands.
-Importing this package imports neither IPython nor ipywidgets: ``workbench.Dashboard``
-imports ipywidgets when first used.
+graph, the live :class:`Dashboard` of a running one, and ``spark_session()``, the session
+the Spark bridge uses (``running.to_spark(...)``; docs/spark.md). Importing this package
+imports neither IPython, ipywidgets nor pyspark: each is imported when first used.
 
 >>> from runtime.testing import ListSpout, ListSink
 >>> parsed = parse_topology("demo", '''
@@ -26,14 +26,20 @@ __all__ = [
     "TopologyView",
     "TupleTable",
     "parse_topology",
+    "spark_session",
     "topology_svg",
 ]
 
 
 def __getattr__(name: str) -> Any:
-    """``Dashboard`` lives with ipywidgets: import it only when someone asks for it."""
+    """``Dashboard`` lives with ipywidgets and ``spark_session`` with pyspark: import each
+    only when someone asks for it."""
     if name == "Dashboard":
         from ._dashboard import Dashboard
 
         return Dashboard
+    if name == "spark_session":
+        from ._spark import spark_session
+
+        return spark_session
     raise AttributeError(f"module 'workbench' has no attribute {name!r}")
