@@ -40,6 +40,8 @@ USAGE = {
     "tune": "NAME VALUE [COMPONENT]",
     "tap": "NAME COMPONENT [STREAM] [n=20]",
     "dashboard": "NAME [interval=1.0]",
+    "record": "NAME COMPONENT [STREAM]",
+    "stop_recording": "NAME COMPONENT [STREAM]",
 }
 DETACHED = "--detached"  # submit flag: the topology outlives the kernel
 NO_DASHBOARD = "--no-dashboard"  # submit flag: do not show the live dashboard
@@ -176,6 +178,24 @@ class TopologyMagics(Magics):
                   "shows tuples sent after it starts; run it again")
             return
         display(workbench.TupleTable(component, stream, tuples))
+
+    def _record(self, name: str, component: str, stream: str = "default") -> None:
+        """Record NAME's COMPONENT's STREAM to Parquet: ``running.record(...)``."""
+        running = self._running(name)
+        try:
+            running.record(component, stream)
+        except ValueError as err:  # unknown component or stream: the user's words
+            raise UsageError(f"%topology record: {err}") from None
+        print(f"recording {component} [{stream}] to {running.recording_dir(component, stream)}"
+              f"; read it with {name}_running.to_spark({component!r}, {stream!r})")
+
+    def _stop_recording(self, name: str, component: str, stream: str = "default") -> None:
+        """Stop recording: ``running.stop_recording(...)``."""
+        try:
+            self._running(name).stop_recording(component, stream)
+        except ValueError as err:
+            raise UsageError(f"%topology stop_recording: {err}") from None
+        print(f"stopped recording {component} [{stream}]")
 
     def _list(self) -> None:
         if not self.registry.entries:

@@ -221,6 +221,8 @@ def _option_value(line: Line, opt: Option) -> Any:
             raise line.error(f"`{text}` is not a Python literal (a number, a quoted string, "
                              "True, False or None)", opt.value) from None
         value = text  # a bare word is a string: max_spout_pending=auto
+    if key == c.RECORD and isinstance(value, str):  # record=default or record="default,errors"
+        value = [stream.strip() for stream in value.split(",") if stream.strip()]
     problem = _containers_problem(value) if key == CONTAINERS else option_problem(key, value)
     if problem:
         raise line.error(f"`{opt.key.text}` must be {problem}, not {value!r}", opt.value)

@@ -4,16 +4,13 @@ IPython shell against a real running topology."""
 from __future__ import annotations
 
 import pytest
+from IPython.core.error import UsageError
+from IPython.utils.capture import capture_output
 
-pytest.importorskip("IPython")
+from runtime.testing import wait_for
+from workbench import Dashboard, TupleTable
 
-from IPython.core.error import UsageError  # noqa: E402
-from IPython.utils.capture import capture_output  # noqa: E402
-
-from runtime.testing import wait_for  # noqa: E402
-from workbench import Dashboard, TupleTable  # noqa: E402
-
-from .test_magics import ipython, magics  # noqa: E402
+from .test_magics import ipython, magics
 
 pytestmark = pytest.mark.slow
 WIDGET = "application/vnd.jupyter.widget-view+json"
@@ -137,3 +134,30 @@ def test_tap_of_a_dead_topology_is_reported_not_raised(running_demo):
 
 def test_tuple_table_is_public():
     assert repr(TupleTable("a", "default", [])) == "a [default]: 0 tuples"
+
+
+def test_record_then_stop_recording_writes_parquet_the_bridge_reads(running_demo, tmp_path):
+    from runtime.recording import read_table
+
+    ip, running, _ = running_demo
+    with capture_output() as out:
+        ip.run_line_magic("topology", "record demo src")
+    assert "recording src [default]" in out.stdout
+    wait_for(lambda: read_table(running, "src").num_rows > 0, 30, "a recorded segment")
+    with capture_output() as out:
+        ip.run_line_magic("topology", "stop_recording demo src")
+    assert "stopped recording src [default]" in out.stdout
+    table = read_table(running, "src")
+    assert {"_task", "_emit_ts", "_root_id"} <= set(table.column_names)
+
+
+@pytest.mark.parametrize("line, message", [
+    ("record demo nope", "no component 'nope' to record; components: sink, src"),
+    ("record demo src nope", "component 'src' has no stream 'nope'"),
+    ("stop_recording demo nope", "no component 'nope' to record"),
+    ("record", r"usage: %topology record NAME COMPONENT \[STREAM\]"),
+])
+def test_record_errors_are_one_line_usage_errors(running_demo, line, message):
+    ip, _, _ = running_demo
+    with pytest.raises(UsageError, match=message):
+        ip.run_line_magic("topology", line)

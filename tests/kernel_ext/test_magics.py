@@ -5,18 +5,15 @@ from __future__ import annotations
 import time
 
 import pytest
+from IPython.core.error import UsageError
+from IPython.core.interactiveshell import InteractiveShell
+from IPython.utils.capture import capture_output
+from traitlets.config import Config
 
-pytest.importorskip("IPython")
-
-from IPython.core.error import UsageError  # noqa: E402
-from IPython.core.interactiveshell import InteractiveShell  # noqa: E402
-from IPython.utils.capture import capture_output  # noqa: E402
-from traitlets.config import Config  # noqa: E402
-
-import kernel_ext  # noqa: E402
-from runtime import Topology, TopologyDead, _scheduler  # noqa: E402
-from runtime._plan import PhysicalPlan  # noqa: E402
-from workbench import TopologyView  # noqa: E402
+import kernel_ext
+from runtime import Topology, TopologyDead, _scheduler
+from runtime._plan import PhysicalPlan
+from workbench import TopologyView
 
 SETUP = """
 from runtime import Spout

@@ -6,14 +6,12 @@ from __future__ import annotations
 
 import pathlib
 
+import nbformat
 import pytest
+from nbclient import NotebookClient
+from nbconvert import HTMLExporter
 
-nbformat = pytest.importorskip("nbformat")
-
-from nbclient import NotebookClient  # noqa: E402
-from nbconvert import HTMLExporter  # noqa: E402
-
-from runtime.testing import wait_for  # noqa: E402
+from runtime.testing import wait_for
 
 pytestmark = pytest.mark.slow
 REPO = pathlib.Path(__file__).resolve().parents[2]

@@ -330,3 +330,14 @@ def test_public_api_is_curated():
 def test_docstring_examples_run(module):
     result = doctest.testmod(module, optionflags=doctest.ELLIPSIS | doctest.NORMALIZE_WHITESPACE)
     assert result.failed == 0 and result.attempted > 0
+
+
+def test_record_option_takes_one_stream_or_a_quoted_list():
+    ns = {"nums": ListSpout([[1]], fields=["n"]), "ListSink": ListSink}
+    one = parse_topology("demo", "src: nums record=default\nsink: ListSink <- src", ns)
+    assert one.topology.components["src"].config["record"] == ["default"]
+    quoted = parse_topology("demo", 'src: nums record="default"\nsink: ListSink <- src', ns)
+    assert quoted.topology.components["src"].config["record"] == ["default"]
+    with pytest.raises(TopologySyntaxError, match="cannot record stream 'defualt' "
+                                                  r"\(did you mean 'default'\?\)"):
+        parse_topology("demo", "src: nums record=defualt\nsink: ListSink <- src", ns)
