@@ -30,8 +30,13 @@ IPC_PATH_MAX = 107  # bytes in a unix socket path (sockaddr_un.sun_path, less th
 
 def submit(topology, *, scheduler: str, containers: int,
            config: Mapping[str, Any]) -> RunningTopology:
+    if scheduler == "spark":  # containers as Spark barrier tasks (docs/remote.md)
+        from ._spark_scheduler import submit as spark_submit
+
+        return spark_submit(topology, containers=containers, config=config)
     if scheduler != "local":
-        raise ValueError(f"unknown scheduler {scheduler!r}; this version has 'local'")
+        raise ValueError(f"unknown scheduler {scheduler!r}; this version has 'local' and "
+                         "'spark'")
     config = dict(config)
     detached = bool(config.pop("detached", False))
     plan = topology.physical_plan(containers, **config)

@@ -211,3 +211,22 @@ def redis_url(redis_server):
     client.flushall()
     client.close()
     return redis_server.url
+
+
+# --- a real Spark standalone cluster on loopback ----------------------------------------------
+
+
+@pytest.fixture(scope="session")
+def spark_cluster(tmp_path_factory):
+    """One Spark standalone master + worker for the whole session (tests/spark_cluster.py);
+    starting them takes 15-40 s on a loaded machine. Stopped at the end of the session."""
+    import importlib.util
+    from pathlib import Path
+
+    spec = importlib.util.spec_from_file_location(
+        "spark_cluster", Path(__file__).with_name("spark_cluster.py"))
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    cluster = module.SparkCluster(tmp_path_factory.mktemp("spark"))
+    yield cluster
+    cluster.stop()

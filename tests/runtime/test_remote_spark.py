@@ -1,0 +1,282 @@
+"""Tier 3: topologies scheduled by a real Spark standalone cluster on loopback (issue 8).
+
+One Spark master and worker serve the whole session (the ``spark_cluster`` fixture), and
+one SparkSession this module (starting either takes tens of seconds on a loaded machine).
+Each container is a Spark barrier task running a stream manager; every TCP socket speaks
+CURVE with the topology's keys. The tests check what a user relies on: every sentence
+acked; a container killed with SIGKILL comes back with nothing lost; strangers are refused
+and counted; and nothing sent to a port is ever unpickled.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import glob
+import os
+import pickle
+import signal
+import socket
+import sys
+from pathlib import Path
+
+import cloudpickle
+import psutil
+import pytest
+import zmq
+
+from runtime import BasicBolt, Topology, wire
+from runtime._curve import TopologyKeys, make_client
+from runtime._spark_scheduler import CONTAINER_ENV, spark_session
+from runtime.testing import ListSink, ListSpout, PacedSpout, WordCount, wait_for
+
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(400)]  # the first test starts Spark
+
+cloudpickle.register_pickle_by_value(sys.modules[__name__])
+
+QUIET = {"spout_wait": 0.005}
+VOCABULARY = [f"w{i}" for i in range(30)]
+SENTENCES = [" ".join(VOCABULARY[(i * k) % 30] for k in (1, 7, 11)) for i in range(2000)]
+
+
+class Split(BasicBolt):
+    outputs = ["word"]
+
+    def process(self, tup):
+        for word in tup["sentence"].split():
+            self.emit([word])
+
+
+class Mkdir:
+    """Unpickling this creates a directory: proof that a payload was loaded."""
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+
+    def __reduce__(self):
+        return os.mkdir, (self.path,)
+
+
+@pytest.fixture(scope="module")
+def spark(spark_cluster):
+    session = spark_session(spark_cluster.master_url, {"advertise_host": "127.0.0.1",
+                                                       "bind_host": "127.0.0.1"})
+    yield session
+    session.stop()
+
+
+def word_count(name: str) -> Topology:
+    topo = Topology(name, **QUIET)
+    topo.spout("sentences", ListSpout([[s] for s in SENTENCES], fields=["sentence"],
+                                      replay=True))
+    topo.bolt("split", Split, parallelism=2).shuffle_grouping("sentences")
+    topo.bolt("count", WordCount, parallelism=2).fields_grouping("split", ["word"])
+    return topo
+
+
+def total(stats, component: str, field: str) -> int:
+    return sum(getattr(s, field) for s in stats if s.component == component)
+
+
+def settled(stats) -> bool:
+    return total(stats, "sentences", "pending") == 0 and total(stats, "__acker", "pending") == 0
+
+
+def stream_managers(processes) -> dict[int, psutil.Process]:
+    """This test's stream manager processes, by container (from their environment)."""
+    found = {}
+    for proc in processes():
+        with contextlib.suppress(psutil.Error):
+            if "runtime._stmgr" in " ".join(proc.cmdline()):
+                found[int(proc.environ()[CONTAINER_ENV])] = proc
+    return found
+
+
+def all_acked(stats) -> bool:
+    return total(stats, "sentences", "acked") == len(SENTENCES) and settled(stats)
+
+
+# -- (a) ---------------------------------------------------------------------------------------
+
+def test_two_containers_on_spark_ack_every_sentence(spark, spark_cluster, tupleflow_processes):
+    running = word_count("spark-wc").submit(scheduler="spark", master=spark_cluster.master_url,
+                                            containers=2, ackers=1)
+    with running:
+        stats = running.wait_until(all_acked, timeout=90)
+        status = running.status()
+        log = running.logs("count", running.plan.component_tasks()["count"][0])
+        sms = stream_managers(tupleflow_processes)
+        parents = {c: " ".join(sm.parent().cmdline()) for c, sm in sms.items()}
+    assert total(stats, "sentences", "failed") == 0
+    assert {s.container for s in stats} == {0, 1}
+    assert status["spark_job"]["running"] and status["spark_job"]["last_error"] is None
+    assert "Traceback" not in log
+    assert set(status["inbound"].values()) == {
+        ep for ep in status["inbound"].values() if ep.startswith("tcp://127.0.0.1:")}
+    assert running.endpoint.startswith("tcp://127.0.0.1:")
+    # the containers are Spark's: each stream manager is a child of a pyspark worker
+    assert sorted(sms) == [0, 1]
+    assert all("pyspark" in parent for parent in parents.values()), parents
+    # killing the topology ended the Spark job: each task returned its summary
+    assert not running.job.is_alive() and running.job.error is None
+    assert sorted(r["container"] for r in running.job.result) == [0, 1]
+
+
+# -- (b) ---------------------------------------------------------------------------------------
+
+def test_a_killed_container_is_restarted_and_nothing_is_lost(spark, tupleflow_processes):
+    topo = word_count("spark-kill")
+    with topo.submit(scheduler="spark", master=spark, containers=2, ackers=1,
+                     max_spout_pending=20, message_timeout=3.0) as running:
+        spout_container = running.plan.task(running.plan.component_tasks()["sentences"][0])
+        victim = 1 - spout_container.container
+        running.wait_until(lambda s: total(s, "sentences", "acked") >= 200, timeout=90)
+        old = stream_managers(tupleflow_processes)[victim]
+        old.send_signal(signal.SIGKILL)
+        new = wait_for(lambda: (sm := stream_managers(tupleflow_processes).get(victim))
+                       and sm.pid != old.pid and sm, 30, "a new stream manager")
+        stats = running.wait_until(all_acked, timeout=120)
+        events = running.events()
+    assert new.pid != old.pid
+    assert [e["container"] for e in events if e["kind"] == "container_restarted"] == [victim]
+    victims = {s.task for s in stats if s.container == victim}
+    assert all(s.restarts >= 1 for s in stats if s.task in victims)
+    assert total(stats, "sentences", "acked") == len(SENTENCES)  # 0 lost
+    # restarted by its Spark task's supervision (Spark did not have to retry the task)
+    assert {r["container"]: r["restarts"] for r in running.job.result} == {
+        victim: 1, 1 - victim: 0}
+
+
+# -- (b') a lost Spark task --------------------------------------------------------------------
+
+def test_a_lost_spark_task_makes_the_driver_submit_the_job_again(spark, tupleflow_processes):
+    """Spark does not retry a failed barrier result stage: the whole job fails and Spark
+    kills the other task. The driver submits the job again; every container restarts (a
+    newer generation), the spout replays, and every sentence is acked."""
+    topo = word_count("spark-lost-task")
+    with topo.submit(scheduler="spark", master=spark, containers=2, ackers=1,
+                     max_spout_pending=20, message_timeout=3.0) as running:
+        running.wait_until(lambda s: total(s, "sentences", "acked") >= 200, timeout=90)
+        worker = stream_managers(tupleflow_processes)[1].parent()  # the task's Python worker
+        assert "pyspark" in " ".join(worker.cmdline())
+        worker.kill()
+        stats = running.wait_until(lambda s: all_acked(s) and all(
+            x.incarnation >= 1 for x in s), timeout=120)
+        job = running.status()["spark_job"]
+        events = running.events()
+    assert job["rounds"] == 1 and job["running"]
+    assert sorted(e["container"] for e in events if e["kind"] == "container_restarted"
+                  ) == [0, 1]
+    assert total(stats, "sentences", "acked") == len(SENTENCES)
+    assert sorted(r["container"] for r in running.job.result) == [0, 1]
+
+
+# -- (c) and (d) -------------------------------------------------------------------------------
+
+def _stranger(kind: int, endpoint: str, server_key: bytes | None, client=None) -> zmq.Socket:
+    ctx = zmq.Context.instance()
+    sock = ctx.socket(kind)
+    sock.linger = 0
+    if server_key is not None:
+        sock.curve_serverkey = server_key
+        sock.curve_publickey, sock.curve_secretkey = client or zmq.curve_keypair()
+    sock.connect(endpoint)
+    return sock
+
+
+def strangers(kind: int, endpoint: str, keys: TopologyKeys, payload: list[bytes]) -> list:
+    """A NULL-mechanism client, one that knows the server key but not the client key, and
+    one with a wrong server key: each sends ``payload``."""
+    wrong = TopologyKeys.generate()
+    socks = [_stranger(kind, endpoint, None),
+             _stranger(kind, endpoint, keys.server_public),
+             _stranger(kind, endpoint, wrong.server_public,
+                       (keys.client_public, keys.client_secret))]
+    for sock in socks:
+        with contextlib.suppress(zmq.Again):
+            sock.send_multipart(payload, zmq.NOBLOCK)
+    return socks
+
+
+def refused(status: dict, who: str) -> int:
+    return sum(status.get("refusals", {}).get(who, {}).values())
+
+
+def alive(proc: psutil.Process) -> bool:
+    try:
+        return proc.is_running() and proc.status() != psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return False
+
+
+def send_raw(endpoint: str, blob: bytes) -> None:
+    host, port = endpoint.removeprefix("tcp://").rsplit(":", 1)
+    with socket.create_connection((host, int(port)), timeout=5) as s, \
+            contextlib.suppress(OSError):
+        s.sendall(blob)
+
+
+def test_strangers_are_refused_and_logged_and_no_pickle_is_loaded(spark, tmp_path,
+                                                                  tupleflow_processes):
+    marker = str(tmp_path / "unpickled")
+    payload = pickle.dumps(Mkdir(marker))
+    topo = Topology("spark-hostile", **QUIET)
+    topo.spout("numbers", PacedSpout(rate=200))
+    topo.bolt("sink", ListSink, parallelism=2).shuffle_grouping("numbers")
+    with topo.submit(scheduler="spark", master=spark, containers=2) as running:
+        running.wait_until(lambda s: total(s, "sink", "executed") > 0, timeout=90)
+        keys, status = running._keys, running.status()
+        procs = tupleflow_processes()
+        assert status["pid"] in [p.pid for p in procs]
+        inbound = status["inbound"][1]
+        plan = running.plan
+        sink = plan.component_tasks()["sink"][0]
+        spout = plan.component_tasks()["numbers"][0]
+        stream = plan.stream_ids()[("numbers", "default")]
+        header = wire.data_header(wire.DATA, stream, sink, spout)
+
+        # (c) three kinds of stranger at the master's port and at a stream manager's
+        socks = strangers(zmq.DEALER, running.endpoint, keys, [payload, b"mac"])
+        socks += strangers(zmq.PUSH, inbound, keys, [header, payload])
+        status = wait_for(lambda: (s := running.status()) and refused(s, "master") >= 3
+                          and refused(s, "container 1") >= 3 and s, 30, "the refusals")
+        # (d) a pickle as raw TCP bytes, and as a data frame and a control message from
+        # a client that does have the keys (a compromised container): dropped, not loaded
+        send_raw(running.endpoint, payload)
+        send_raw(inbound, payload)
+        insider = make_client(zmq.Context.instance().socket(zmq.PUSH), keys)
+        insider.connect(inbound)
+        for garbage in malformed(header, wire.data_header(77, stream, sink, spout)):
+            insider.send_multipart(garbage)
+        insider.send_multipart([header, payload])
+        control = make_client(zmq.Context.instance().socket(zmq.DEALER), keys)
+        control.connect(running.endpoint)
+        control.send_multipart([payload, b"not a mac"])
+        dropped_before = status["dropped"]
+        stats = running.wait_until(lambda s: total(s, "sink", "dropped") >= 1, timeout=30)
+        wait_for(lambda: running.status()["dropped"] > dropped_before, 30,
+                 "the master to drop the bad control message")
+        executed = total(stats, "sink", "executed")
+        running.wait_until(lambda s: total(s, "sink", "executed") > executed + 50, timeout=30)
+        final = running.status()
+        dead = [p.pid for p in procs if not alive(p)]
+        for sock in (*socks, insider, control):
+            sock.close(linger=0)
+    assert not os.path.exists(marker)
+    assert final["state"] == "running"
+    assert dead == [] and len(procs) == 1 + 2 + 3  # the master, 2 containers, 3 instances
+    assert refused(final, "master") >= 3 and refused(final, "container 1") >= 3
+    master_log = Path(running.run_dir, "logs", "master.log").read_text()
+    assert "master: refused a connection" in master_log
+    assert "refused a CURVE client with an unknown key" in master_log
+    (container_log,) = glob.glob(os.path.join(os.environ["TUPLEFLOW_RUN_ROOT"],
+                                              "tf-spark-hostile-c1-*", "logs", "container.log"))
+    text = Path(container_log).read_text()
+    assert "inbound: refused a connection" in text
+    assert text.count("dropped a frame") >= len(malformed(b"", b""))
+    assert "Traceback" not in text
+
+
+def malformed(header: bytes, unknown_kind: bytes) -> list[list[bytes]]:
+    """Data messages a stream manager must drop, with a log line each."""
+    return [[b"one part"], [b"a", b"b", b"c"], [b"short", b"header"],
+            [unknown_kind, b"unknown kind"], [header[:-1], b"truncated header"]]
