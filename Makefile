@@ -78,7 +78,13 @@ bench: $(VENV)/.stamp-base
 # The test extra includes the notebook one (JupyterLab, ipywidgets); tupleflow is installed
 # editable, so the kernel imports kernel_ext and workbench from this checkout. Loopback only.
 .PHONY: lab
+# overrides.json turns on "save widget state", so a notebook saved while a dashboard is live
+# reopens showing its last picture instead of "model not found".
+LAB_SETTINGS := $(VENV)/share/jupyter/lab/settings
 lab: $(VENV)/.stamp-test
+	@mkdir -p $(LAB_SETTINGS)
+	@echo '{"@jupyter-widgets/jupyterlab-manager:plugin": {"saveState": true}}' \
+	  > $(LAB_SETTINGS)/overrides.json
 	$(PY) -m jupyterlab --ServerApp.ip=127.0.0.1 --ServerApp.root_dir=tutorials
 
 clean:
