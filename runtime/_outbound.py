@@ -67,9 +67,16 @@ class StreamOut:
             return self._fixed
 
     def queued(self) -> int:
-        waiting = [p for _, p in (*self.direct.values(), *self.direct_tracked.values())]
-        waiting += [p for o in self.outlets for p in o.tracked]
-        return len(self.items) + sum(len(p) for p in waiting)
+        """Tuples waiting in this stream's batches (read twice per spout step: no lists)."""
+        n = len(self.items)
+        for _, pending in self.direct.values():
+            n += len(pending)
+        for _, pending in self.direct_tracked.values():
+            n += len(pending)
+        for outlet in self.outlets:
+            for pending in outlet.tracked:
+                n += len(pending)
+        return n
 
     def flush(self) -> None:
         """Split the pending batch among subscribers and send every part."""

@@ -1,0 +1,101 @@
+"""The engine's per-tuple CPU cost, in one process: the word count's spout and bolt executors.
+
+Why
+    Whole runs (``wordcount.py``) on this shared 2-core machine vary by tens of percent
+    with the other work on it. This measures where the cost is paid, in CPU time
+    (``time.process_time``), with the executors the instance processes run and no
+    sockets: the spout executor's ``step`` (``next_tuple``, ``emit``, batching, grouping,
+    msgpack encoding) and the counting bolt's ``on_frame`` (decoding, a Tuple per value,
+    ``process``) over the frames the spout produced. Rounds alternate and the medians are
+    reported; ``floor_ns`` is the spout's own ``next_tuple`` with ``emit`` replaced by a bare
+    ``list.append`` (what no engine could go below), ``engine_ns`` the spout's cost above it.
+
+Reading the output (one line, wrapped here)::
+
+    RESULT name=hot-path workload=wordcount tuples=200000 rounds=9 spout_ns=733
+           floor_ns=615 engine_ns=118 bolt_ns=520
+
+    python benchmarks/hot_path.py --tuples 200000 --rounds 9
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import statistics
+import sys
+import time
+
+from wordcount import build_topology
+
+from runtime._executor import Executor
+
+
+def executors(tuples: int) -> tuple[Executor, Executor, list]:
+    """The word count's spout and bolt executors; the spout's frames land in the list."""
+    topology = build_topology(1, 1, acking=False)
+    plan = topology.physical_plan(1, tuples=10**15, ackers=0)
+    tasks, frames = plan.component_tasks(), []
+    spout = Executor(plan, topology.components, tasks["words"][0],
+                     lambda header, body: frames.append((header, body)))
+    bolt = Executor(plan, topology.components, tasks["count"][0], lambda header, body: None)
+    spout.start()
+    bolt.start()
+    return spout, bolt, frames
+
+
+def per_tuple(fn, tuples: int) -> float:
+    """CPU nanoseconds per tuple of ``fn()``."""
+    started = time.process_time()
+    fn()
+    return (time.process_time() - started) / tuples * 1e9
+
+
+def one_round(spout: Executor, bolt: Executor, frames: list, tuples: int) -> tuple:
+    frames.clear()
+    calls = 500  # as many as an instance makes per step at full speed
+
+    def run_spout():
+        for _ in range(tuples // calls):
+            spout.step(calls)
+        spout.flush()
+
+    def run_bolt():
+        for header, body in frames:
+            bolt.on_frame(header, body)
+
+    spout_ns = per_tuple(run_spout, tuples)
+    bolt_ns = per_tuple(run_bolt, tuples)
+    return spout_ns, floor(spout.user, tuples), bolt_ns
+
+
+def floor(user, tuples: int) -> float:
+    """``next_tuple`` alone: ``emit`` is a bare ``list.append`` for the time of it."""
+    emit, kept = user.emit, []
+    user.emit = kept.append
+    try:
+        return per_tuple(lambda: [user.next_tuple() for _ in range(tuples)], tuples)
+    finally:
+        user.emit = emit
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--tuples", type=int, default=200_000, help="tuples per round")
+    parser.add_argument("--rounds", type=int, default=9, help="rounds (medians are reported)")
+    args = parser.parse_args(argv)
+    tuples = max(500, args.tuples // 500 * 500)
+    spout, bolt, frames = executors(tuples)
+    gc.freeze()  # as an instance does (runtime._instance.tune_interpreter)
+    gc.set_threshold(50_000, 20, 100)
+    rounds = [one_round(spout, bolt, frames, tuples) for _ in range(args.rounds)]
+    spout_ns, floor_ns, bolt_ns = (statistics.median(column) for column in zip(*rounds))
+    print(f"RESULT name=hot-path workload=wordcount tuples={tuples} rounds={args.rounds} "
+          f"spout_ns={spout_ns:.0f} floor_ns={floor_ns:.0f} engine_ns={spout_ns - floor_ns:.0f} "
+          f"bolt_ns={bolt_ns:.0f}", flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

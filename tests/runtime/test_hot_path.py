@@ -1,0 +1,136 @@
+"""The spout's hot path, made cheap in docs/internals/performance.md, keeps its behaviour:
+exact call counts, a look at held output every STEP_CHUNK calls, every emit checked."""
+
+from __future__ import annotations
+
+import pytest
+
+from runtime import Spout, Topology, wire
+from runtime._executor import STEP_CHUNK, UserCodeError, _untracked_steps
+from runtime.testing import InMemoryCluster, ListSink
+
+
+@pytest.mark.parametrize("calls", [0, 1, STEP_CHUNK - 1, STEP_CHUNK, STEP_CHUNK + 1, 500])
+def test_untracked_steps_make_exactly_the_calls_asked_for(calls):
+    made = []
+    _untracked_steps(lambda: made.append(1), calls, [])
+    assert len(made) == calls
+
+
+@pytest.mark.parametrize("held_after", [1, 5, STEP_CHUNK, STEP_CHUNK + 3])
+def test_untracked_steps_stop_at_the_next_look_once_output_waits(held_after):
+    waiting, made = [], []
+
+    def next_tuple():
+        made.append(1)
+        if len(made) == held_after:
+            waiting.append("a frame its stream manager would not take")
+
+    _untracked_steps(next_tuple, 100, waiting)
+    looks = -(-held_after // STEP_CHUNK)  # the chunk in which it became held is finished
+    assert len(made) == looks * STEP_CHUNK
+
+
+def test_nothing_is_called_while_output_waits():
+    made = []
+    _untracked_steps(lambda: made.append(1), 5, ["held"])
+    _untracked_steps(lambda: made.append(1), 50, ["held"])
+    assert made == []
+
+
+class Emitter(Spout):
+    """Emits what the test put in ``plan``, one entry per next_tuple."""
+
+    outputs = {"default": ["word"], "other": ["a", "b"]}
+    plan: list = []
+
+    def open(self, config, context):
+        self.acked = []
+
+    def next_tuple(self):
+        if self.plan:
+            self.emit(*self.plan.pop(0))
+
+    def ack(self, msg_id):
+        self.acked.append(msg_id)
+
+
+def _cluster(**config):
+    topo = Topology("hot", **config)
+    topo.spout("words", Emitter)
+    topo.bolt("sink", ListSink).shuffle_grouping("words")
+    topo.bolt("other", ListSink).shuffle_grouping("words", "other")
+    return InMemoryCluster(topo, eager_flush=False)
+
+
+def _spout(cluster):
+    return cluster.executors[cluster.plan.component_tasks()["words"][0]]
+
+
+def test_a_full_batch_leaves_at_once_and_the_rest_waits():
+    with _cluster(batch_size=3) as cluster:
+        spout = _spout(cluster)
+        for i in range(7):
+            spout.user.emit([f"w{i}"])
+        assert len(cluster.frames) == 2
+        assert [wire.decode_batch(b) for _, b in cluster.frames] == [
+            [["w0"], ["w1"], ["w2"]], [["w3"], ["w4"], ["w5"]]]
+        assert spout.streams["default"].queued() == 1 and spout.queued_or_sent() == 7
+
+
+def test_every_kind_of_emit_still_works_beside_the_fast_one():
+    with _cluster(batch_size=100) as cluster:
+        spout = _spout(cluster)
+        emit = spout.user.emit
+        emit(("a tuple",))  # any sized sequence of the right length, as before
+        emit(["by name"], "".join(["def", "ault"]))  # equal, not identical, stream name
+        emit(["with id"], msg_id=7)  # at most once: acked when emitted
+        emit(["x", 1], stream="other")
+        spout.step(1)
+        assert spout.user.acked == [7]
+        spout.flush()
+        cluster.deliver()
+        assert cluster.sink("sink") == [["a tuple"], ["by name"], ["with id"]]
+        assert cluster.sink("other") == [["x", 1]]
+
+
+@pytest.mark.parametrize("values, message", [
+    (["one", "two"], "emitted 2 values but the stream declares 1"),
+    (5, "emitted a int"),
+    ([], "emitted 0 values"),
+])
+def test_a_wrong_emit_on_the_default_stream_names_the_component(values, message):
+    with _cluster() as cluster:
+        spout = _spout(cluster)
+        with pytest.raises(ValueError, match=message) as err:
+            spout.user.emit(values)
+        assert "'words'" in str(err.value)
+
+
+def test_an_undeclared_stream_is_still_refused():
+    with _cluster() as cluster:
+        spout = _spout(cluster)
+        spout.user.plan = [(["w"], "nowhere")]
+        with pytest.raises(UserCodeError, match="undeclared stream 'nowhere'"):
+            spout.step(1)
+
+
+class NoDefault(Spout):
+    outputs = {"other": ["a"]}
+
+    def next_tuple(self):
+        self.emit(["x"])
+
+
+def test_a_spout_without_a_default_stream_is_told_so():
+    topo = Topology("no-default")
+    topo.spout("words", NoDefault)
+    topo.bolt("sink", ListSink).shuffle_grouping("words", "other")
+    with InMemoryCluster(topo, eager_flush=False) as cluster:
+        spout = _spout(cluster)
+        with pytest.raises(ValueError, match="undeclared stream 'default'"):
+            spout.user.emit(["x"])
+        spout.user.emit(["y"], "other")
+        spout.flush()
+        cluster.deliver()
+        assert cluster.sink("sink") == [["y"]]
