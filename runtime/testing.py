@@ -71,24 +71,34 @@ class FakeClock:
 class ListSpout(Spout):
     """Emits the given tuples once each, split over its tasks (tuple ``i`` goes to task
     index ``i % parallelism``), each with ``msg_id=i``. Failed tuples are replayed when
-    ``replay`` is true.
+    ``replay`` is true. With ``rate``, each task emits at most that many tuples a second
+    from its first ``next_tuple`` on (so that a long list outlives a test); ``sent``
+    counts what it emitted.
     """
 
     def __init__(self, tuples: Iterable[list], fields: list[str] = ("value",),
-                 *, replay: bool = False) -> None:
+                 *, replay: bool = False, rate: float | None = None) -> None:
         self.tuples = [list(t) for t in tuples]
         self.outputs = list(fields)
         self.replay = replay
+        self.rate = rate
 
     def open(self, config, context):
         mine = range(context.task_index, len(self.tuples), context.parallelism)
         self.todo = deque(mine)
         self.acked: set[int] = set()
         self.failed: list[int] = []
+        self.sent, self._t0 = 0, None
 
     def next_tuple(self):
+        if self.rate is not None:
+            if self._t0 is None:
+                self._t0 = time.monotonic()
+            if self.sent >= (time.monotonic() - self._t0) * self.rate:
+                return
         if self.todo:
             i = self.todo.popleft()
+            self.sent += 1
             self.emit(self.tuples[i], msg_id=i)
 
     def ack(self, msg_id):

@@ -20,23 +20,6 @@ FAST = {"spout_wait": 0.005, "stats_interval": 0.05}
 VALUES = [[n * 7] for n in range(100_000)]  # known values, more than the test will emit
 
 
-class PacedList(ListSpout):
-    """A ListSpout that emits at most ``rate`` tuples a second, so it outlives the test."""
-
-    def __init__(self, tuples, fields, rate: int = 500) -> None:
-        super().__init__(tuples, fields)
-        self.rate = rate
-
-    def open(self, config, context):
-        super().open(config, context)
-        self.t0, self.sent = time.monotonic(), 0
-
-    def next_tuple(self):
-        if self.sent < (time.monotonic() - self.t0) * self.rate:
-            self.sent += 1
-            super().next_tuple()
-
-
 class Swallow(BasicBolt):
     outputs: list[str] = []
 
@@ -52,7 +35,7 @@ def tapped(running, component):
 
 def test_sample_returns_tuples_that_crossed_the_edge_and_the_tap_expires():
     topo = Topology("tapping", **FAST)
-    topo.spout("numbers", PacedList(VALUES, fields=["n"]), parallelism=2)
+    topo.spout("numbers", ListSpout(VALUES, fields=["n"], rate=500), parallelism=2)
     topo.bolt("sink", Swallow, parallelism=2).shuffle_grouping("numbers")
     with topo.submit(containers=2, ackers=1) as running:
         running.wait_active(timeout=20)

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import os
 import sys
-import time
 from collections import Counter
 
 import cloudpickle
@@ -20,23 +19,6 @@ pytestmark = [pytest.mark.slow, pytest.mark.timeout(90)]
 cloudpickle.register_pickle_by_value(sys.modules[__name__])
 
 FAST = {"spout_wait": 0.005, "stats_interval": 0.05}
-
-
-class PacedList(ListSpout):
-    """A ListSpout that emits at most ``rate`` tuples a second, so it outlives the test."""
-
-    def __init__(self, tuples, fields, rate: int = 400) -> None:
-        super().__init__(tuples, fields)
-        self.rate = rate
-
-    def open(self, config, context):
-        super().open(config, context)
-        self.t0, self.sent = time.monotonic(), 0
-
-    def next_tuple(self):
-        if self.sent < (time.monotonic() - self.t0) * self.rate:
-            self.sent += 1
-            super().next_tuple()
 
 
 def total(running, component, field):
@@ -62,7 +44,7 @@ def test_kill_writes_the_open_segment_and_nothing_is_lost():
 def test_record_and_stop_recording_on_a_running_topology():
     values = [[n] for n in range(100_000)]
     topo = Topology("rec-live", **FAST)
-    topo.spout("numbers", PacedList(values, fields=["n"]), record_segment_seconds=0.2)
+    topo.spout("numbers", ListSpout(values, fields=["n"], rate=400), record_segment_seconds=0.2)
     topo.bolt("sink", ListSink).shuffle_grouping("numbers")
     with topo.submit() as running:
         running.wait_active(timeout=30)
@@ -91,12 +73,12 @@ def recording(running, task):
     return record.get("recording")
 
 
-class CrashOnce(PacedList):
+class CrashOnce(ListSpout):
     """Raises once, in its first incarnation, after ``after`` tuples (a marker file in the
     run directory remembers that it did)."""
 
     def __init__(self, tuples, fields, after: int) -> None:
-        super().__init__(tuples, fields)
+        super().__init__(tuples, fields, rate=400)
         self.after = after
 
     def open(self, config, context):

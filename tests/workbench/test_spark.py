@@ -8,7 +8,6 @@ import os
 import subprocess
 import sys
 import textwrap
-import time
 from collections import Counter
 from datetime import UTC, datetime
 
@@ -25,23 +24,6 @@ cloudpickle.register_pickle_by_value(sys.modules[__name__])
 
 FAST = {"spout_wait": 0.005, "stats_interval": 0.05}
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-
-
-class PacedList(ListSpout):
-    """A ListSpout that emits at most ``rate`` tuples a second, so it outlives the test."""
-
-    def __init__(self, tuples, fields, rate: int = 400) -> None:
-        super().__init__(tuples, fields)
-        self.rate = rate
-
-    def open(self, config, context):
-        super().open(config, context)
-        self.t0, self.sent = time.monotonic(), 0
-
-    def next_tuple(self):
-        if self.sent < (time.monotonic() - self.t0) * self.rate:
-            self.sent += 1
-            super().next_tuple()
 
 
 def acked(running, component):
@@ -78,7 +60,7 @@ def test_to_spark_holds_exactly_what_was_emitted_with_declared_types(spark):
 def test_a_streaming_query_sees_tuples_recorded_after_it_started(spark):
     values = [[n, f"v{n}"] for n in range(100_000)]
     topo = Topology("spark-stream", **FAST)
-    topo.spout("numbers", PacedList(values, fields=["n: int", "label: str"]),
+    topo.spout("numbers", ListSpout(values, fields=["n: int", "label: str"], rate=400),
                record_segment_seconds=0.2).record()
     topo.bolt("sink", ListSink).shuffle_grouping("numbers")
     with topo.submit() as running:
@@ -107,7 +89,7 @@ def test_a_streaming_query_sees_tuples_recorded_after_it_started(spark):
 
 def test_metrics_and_events_as_dataframes(spark):
     topo = Topology("spark-metrics", **FAST)
-    topo.spout("numbers", PacedList([[n] for n in range(10_000)], fields=["n"]))
+    topo.spout("numbers", ListSpout([[n] for n in range(10_000)], fields=["n"], rate=400))
     topo.bolt("sink", ListSink).shuffle_grouping("numbers")
     with topo.submit() as running:
         running.wait_active(timeout=30)
