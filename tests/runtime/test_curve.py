@@ -34,16 +34,16 @@ def _dealer(ctx, endpoint, secure=None):
     return sock
 
 
-def _run(bad_client_keys, *, null=False):
-    """Bind, connect one bad client and one good one; return (gatekeeper refusals, what the
-    server got)."""
+def _run(intruder):
+    """Bind, connect the client ``intruder(ctx, endpoint, keys)`` makes and then our own;
+    return (the gatekeeper's refusals, what the server got)."""
     keys = TopologyKeys.generate()
     ctx = zmq.Context()
     gate = Gatekeeper(ctx, keys)
     server, endpoint = _server(ctx, keys)
     gate.watch(server, "test-server")
     try:
-        bad = _dealer(ctx, endpoint, None if null else bad_client_keys)
+        bad = intruder(ctx, endpoint, keys)
         bad.send(b"from the intruder")
         wait_for(lambda: gate.refusals.total() >= 1, 10, "the intruder to be refused")
         good = _dealer(ctx, endpoint, keys)
@@ -72,50 +72,25 @@ def test_our_own_client_is_admitted_and_encrypted():
 
 
 def test_a_client_with_a_wrong_key_is_refused_and_counted():
-    stranger = TopologyKeys.generate()
-    keys_of_stranger = TopologyKeys(  # knows the server key, but has its own client key
-        server_public=b"", server_secret=b"", client_public=stranger.client_public,
-        client_secret=stranger.client_secret)
-    refusals, got = _run_with_server_key(keys_of_stranger)
+    def stranger(ctx, endpoint, keys):  # knows the server key, but has a key of its own
+        other = TopologyKeys.generate()
+        return _dealer(ctx, endpoint, TopologyKeys(keys.server_public, b"", other.client_public,
+                                                   other.client_secret))
+
+    refusals, got = _run(stranger)
     assert refusals == {"unknown client key": 1}
     assert got == [[b"from our own"]]
 
 
-def _run_with_server_key(partial):
-    """Like _run, but the bad client is given the real server public key."""
-    keys = TopologyKeys.generate()
-    ctx = zmq.Context()
-    gate = Gatekeeper(ctx, keys)
-    server, endpoint = _server(ctx, keys)
-    gate.watch(server, "test-server")
-    try:
-        bad = ctx.socket(zmq.DEALER)
-        bad.linger = 0
-        bad.curve_serverkey = keys.server_public
-        bad.curve_publickey = partial.client_public
-        bad.curve_secretkey = partial.client_secret
-        bad.connect(endpoint)
-        bad.send(b"from the intruder")
-        wait_for(lambda: gate.refusals.total() >= 1, 10, "the intruder to be refused")
-        good = _dealer(ctx, endpoint, keys)
-        good.send(b"from our own")
-        got = [_receive(server)]
-        while server.poll(0):
-            got.append(server.recv_multipart()[1:])
-        return dict(gate.refusals.counts), got
-    finally:
-        gate.stop()
-        ctx.destroy(linger=0)
-
-
 def test_a_client_without_curve_is_refused_and_counted():
-    refusals, got = _run(None, null=True)
+    refusals, got = _run(lambda ctx, endpoint, keys: _dealer(ctx, endpoint))
     assert sum(refusals.values()) >= 1 and "unknown client key" not in refusals
     assert got == [[b"from our own"]]
 
 
 def test_a_client_that_does_not_know_the_server_key_is_refused():
-    refusals, got = _run(TopologyKeys.generate())  # a whole other topology's keys
+    other_topology = TopologyKeys.generate()
+    refusals, got = _run(lambda ctx, endpoint, keys: _dealer(ctx, endpoint, other_topology))
     assert sum(refusals.values()) >= 1
     assert got == [[b"from our own"]]
 
