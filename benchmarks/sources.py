@@ -29,7 +29,7 @@ Output (one line each; ``seconds`` is the count bolts' first-to-last executed wi
     RESULT name=kill-resume workload=sources acking=on rate_before=21000
            seconds_to_resume=0.60 seconds_to_full_rate=1.40 target=3.0
 
-    python benchmarks/sources.py --tuples 200000 --queue-tuples 50000 --kill-tuples 300000
+    python benchmarks/sources.py --tuples 200000 --queue-tuples 50000 --kill-tuples 2000000
 """
 
 from __future__ import annotations
@@ -227,7 +227,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = base_parser(__doc__, default_tuples=200_000)
     parser.add_argument("--partitions", type=int, default=4, help="embedded-log partitions")
     parser.add_argument("--queue-tuples", type=int, default=50_000, help="items in the queue")
-    parser.add_argument("--kill-tuples", type=int, default=300_000, help="records, kill run")
+    parser.add_argument("--kill-tuples", type=int, default=2_000_000, help="records, kill run")
     parser.add_argument("--modes", default="off,on", help="acking modes to run: off,on")
     args = parser.parse_args(argv)
     names = selected(parser, [*THROUGHPUT, "kill"], args.only)

@@ -22,6 +22,7 @@ import os
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
+from .._constants import ACKERS
 from ._log import EmbeddedLog, default_root
 from ._offset_spout import DEFAULT_MAX_RETRIES, OffsetSpout
 
@@ -47,7 +48,7 @@ class LogSpout(OffsetSpout):
                  fields: Sequence[str] = ("value",), decode: str = "json",
                  commit_interval: float = 1.0, max_uncommitted: int = 10_000,
                  checkpoint_dir: str | os.PathLike | None = None,
-                 batch_size: int = 100, max_retries: int | None = DEFAULT_MAX_RETRIES,
+                 batch_size: int = 1000, max_retries: int | None = DEFAULT_MAX_RETRIES,
                  dead_letter_topic: str | None = None) -> None:
         super().__init__(topic, fields=fields, decode=decode, commit_interval=commit_interval,
                          max_uncommitted=max_uncommitted, batch_size=batch_size,
@@ -57,6 +58,7 @@ class LogSpout(OffsetSpout):
     # -- lifetime -------------------------------------------------------------------------
 
     def open(self, config, context) -> None:
+        self._at_most_once = config.get(ACKERS) == 0  # absent (a spout driven by hand): tracked
         self._root = Path(self.root) if self.root is not None else default_root()
         self._log = EmbeddedLog(self._root)
         count = self._log.partitions(self.topic)

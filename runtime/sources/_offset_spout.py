@@ -31,6 +31,21 @@ DLQ_SUFFIX = ".dlq"  # the default dead-letter topic/queue is <topic>.dlq
 _JSON = json.JSONDecoder()
 
 
+def _loads(text: str, scan=_JSON.scan_once, decode=_JSON.decode) -> Any:
+    """`json.loads` for one record, about 3x faster: the C scanner alone when the text is
+    exactly one JSON value (a log's compact records), else the full decoder, which allows
+    surrounding whitespace and raises ValueError saying what is wrong.
+
+    >>> _loads('"word"'), _loads(' [1, 2] ')
+    ('word', [1, 2])
+    """
+    try:
+        value, end = scan(text, 0)
+    except StopIteration:
+        return decode(text)
+    return value if end == len(text) else decode(text)
+
+
 class DecodeError(ValueError):
     """A record that cannot become a tuple: bad JSON, or the wrong shape for the fields."""
 
@@ -105,6 +120,7 @@ class OffsetSpout(Spout):
     """
 
     kind = "OffsetSpout"
+    _at_most_once = False  # ackers=0: subclasses that read in `_read` set it in open()
 
     def __init__(self, topic: str, *, fields: Sequence[str], decode: str,
                  commit_interval: float, max_uncommitted: int, batch_size: int,
@@ -162,9 +178,37 @@ class OffsetSpout(Spout):
         """Read up to `n` new records; `_fetch` returns contiguous offsets from the next one."""
         records = self._fetch(partition, n)
         if records:
-            self.tracker.emitted_many(partition, records[0][0], len(records))
-            self._emit_records(partition, records)
+            first, count = records[0][0], len(records)
+            self.tracker.emitted_many(partition, first, count)
+            if self._at_most_once:
+                self._emit_untracked(partition, records)
+                self.tracker.ack_many(partition, first, count)
+            else:
+                self._emit_records(partition, records)
         return len(records)
+
+    def _emit_untracked(self, partition: int, records: list[tuple[int, bytes]]) -> None:
+        """At most once (``ackers=0``) every tuple would be acked the moment it is emitted:
+        emit them with no msg_id and let the caller count the batch acked at once, which
+        saves a callback per tuple. A malformed record is dead-lettered as in
+        `_emit_records`."""
+        if self.decode != "json" or len(self.outputs) != 1:
+            for offset, payload in records:
+                try:
+                    values = decode_values(payload, self.decode, self.outputs)
+                except DecodeError as exc:
+                    self._give_up(partition, offset, payload, f"cannot decode: {exc}")
+                    continue
+                self.emit(values)
+            return
+        emit, parse = self.emit, _loads
+        for offset, payload in records:
+            try:
+                record = parse(payload.decode())
+            except ValueError:  # UnicodeDecodeError and JSONDecodeError included
+                self._give_up(partition, offset, payload, "cannot decode: invalid JSON")
+                continue
+            emit([record])
 
     def _emit_records(self, partition: int, records: list[tuple[int, bytes]]) -> None:
         """The hot loop. One JSON field, the common case, skips `decode_values`' checks."""
@@ -172,7 +216,7 @@ class OffsetSpout(Spout):
             for offset, payload in records:
                 self._emit_record(partition, offset, payload)
             return
-        emit, parse = self.emit, _JSON.decode
+        emit, parse = self.emit, _loads
         for offset, payload in records:
             try:
                 record = parse(payload.decode())

@@ -162,6 +162,25 @@ class OffsetTracker:
         self._counts["acks"] += 1
         return True
 
+    def ack_many(self, partition: int, first: int, count: int) -> int:
+        """`ack` every offset of ``[first, first + count)`` still in flight (those dead-lettered
+        meanwhile are done already); one call per batch, for a spout whose tuples are acked
+        as they are emitted (at most once). Returns how many it acked."""
+        p = self._parts[partition]
+        end = first + count
+        if p.committed == first and p.next == end and len(p.in_flight) == count:
+            p.in_flight.clear()  # the common case: nothing else pending in this partition
+            p.failures.clear()
+            p.committed = end
+            acked = count
+        else:
+            offsets = [o for o in range(first, end) if o in p.in_flight]
+            for offset in offsets:
+                self._done(p, offset)
+            acked = len(offsets)
+        self._counts["acks"] += acked
+        return acked
+
     def drop(self, partition: int, offset: int) -> bool:
         """Give up on an in-flight offset (it was dead-lettered): done without an ack, so the
         committed offset moves past it. False when it was not in flight."""

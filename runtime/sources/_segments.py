@@ -14,10 +14,11 @@ import bisect
 import logging
 import os
 import re
+import zlib
 from pathlib import Path
 
 from ._errors import CorruptLogError
-from ._records import BAD, HEADER_SIZE, SHORT, decode, scan
+from ._records import HEADER, HEADER_SIZE, MAX_PAYLOAD, scan
 
 log = logging.getLogger("runtime.sources")
 
@@ -96,38 +97,52 @@ class Segment:
         at, pos = self.offsets[i], self.positions[i]
         if self.cursor[0] == offset:  # a sequential reader: no records to skip
             at, pos = self.cursor
-        out: list[tuple[int, bytes]] = []
         with open(self.path, "rb") as f:
-            for payload, where in _payloads(f, pos, self.end):
-                if payload is None:
-                    raise CorruptLogError(self.path, at, where, "bad checksum in a checked region")
-                at += 1
-                if at > offset:
-                    out.append((at - 1, payload))
-                    self.cursor = (at, where + HEADER_SIZE + len(payload))
-                    if len(out) == limit:
-                        break
-        return out
+            payloads, end, bad = _read_records(f, pos, self.end, offset - at, limit)
+        if bad is not None:  # bad = (index from `at`, position) of the damaged record
+            raise CorruptLogError(self.path, at + bad[0], bad[1],
+                                  "bad checksum in a checked region")
+        if payloads:
+            self.cursor = (offset + len(payloads), end)
+        return list(zip(range(offset, offset + len(payloads)), payloads, strict=True))
 
 
-def _payloads(f, start: int, end: int):
-    """(payload, position) for each record between `start` and `end`; payload None if damaged."""
+def _read_records(f, start: int, end: int, skip: int, limit: int):
+    """Skip `skip` records from `start`, then read up to `limit` payloads before `end`:
+    ``(payloads, position after the last one, None)``, or with ``(index, position)`` of a
+    damaged record last. One loop with no generator: this is the log spout's hot path."""
     f.seek(start)
     buf, p, base, remaining = b"", 0, start, end - start
-    while True:
-        got = decode(buf, p)
-        if got is SHORT:
+    unpack, crc32, out, seen = HEADER.unpack_from, zlib.crc32, [], 0
+    while len(out) < limit:
+        if len(buf) - p < HEADER_SIZE:
             more = f.read(min(remaining, READ_CHUNK))
             if not more:
-                return
+                break
             remaining -= len(more)
             buf, base, p = buf[p:] + more, base + p, 0
             continue
-        if got is BAD:
-            yield None, base + p
-            return
-        yield got[0], base + p
-        p = got[1]
+        length, crc = unpack(buf, p)
+        stop = p + HEADER_SIZE + length
+        if length > MAX_PAYLOAD:
+            return out, base + p, (seen, base + p)
+        if stop > len(buf):
+            more = f.read(min(remaining, max(READ_CHUNK, stop - len(buf))))
+            if not more:
+                break
+            remaining -= len(more)
+            buf, base, p = buf[p:] + more, base + p, 0
+            continue
+        payload = buf[p + HEADER_SIZE:stop]
+        if crc32(payload, crc32(buf[p:p + 4])) != crc:
+            return out, base + p, (seen, base + p)
+        seen += 1
+        if skip:
+            skip -= 1
+        else:
+            out.append(payload)
+        p = stop
+    return out, base + p, None
 
 
 class Partition:

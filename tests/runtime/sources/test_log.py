@@ -285,3 +285,18 @@ def test_sequential_and_random_reads_agree_across_segments(tmp_path):
         for start in (1999, 0, 1234, 2999, 7):
             assert log.read("t", 0, start, 3) == list(enumerate(payloads))[start : start + 3]
         assert len(segments(tmp_path / "log", "t", 0)) > 3
+
+
+def test_a_record_damaged_after_its_segment_was_checked_is_named_by_its_offset(tmp_path):
+    with EmbeddedLog(tmp_path, segment_bytes=100) as log:
+        log.create_topic("t", 1)
+        log.append_many("t", [b"record-%d" % i for i in range(8)])
+    with EmbeddedLog(tmp_path) as log:
+        assert len(log.read("t", 0, 0, 8)) == 8  # every segment scanned and checked
+        first = segments(tmp_path, "t", 0)[0]
+        data = bytearray(first.read_bytes())
+        data[3 * len(encode(b"record-0")) + 9] ^= 0xFF  # a payload byte of offset 3
+        first.write_bytes(bytes(data))
+        assert log.read("t", 0, 1, 2) == [(1, b"record-1"), (2, b"record-2")]
+        with pytest.raises(CorruptLogError, match=r"bad checksum in a checked region at offset 3 "):
+            log.read("t", 0, 1, 5)

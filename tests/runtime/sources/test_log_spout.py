@@ -36,11 +36,13 @@ def keys(values_list) -> list[tuple[int, int]]:
     return [(v["p"], v["o"]) for (v,) in values_list]
 
 
-def opened(spout: LogSpout, task_index: int = 0, parallelism: int = 1) -> list:
+def opened(spout: LogSpout, task_index: int = 0, parallelism: int = 1,
+           config: dict | None = None) -> list:
     """Open `spout` as task `task_index` with a recording emit; returns the record list."""
     emitted: list = []
     spout.emit = lambda values, msg_id=None, **_: emitted.append((values, msg_id))
-    spout.open({}, Context("t", "logs", task_index + 1, task_index, parallelism, {}, 0, "."))
+    spout.open(config or {}, Context("t", "logs", task_index + 1, task_index, parallelism, {},
+                                     0, "."))
     return emitted
 
 
@@ -293,3 +295,22 @@ def test_the_window_counts_from_the_stored_commit_so_a_crash_rereads_at_most_it(
         stored = read_checkpoints(tmp_path / "ck", "events").get(0, 0)
         assert spout.tracker.next_offset(0) - stored <= 10
     assert spout.tracker.next_offset(0) >= 100  # it kept reading
+
+
+def test_at_most_once_emits_untracked_and_commits_each_batch(tmp_path):
+    """ackers=0: no msg_id (no ack callback per tuple); the batch counts as acked at once,
+    so the committed offset follows the reads, and a malformed record is still
+    dead-lettered."""
+    with EmbeddedLog(tmp_path / "log") as log:
+        log.create_topic("t", 1)
+        log.append_many("t", [b'"a"', b"not json", b'"c"', b'"d"'])
+    spout = LogSpout("t", tmp_path / "log", batch_size=3, commit_interval=0)
+    out = opened(spout, config={"ackers": 0})
+    spout.next_tuple()
+    assert out == [(["a"], None), (["c"], None)]
+    assert spout.tracker.committed(0) == 3 and spout.statistics().dead_lettered == 1
+    spout.next_tuple()
+    assert out[-1] == (["d"], None) and spout.progress() == 4
+    with EmbeddedLog(tmp_path / "log") as log:
+        (letter,) = [json.loads(b) for _, b in log.read("t.dlq", 0, 0)]
+    assert (letter["offset"], letter["payload"]) == (1, "not json")

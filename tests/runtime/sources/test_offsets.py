@@ -169,3 +169,14 @@ def test_emitted_many_must_continue_at_the_next_offset_and_skip_to_jumps_gaps():
     assert t.committed(0) == 9 and t.statistics().skipped == 3
     t.ack(0, 9)
     assert t.committed(0) == 10 and t.progress() == 5
+
+
+def test_ack_many_acks_what_is_still_in_flight_of_a_range():
+    t = OffsetTracker(100)
+    t.assign(0, 10)
+    t.emitted_many(0, 10, 5)
+    assert t.ack_many(0, 10, 5) == 5 and t.committed(0) == 15 and t.pending(0) == 0
+    t.emitted_many(0, 15, 4)
+    t.drop(0, 16)  # dead-lettered meanwhile: done already
+    assert t.ack_many(0, 15, 4) == 3 and t.committed(0) == 19
+    assert t.statistics().acks == 8
