@@ -181,57 +181,39 @@ class OffsetSpout(Spout):
             first, count = records[0][0], len(records)
             self.tracker.emitted_many(partition, first, count)
             if self._at_most_once:
-                self._emit_untracked(partition, records)
+                self._emit_records(partition, records, tracked=False)
                 self.tracker.ack_many(partition, first, count)
             else:
                 self._emit_records(partition, records)
         return len(records)
 
-    def _emit_untracked(self, partition: int, records: list[tuple[int, bytes]]) -> None:
-        """At most once (``ackers=0``) every tuple would be acked the moment it is emitted:
-        emit them with no msg_id and let the caller count the batch acked at once, which
-        saves a callback per tuple. A malformed record is dead-lettered as in
-        `_emit_records`."""
+    def _emit_records(self, partition: int, records: list[tuple[int, bytes]],
+                      tracked: bool = True) -> None:
+        """The hot loop. One JSON field, the common case, skips `decode_values`' checks.
+        At most once (``tracked=False``) every tuple would be acked the moment it is
+        emitted: they go out with no msg_id and the caller counts the batch acked at once,
+        which saves a callback per tuple."""
         if self.decode != "json" or len(self.outputs) != 1:
             for offset, payload in records:
-                try:
-                    values = decode_values(payload, self.decode, self.outputs)
-                except DecodeError as exc:
-                    self._give_up(partition, offset, payload, f"cannot decode: {exc}")
-                    continue
-                self.emit(values)
+                self._emit_record(partition, offset, payload, tracked)
             return
         emit, parse = self.emit, _loads
         for offset, payload in records:
             try:
                 record = parse(payload.decode())
             except ValueError:  # UnicodeDecodeError and JSONDecodeError included
-                self._give_up(partition, offset, payload, "cannot decode: invalid JSON")
+                self._emit_record(partition, offset, payload, tracked)  # dead-letters it
                 continue
-            emit([record])
+            emit([record], msg_id=(partition, offset) if tracked else None)
 
-    def _emit_records(self, partition: int, records: list[tuple[int, bytes]]) -> None:
-        """The hot loop. One JSON field, the common case, skips `decode_values`' checks."""
-        if self.decode != "json" or len(self.outputs) != 1:
-            for offset, payload in records:
-                self._emit_record(partition, offset, payload)
-            return
-        emit, parse = self.emit, _loads
-        for offset, payload in records:
-            try:
-                record = parse(payload.decode())
-            except ValueError:  # UnicodeDecodeError and JSONDecodeError included
-                self._emit_record(partition, offset, payload)  # says why and dead-letters
-                continue
-            emit([record], msg_id=(partition, offset))
-
-    def _emit_record(self, partition: int, offset: int, payload: bytes) -> None:
+    def _emit_record(self, partition: int, offset: int, payload: bytes,
+                     tracked: bool = True) -> None:
         try:
             values = decode_values(payload, self.decode, self.outputs)
         except DecodeError as exc:
             self._give_up(partition, offset, payload, f"cannot decode: {exc}")
             return
-        self.emit(values, msg_id=(partition, offset))
+        self.emit(values, msg_id=(partition, offset) if tracked else None)
 
     # -- callbacks ------------------------------------------------------------------------
 
