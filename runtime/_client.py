@@ -85,6 +85,17 @@ class RunningTopology:
         """Whether the topology master process is still running."""
         return self._process.poll() is None
 
+    @property
+    def killed(self) -> bool:
+        """Whether :meth:`kill` was called on this handle."""
+        return self._killed
+
+    @property
+    def exit_code(self) -> int | None:
+        """The topology master's exit code, None while it runs: 0 is a clean stop (a kill
+        from anywhere), anything else a crash."""
+        return self._process.poll()
+
     def statistics(self) -> list[InstanceStats]:
         """One record per instance (task), as last reported to the master."""
         return [InstanceStats.from_record(r) for r in self._ask("statistics")]

@@ -45,7 +45,7 @@ def collect(running: Any, *, window: str = "1m", slow: bool = True,
     in time gives ``state="not answering"`` with the error.
     """
     snap: dict[str, Any] = {"name": running.name, "time": time.time()}
-    if _killed(running) or not running.alive:
+    if running.killed or not running.alive:
         snap["state"] = _ended(running)
         return snap
     try:
@@ -60,7 +60,7 @@ def collect(running: Any, *, window: str = "1m", slow: bool = True,
                            "tuples": running.sample(tap[0], tap[1], tap_rows)}
     except Exception as err:  # the master died or stalled while we asked
         snap["error"] = f"{type(err).__name__}: {err}"
-        if _killed(running) or not running.alive:
+        if running.killed or not running.alive:
             snap["state"] = _ended(running)
             return snap
         snap["state"] = "not answering"
@@ -113,17 +113,10 @@ def tap_choices(running: Any) -> list[tuple[str, tuple[str, str] | None]]:
     return [(NO_TAP, None)] + [(f"{c} [{s}]", (c, s)) for c, s in streams]
 
 
-def _killed(running: Any) -> bool:
-    """Whether the handle was killed (RunningTopology keeps it private)."""
-    return bool(getattr(running, "killed", getattr(running, "_killed", False)))
-
-
 def _ended(running: Any) -> str:
     """``killed`` when the topology was told to stop (through this handle, or its master
     exited cleanly: a kill in progress elsewhere), ``dead`` when its master crashed."""
-    process = getattr(running, "_process", None)
-    clean = process is not None and process.poll() == 0
-    return "killed" if _killed(running) or clean else "dead"
+    return "killed" if running.killed or running.exit_code == 0 else "dead"
 
 
 def _record(stats: Any) -> dict:
