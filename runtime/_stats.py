@@ -43,6 +43,8 @@ class InstanceStats:
     rss_bytes: int = 0  # resident memory of the instance's process
     first_executed: float | None = None
     last_executed: float | None = None
+    tapped: list | None = None  # streams whose tuples are copied for running.sample now
+    recording: list | None = None  # streams recorded to Parquet now (running.record)
     reported: float | None = None  # when this record was sent
     # queues (issue 5): where tuples wait on their way, now
     queued_tuples: int = 0  # tuples in this instance's batches, not yet sent

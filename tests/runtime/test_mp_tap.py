@@ -28,9 +28,8 @@ class Swallow(BasicBolt):
 
 
 def tapped(running, component):
-    """The streams each instance of ``component`` reports as tapped (raw records)."""
-    tasks = set(running.plan.component_tasks()[component])
-    return [r.get("tapped") for r in running._ask("statistics") if r["task"] in tasks]
+    """The streams each instance of ``component`` reports as tapped."""
+    return [s.tapped for s in running.statistics() if s.component == component]
 
 
 def test_sample_returns_tuples_that_crossed_the_edge_and_the_tap_expires():

@@ -69,8 +69,7 @@ def test_record_and_stop_recording_on_a_running_topology():
 
 
 def recording(running, task):
-    record = next(r for r in running._ask("statistics") if r["task"] == task)
-    return record.get("recording")
+    return next(s.recording for s in running.statistics() if s.task == task)
 
 
 class CrashOnce(ListSpout):
