@@ -192,6 +192,20 @@ class SlowBolt(Bolt):
         self.ack(tup)
 
 
+def replaced(victim) -> Callable[[list], bool]:
+    """A ``running.wait_until`` predicate: a newer incarnation of ``victim``'s task (an
+    ``InstanceStats`` taken before it was killed or stopped) is running.
+
+    >>> from runtime import InstanceStats
+    >>> old = InstanceStats("c", 3, "bolt", 0, incarnation=0)
+    >>> replaced(old)([old]), replaced(old)([InstanceStats("c", 3, "bolt", 0, incarnation=1,
+    ...                                                    state="running")])
+    (False, True)
+    """
+    return lambda stats: any(s.task == victim.task and s.incarnation > victim.incarnation
+                             and s.state == "running" for s in stats)
+
+
 def wait_for(predicate: Callable[[], Any], timeout: float, what: str) -> Any:
     """Poll ``predicate()`` every 20 ms until it returns something true, and return that;
     TimeoutError naming ``what`` after ``timeout`` seconds."""

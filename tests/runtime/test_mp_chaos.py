@@ -23,7 +23,7 @@ import psutil
 import pytest
 
 from runtime import BasicBolt, Bolt, Spout, Topology
-from runtime.testing import ListSink, read_sink
+from runtime.testing import ListSink, read_sink, replaced
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(60)]
 
@@ -195,9 +195,7 @@ def test_kill_the_ackers(record_property, tupleflow_processes):
             chosen, proc = victim_of(running, task, tupleflow_processes)
             proc.send_signal(signal.SIGKILL)
             killed.append(task)
-            running.wait_until(lambda s, t=chosen: any(
-                x.task == t.task and x.incarnation > t.incarnation and x.state == "running"
-                for x in s), timeout=20)
+            running.wait_until(replaced(chosen), timeout=20)
             time.sleep(2.0)  # paces the chaos; not a synchronisation
         stats, records = until_done(running)
     assert restarts(stats, ("__acker",)) == len(killed)
@@ -223,9 +221,7 @@ def test_a_bolt_stopped_past_the_heartbeat_timeout(record_property, tupleflow_pr
         chosen, proc = victim(running, ("count",), rng, tupleflow_processes)
         proc.suspend()  # SIGSTOP
         try:
-            running.wait_until(lambda s: any(
-                x.task == chosen.task and x.incarnation > chosen.incarnation
-                and x.state == "running" for x in s), timeout=20)
+            running.wait_until(replaced(chosen), timeout=20)
         finally:
             with contextlib.suppress(psutil.NoSuchProcess):
                 proc.resume()  # SIGCONT (the old incarnation, if it still exists)

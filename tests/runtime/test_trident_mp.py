@@ -21,7 +21,7 @@ import pytest
 from runtime import BatchLogSpout, Count, RedisMap, SQLiteMap, Topology
 from runtime._trident_spout import BatchLedger
 from runtime.sources import EmbeddedLog
-from runtime.testing import wait_for
+from runtime.testing import replaced, wait_for
 from runtime.trident import read_statistics
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(120)]
@@ -142,9 +142,7 @@ def run_with_a_kill(name, state, victim, tmp_path, tupleflow_processes):
                 state.gate.release()  # the held batch commits; its ack finds no spout
             for chunk in range(CHUNKS // 3, CHUNKS):
                 append(log, chunk)
-            running.wait_until(lambda s: any(
-                x.task == killed.task and x.incarnation > killed.incarnation
-                and x.state == "running" for x in s), timeout=60)
+            running.wait_until(replaced(killed), timeout=60)
             wait_for(lambda: consumed_all(ledger, log), 90, "every record counted")
             stats = read_statistics(running.run_dir, "count")
             final = running.statistics()

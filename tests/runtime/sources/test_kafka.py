@@ -19,7 +19,7 @@ from confluent_kafka import Consumer, Producer, TopicPartition
 from runtime import Topology
 from runtime._api import Context
 from runtime.sources import KafkaSpout, LogSpout, log_spout
-from runtime.testing import ListSink, SlowBolt, read_sink, wait_for
+from runtime.testing import ListSink, SlowBolt, read_sink, replaced, wait_for
 
 cloudpickle.register_pickle_by_value(sys.modules[__name__])
 
@@ -283,9 +283,7 @@ def test_a_killed_kafka_spout_resumes_from_the_group_commit(kafka, tupleflow_pro
                       if s.component == "events" and s.pid in ours)
         ours[victim.pid].send_signal(signal.SIGKILL)
         at_kill = len(read_sink(running.run_dir, "sink"))
-        running.wait_until(lambda s: any(x.task == victim.task and x.incarnation
-                                         > victim.incarnation and x.state == "running"
-                                         for x in s), timeout=30)
+        running.wait_until(replaced(victim), timeout=30)
         wait_for(lambda: group_offsets(brokers, "tupleflow.kafka-kill.events", "many")
                  == dict.fromkeys(range(PARTITIONS), per), 60, "every partition committed")
         records = read_sink(running.run_dir, "sink")

@@ -16,7 +16,7 @@ import pytest
 from runtime import Topology
 from runtime.sources import EmbeddedLog, LogSpout
 from runtime.sources._log_spout import read_checkpoints
-from runtime.testing import ListSink, SlowBolt, read_sink, wait_for
+from runtime.testing import ListSink, SlowBolt, read_sink, replaced, wait_for
 
 cloudpickle.register_pickle_by_value(sys.modules[__name__])
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(120)]
@@ -54,9 +54,7 @@ def test_a_killed_log_spout_resumes_from_its_checkpoint(root, tmp_path, tupleflo
         ours[victim.pid].send_signal(signal.SIGKILL)
         committed_at_kill = read_checkpoints(ck, "events")
         at_kill = len(read_sink(running.run_dir, "sink"))
-        running.wait_until(lambda s: any(x.task == victim.task and x.incarnation
-                                         > victim.incarnation and x.state == "running"
-                                         for x in s), timeout=30)
+        running.wait_until(replaced(victim), timeout=30)
         wait_for(lambda: read_checkpoints(ck, "events")
                  == dict.fromkeys(range(PARTITIONS), PER_PARTITION), 60,
                  "every partition committed to its end")

@@ -16,7 +16,7 @@ import pytest
 from runtime import Bolt, Topology
 from runtime._api import Context
 from runtime.sources import EmbeddedQueue, QueueSpout
-from runtime.testing import InMemoryCluster, ListSink, read_sink, wait_for
+from runtime.testing import InMemoryCluster, ListSink, read_sink, replaced, wait_for
 
 cloudpickle.register_pickle_by_value(sys.modules[__name__])
 
@@ -220,9 +220,7 @@ def test_killing_a_queue_spout_holding_opened_items_loses_none(path, tmp_path,
         (victim,) = [s for s in running.statistics() if s.component == "jobs"]
         held = q.statistics().open
         ours[victim.pid].send_signal(signal.SIGKILL)
-        running.wait_until(lambda s: any(x.component == "jobs" and x.incarnation
-                                         > victim.incarnation and x.state == "running"
-                                         for x in s), timeout=30)
+        running.wait_until(replaced(victim), timeout=30)
         gate.touch()
         wait_for(lambda: q.statistics().visible == q.statistics().open == 0, 60,
                  "the queue to empty")
