@@ -27,11 +27,6 @@ Send = Callable[[bytes, bytes], None]
 EXPIRE_EVERY = 0.5  # seconds between looks for timed-out roots
 
 
-def acker_for(root: int, acker_tasks: tuple[int, ...]) -> int:
-    """The acker task that keeps ``root`` (Storm: mod hashing of the root id)."""
-    return acker_tasks[root % len(acker_tasks)]
-
-
 class AckerExecutor:
     """One acker task."""
 

@@ -296,7 +296,8 @@ class Executor:
         return out.tracked_batches(values)
 
     def _ack(self, op: int, root: int, value: int, spout: int = 0) -> None:
-        """Queue one message for the acker task that keeps ``root`` (``acker_for``)."""
+        """Queue one message for the acker task that keeps ``root``: the root id mod the
+        number of ackers picks it, as Storm's mod hashing does."""
         self._ack_batches[root % len(self._ack_batches)].append([op, root, value, spout])
 
     def _emit_direct(self, task: int, values, stream=DEFAULT_STREAM, msg_id=None, anchors=None):
