@@ -276,8 +276,10 @@ def test_a_killed_master_takes_its_topology_along(tupleflow_processes):
     running.wait_active(timeout=20)
     procs = topology_processes(running)
     procs[0].kill()
-    wait_for(lambda: all(gone(p) for p in procs), timeout=15,
-             what="the stream managers and instances to die with their master")
+    # A SIGKILLed master's /proc entry reads "zombie" while its other threads still exit,
+    # before waitpid can reap it: wait for the handle to see the death too.
+    wait_for(lambda: all(gone(p) for p in procs) and not running.alive, timeout=15,
+             what="the master, stream managers and instances to die")
     assert not running.alive
     with pytest.raises(TopologyDead):
         running.statistics()
