@@ -10,12 +10,21 @@ Why
     reported; ``floor_ns`` is the spout's own ``next_tuple`` with ``emit`` replaced by a bare
     ``list.append`` (what no engine could go below), ``engine_ns`` the spout's cost above it.
 
-Reading the output (one line, wrapped here)::
+With ``--acking on`` the spout tracks every tuple and a real acker executor settles the
+bolt's acks: spout, bolt and acker exchange their frames in cycles of ``CYCLE`` tuples (so
+that about as many roots are in flight as in a real run), and the line reports each
+one's CPU: the spout's emitting (``spout_ns``) and its handling of the acker's outcomes
+(``spout_acked_ns``), the bolt (``bolt_ns``, acking included) and the acker
+(``acker_ns``).
+
+Reading the output (one line each, wrapped here)::
 
     RESULT name=hot-path workload=wordcount tuples=200000 rounds=9 spout_ns=733
            floor_ns=615 engine_ns=118 bolt_ns=520
+    RESULT name=hot-path-acking workload=wordcount tuples=200000 rounds=9 spout_ns=1370
+           spout_acked_ns=200 bolt_ns=1060 acker_ns=170 total_ns=2800
 
-    python benchmarks/hot_path.py --tuples 200000 --rounds 9
+    python benchmarks/hot_path.py --tuples 200000 --rounds 9 [--acking on]
 """
 
 from __future__ import annotations
@@ -28,7 +37,11 @@ import time
 
 from wordcount import build_topology
 
+from runtime import wire
+from runtime._acker import AckerExecutor
 from runtime._executor import Executor
+
+CYCLE = 5000  # tuples per spout -> bolt -> acker -> spout cycle of the acking rounds
 
 
 def executors(tuples: int) -> tuple[Executor, Executor, list]:
@@ -79,16 +92,74 @@ def floor(user, tuples: int) -> float:
         user.emit = emit
 
 
+def acking_executors() -> tuple[dict, dict]:
+    """The acking word count's spout, bolt and acker executors by role, and the frames
+    sent to each task (routed by the header, as a stream manager does)."""
+    topology = build_topology(1, 1, acking=True)
+    plan = topology.physical_plan(1, tuples=10**15, ackers=1)
+    tasks = plan.component_tasks()
+    inbox = {t: [] for ts in tasks.values() for t in ts}
+
+    def send(header, body):
+        inbox[wire.dest_of(header)].append((header, body))
+
+    spout = Executor(plan, topology.components, tasks["words"][0], send)
+    bolt = Executor(plan, topology.components, tasks["count"][0], send)
+    acker = AckerExecutor(plan, tasks["__acker"][0], send)
+    for ex in (spout, bolt, acker):
+        ex.start()
+    return {"spout": spout, "bolt": bolt, "acker": acker}, inbox
+
+
+def acking_round(roles: dict, inbox: dict, tuples: int) -> tuple:
+    spout = roles["spout"]
+    cpu = dict.fromkeys(("spout", "spout_acked", "bolt", "acker"), 0.0)
+
+    def emit():
+        for _ in range(CYCLE // 500):
+            spout.step(500)
+        spout.flush()
+
+    def deliver(ex):
+        def run():
+            frames, inbox[ex.task] = inbox[ex.task], []
+            for header, body in frames:
+                ex.on_frame(header, body)
+            ex.flush()
+        return run
+
+    acked = spout.acked
+    for _ in range(tuples // CYCLE):
+        cpu["spout"] += per_tuple(emit, tuples)
+        cpu["bolt"] += per_tuple(deliver(roles["bolt"]), tuples)
+        cpu["acker"] += per_tuple(deliver(roles["acker"]), tuples)
+        cpu["spout_acked"] += per_tuple(deliver(spout), tuples)
+    if spout.acked - acked != tuples // CYCLE * CYCLE:
+        raise SystemExit(f"FAILED hot-path-acking: {spout.acked - acked} of {tuples} acked")
+    return tuple(cpu.values())
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--tuples", type=int, default=200_000, help="tuples per round")
     parser.add_argument("--rounds", type=int, default=9, help="rounds (medians are reported)")
+    parser.add_argument("--acking", choices=["off", "on"], default="off")
     args = parser.parse_args(argv)
-    tuples = max(500, args.tuples // 500 * 500)
-    spout, bolt, frames = executors(tuples)
     gc.freeze()  # as an instance does (runtime._instance.tune_interpreter)
     gc.set_threshold(50_000, 20, 100)
+    if args.acking == "on":
+        tuples = max(CYCLE, args.tuples // CYCLE * CYCLE)
+        roles, inbox = acking_executors()
+        rounds = [acking_round(roles, inbox, tuples) for _ in range(args.rounds)]
+        spout_ns, acked_ns, bolt_ns, acker_ns = (statistics.median(c) for c in zip(*rounds))
+        print(f"RESULT name=hot-path-acking workload=wordcount tuples={tuples} "
+              f"rounds={args.rounds} spout_ns={spout_ns:.0f} spout_acked_ns={acked_ns:.0f} "
+              f"bolt_ns={bolt_ns:.0f} acker_ns={acker_ns:.0f} "
+              f"total_ns={spout_ns + acked_ns + bolt_ns + acker_ns:.0f}", flush=True)
+        return 0
+    tuples = max(500, args.tuples // 500 * 500)
+    spout, bolt, frames = executors(tuples)
     rounds = [one_round(spout, bolt, frames, tuples) for _ in range(args.rounds)]
     spout_ns, floor_ns, bolt_ns = (statistics.median(column) for column in zip(*rounds))
     print(f"RESULT name=hot-path workload=wordcount tuples={tuples} rounds={args.rounds} "

@@ -1,9 +1,10 @@
 """The acker: the ``__acker`` system component, one or more tasks (``ackers=N``).
 
 It receives ``ACKS`` frames (Storm's ``__ack_init``, ``__ack_ack``, ``__ack_fail`` and
-reset-timeout messages) from spouts and bolts, keeps the XOR ledger of
-:class:`runtime._ledger.AckLedger`, and sends each outcome back to the spout task that
-emitted the root, in ``ACKED`` frames. A root goes to acker task ``root % ackers``.
+reset-timeout messages, as flat ``op, root, value`` triples) from spouts and bolts, keeps
+the XOR ledger of :class:`runtime._ledger.AckLedger`, and sends each outcome back to the
+spout task that emitted the root, in ``ACKED`` frames (flat ``root, outcome`` pairs). A
+root goes to acker task ``root % ackers``.
 
 It is driven like an :class:`~runtime._executor.Executor` (``on_frame``, ``on_timer``,
 ``flush``, ``record``), by the same instance process or the in-memory twin.
@@ -17,7 +18,7 @@ from collections.abc import Callable
 
 from . import wire
 from ._constants import ACKER, FLUSH_INTERVAL, MESSAGE_TIMEOUT
-from ._ledger import AckLedger, Completed, Failed, Renewed
+from ._ledger import AckLedger, task_bits
 from ._plan import PhysicalPlan
 from ._stats import InstanceStats
 
@@ -25,6 +26,13 @@ log = logging.getLogger("tupleflow.acker")
 
 Send = Callable[[bytes, bytes], None]
 EXPIRE_EVERY = 0.5  # seconds between looks for timed-out roots
+
+
+def _acks_body(batch: list) -> tuple[list, list]:
+    """An ACKS body: ``[leaves, messages]``, two lists (see :mod:`runtime.wire`)."""
+    if len(batch) != 2 or type(batch[0]) is not list or type(batch[1]) is not list:
+        raise wire.WireError("an ACKS body must be [leaf roots, [op, root, value, ...]]")
+    return batch[0], batch[1]
 
 
 class AckerExecutor:
@@ -38,8 +46,10 @@ class AckerExecutor:
         self.info = plan.task(task)
         self.config = dict(plan.config)
         self.monotonic, self.wall = monotonic, wall
-        self.ledger = AckLedger(float(self.config[MESSAGE_TIMEOUT]))
-        self.outcomes: dict[int, list] = {}  # spout task -> [[root, outcome], ...]
+        self.ledger = AckLedger(float(self.config[MESSAGE_TIMEOUT]),
+                                task_bits=task_bits(len(plan.tasks)))
+        self.outcomes: dict[int, list] = {}  # spout task -> [root, outcome, root, ...]
+        self._decisions: list[int] = []  # the ledger's outcome, root, task triples
         self.executed = self.dropped = self.errors = 0
         self._flush_every = float(self.config[FLUSH_INTERVAL])
         self._next_flush = self._next_expire = 0.0
@@ -61,33 +71,49 @@ class AckerExecutor:
         h = wire.parse_header(header)
         if h.kind != wire.ACKS:
             raise wire.WireError(f"frame kind {h.kind} is not for an acker")
-        batch = wire.decode_batch(body)
+        leaves, messages = _acks_body(wire.decode_batch(body))
         if self.first_executed is None:
             self.first_executed = self.wall()
-        rejected = self.ledger.rejected
-        for decision in self.ledger.apply(batch, self.monotonic()):
-            self._decided(decision)
-        if self.ledger.rejected > rejected:
-            self.dropped += self.ledger.rejected - rejected
+        rejected, ledger = self.ledger.rejected, self.ledger
+        if leaves:
+            done = ledger.complete_leaves(leaves)
+            if done is None:  # not all plain leaves of one task: one by one
+                messages = [x for root in leaves for x in (wire.ACK_ACK, root, root)] + messages
+            else:
+                self._completed(*done)
+        if messages:
+            ledger.settle(messages, self.monotonic(), h.src, self._decisions)
+            self._route()
+        if ledger.rejected > rejected:
+            self.dropped += ledger.rejected - rejected
             log.warning("dropped %d malformed ack messages from task %d",
-                        self.ledger.rejected - rejected, h.src)
-        self.executed += len(batch)
+                        ledger.rejected - rejected, h.src)
+        self.executed += len(leaves) + len(messages) // 3
         self.last_executed = self.wall()
+        self.flush()  # the outcomes go at once: one ACKED frame per ACKS frame at most
 
-    def _decided(self, decision: Completed | Failed | Renewed) -> None:
-        if isinstance(decision, Completed):
-            outcome = wire.ACKED_OK
-        elif isinstance(decision, Renewed):
-            outcome = wire.ACKED_RENEWED
-        else:
-            outcome = wire.ACKED_TIMEOUT if decision.reason == "timeout" else wire.ACKED_FAILED
-        self.outcomes.setdefault(decision.spout_task, []).append([decision.root_id, outcome])
+    def _completed(self, task: int, roots: list[int]) -> None:
+        """Roots of one spout task completed together: filed in one step."""
+        pairs = [wire.ACKED_OK] * (2 * len(roots))
+        pairs[0::2] = roots
+        self.outcomes.setdefault(task, []).extend(pairs)
+
+    def _route(self) -> None:
+        """File the ledger's decisions under the spout task each goes to."""
+        decisions, outcomes = self._decisions, self.outcomes
+        it = iter(decisions)
+        for outcome, root, task in zip(it, it, it):
+            out = outcomes.get(task)
+            if out is None:
+                out = outcomes[task] = []
+            out += (root, outcome)
+        decisions.clear()
 
     # -- timers -------------------------------------------------------------------------
     def on_timer(self, now: float) -> float:
         if now >= self._next_expire:
-            for decision in self.ledger.expire(now):
-                self._decided(decision)
+            self.ledger.settle((), now, 0, self._decisions)
+            self._route()
             self._next_expire = now + EXPIRE_EVERY
         if now >= self._next_flush:
             self.flush()

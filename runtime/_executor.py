@@ -25,7 +25,7 @@ from itertools import repeat
 from typing import Any
 
 from . import wire
-from ._api import BasicBolt, Context, FailedException, Tuple, TupleSource
+from ._api import BasicBolt, Context, FailedException, Spout, Tuple, TupleSource
 from ._constants import (
     ACKER,
     ACKERS,
@@ -43,7 +43,7 @@ from ._constants import (
     TICK_FREQ_SECS,
     TUNE_INTERVAL,
 )
-from ._ledger import new_id
+from ._ledger import RootIds, draw_bits, new_id, task_bits
 from ._metrics import LatencyHistogram
 from ._outbound import Outlet, StreamOut, Tap
 from ._plan import PhysicalPlan
@@ -101,12 +101,15 @@ class Executor:
         self.streams = self._build_streams(send)
         self.acking = int(self.config[ACKERS]) > 0
         self._acker_tasks = plan.component_tasks().get(ACKER, ())
-        self._ack_out = {t: [] for t in self._acker_tasks}  # acker task -> ACKS messages
+        # per acker task, the ACKS body being filled: [leaves, [op, root, value, ...]]
+        self._ack_out = {t: [[], []] for t in self._acker_tasks}
         self._ack_headers = {t: wire.data_header(wire.ACKS, 0, t, task)
                              for t in self._acker_tasks}
-        self._ack_batches = [self._ack_out[t] for t in self._acker_tasks]  # by root % n
+        self._ack_batches = [self._ack_out[t][1] for t in self._acker_tasks]  # by root % n
+        self._ack_leaves = [self._ack_out[t][0] for t in self._acker_tasks]
         self._send = send
         self.tracker = self._tracker() if self.kind == "spout" and self.acking else None
+        self._roots = RootIds(task, task_bits(len(plan.tasks)))  # self-initialising roots
         self._current: list[Tuple | None] = [None]  # a BasicBolt's input being processed
         self._tick_every = self.config.get(TICK_FREQ_SECS)
         self._next_tick = None
@@ -154,7 +157,7 @@ class Executor:
         out.outlets.append(Outlet(grouping, tasks, stream_id, self.task))
 
     def _report_unencodable(self, stream: str, values, ids: dict | None) -> None:
-        for root in ids or ():
+        for root in roots_of(ids) if ids is not None else ():
             self._ack(wire.ACK_FAIL, root, 0)  # the copy is lost: fail its trees now
         fields = self.spec.streams[stream]
         self.dropped += 1
@@ -175,7 +178,7 @@ class Executor:
         user.emit = self._make_emit()
         user.emit_direct = self._emit_direct
         if self.kind == "bolt":
-            user.ack = self._bolt_ack
+            user.ack = self._make_bolt_ack()
             user.fail = self._bolt_fail
             user.reset_timeout = self._bolt_reset_timeout
 
@@ -227,7 +230,10 @@ class Executor:
 
         if DEFAULT_STREAM not in streams:
             return emit
-        return _default_stream_first(emit, *streams[DEFAULT_STREAM], size)
+        n, items, out = streams[DEFAULT_STREAM]
+        fixed = out.fixed_copies if acking else None
+        single = self if fixed is not None and len(fixed) == 1 else None
+        return _default_stream_first(emit, n, items, out, size, single)
 
     def _bolt_emit(self, streams, checked, comp, size, acking):
         current, basic = self._current, isinstance(self.user, BasicBolt)
@@ -251,19 +257,35 @@ class Executor:
         return emit
 
     def _emit_root(self, out: StreamOut, values, msg_id, direct: int | None = None) -> None:
-        """A new spout tuple tree: an edge id per copy, their XOR to the acker."""
-        root, xor, size = new_id(), 0, self._batch_size
-        for batch in self._copies(out, values, direct):
-            edge = new_id()
-            xor ^= edge
-            batch.append([values, {root: edge}])
-            if len(batch) >= size:
+        """A new spout tuple tree. Sent to one task (the usual case), it gets a
+        self-initialising root, which is also its edge id: the acker needs no init. Sent
+        to several tasks (or none), it gets a plain root, an edge id per copy, and an
+        init with their XOR, as in Storm (docs/internals/acker.md)."""
+        copies = self._copies(out, values, direct)
+        if len(copies) == 1:
+            ids = self._roots
+            root = ids.prefix | (_getrandbits(ids.random_bits) or 1)
+            batch = copies[0]
+            batch.append(values)
+            batch.append(root)  # an int stands for {root: root}
+            if len(batch) >= 2 * self._batch_size:
                 out.flush_tracked()
+        else:
+            root, xor, size = new_id(), 0, 2 * self._batch_size
+            for batch in copies:
+                edge = new_id()
+                xor ^= edge
+                batch.append(values)
+                batch.append({root: edge})
+                if len(batch) >= size:
+                    out.flush_tracked()
+            self._ack(wire.ACK_INIT, root, xor)
         out.emitted += 1
         if out.recorder is not None:
             out.recorder.tracked(values, root)
-        self.tracker.emitted(root, msg_id, self.monotonic())
-        self._ack(wire.ACK_INIT, root, xor, self.task)
+        tracker = self.tracker
+        tracker.fresh[root] = (msg_id, self.monotonic())
+        tracker.in_flight += 1
 
     def _emit_anchored(self, out: StreamOut, values, anchors, direct: int | None = None) -> bool:
         """A tuple joining its anchors' trees; False when no anchor is tracked."""
@@ -272,20 +294,21 @@ class Executor:
         tracked = [a for a in anchors if a is not None and a.ids]
         if not tracked:
             return False
-        size = self._batch_size
+        size = 2 * self._batch_size
         for batch in self._copies(out, values, direct):
             ids: dict[int, int] = {}
             for anchor in tracked:
                 edge = new_id()
                 anchor.ack_val ^= edge
-                for root in anchor.ids:
+                for root in roots_of(anchor.ids):
                     ids[root] = ids.get(root, 0) ^ edge
-            batch.append([values, ids])
+            batch.append(values)
+            batch.append(ids)
             if len(batch) >= size:
                 out.flush_tracked()
         out.emitted += 1
         if out.recorder is not None:  # a tuple of several trees is recorded with its first
-            out.recorder.tracked(values, next(iter(tracked[0].ids)))
+            out.recorder.tracked(values, next(iter(roots_of(tracked[0].ids))))
         return True
 
     @staticmethod
@@ -295,10 +318,10 @@ class Executor:
             return [out.direct_tracked[direct][1]]
         return out.tracked_batches(values)
 
-    def _ack(self, op: int, root: int, value: int, spout: int = 0) -> None:
+    def _ack(self, op: int, root: int, value: int) -> None:
         """Queue one message for the acker task that keeps ``root``: the root id mod the
         number of ackers picks it, as Storm's mod hashing does."""
-        self._ack_batches[root % len(self._ack_batches)].append([op, root, value, spout])
+        self._ack_batches[root % len(self._ack_batches)].extend((op, root, value))
 
     def _emit_direct(self, task: int, values, stream=DEFAULT_STREAM, msg_id=None, anchors=None):
         comp = self.spec.id
@@ -325,25 +348,52 @@ class Executor:
             self._acks.append(msg_id)
         return None
 
+    def _make_bolt_ack(self):
+        """The bolt's ``ack``: :meth:`_bolt_ack`, with the commonest case written out
+        (a spout tuple's only copy that anchored nothing: its root goes on the leaves)."""
+        leaves = self._ack_leaves
+        only = leaves[0] if len(leaves) == 1 else None
+        slow = self._bolt_ack
+
+        def ack(tup: Tuple) -> None:
+            ids = tup.ids
+            if only is not None and type(ids) is int and not tup.ack_val:
+                self.acked += 1
+                tup.ids = None  # a second ack of the same tuple changes nothing
+                only.append(ids)
+                return
+            slow(tup)
+
+        return ack
+
     def _bolt_ack(self, tup: Tuple) -> None:
         self.acked += 1
-        ids, tup.ids = tup.ids, None  # a second ack of the same tuple changes nothing
-        if ids and self.acking:
-            ack_val = tup.ack_val
-            for root, edge in ids.items():
-                self._ack(wire.ACK_ACK, root, edge ^ ack_val)
+        ids = tup.ids
+        if ids is None or not self.acking:
+            return
+        tup.ids = None  # a second ack of the same tuple changes nothing
+        if type(ids) is int:  # a spout tuple's only copy: its root is its edge id
+            if tup.ack_val:
+                self._ack(wire.ACK_ACK, ids, ids ^ tup.ack_val)
+            else:  # ...and it anchored nothing: the whole tree, a leaf
+                leaves = self._ack_leaves
+                leaves[ids % len(leaves)].append(ids)
+            return
+        ack_val = tup.ack_val
+        for root, edge in ids.items():
+            self._ack(wire.ACK_ACK, root, edge ^ ack_val)
 
     def _bolt_fail(self, tup: Tuple) -> None:
         self.failed += 1
         ids, tup.ids = tup.ids, None
         if ids and self.acking:
-            for root in ids:
+            for root in roots_of(ids):
                 self._ack(wire.ACK_FAIL, root, 0)
 
     def _bolt_reset_timeout(self, tup: Tuple) -> None:
         """Restart the timeout of every tree this tuple belongs to."""
         if tup.ids and self.acking:
-            for root in tup.ids:
+            for root in roots_of(tup.ids):
                 self._ack(wire.ACK_RESET, root, 0)
 
     # -- lifecycle ----------------------------------------------------------------------
@@ -405,24 +455,28 @@ class Executor:
             self.tracker.set_limit(value, self.monotonic())
 
     def _on_acked(self, batch: list) -> None:
-        """The acker's outcomes for roots this spout task emitted."""
+        """The acker's outcomes (``root, outcome`` pairs, flat) for roots this spout task
+        emitted: the spout's ``ack``/``fail`` are called with their msg_ids (not at all
+        when the spout keeps Spout's own, which do nothing)."""
         if self.tracker is None:
             raise wire.WireError(f"ack outcomes for task {self.task}, which tracks nothing")
-        now, user = self.monotonic(), self.user
-        for root, outcome in batch:
-            if outcome == wire.ACKED_RENEWED:
-                self.tracker.renew(root)
-                continue
-            ok = outcome == wire.ACKED_OK
-            msg_id = self.tracker.outcome(root, ok, now, outcome == wire.ACKED_TIMEOUT)
-            if msg_id is None:
-                continue
-            if ok:
-                self.acked += 1
-                self._call("ack", user.ack, msg_id)
-            else:
-                self.failed += 1
-                self._call("fail", user.fail, msg_id)
+        if len(batch) % 2 or not set(batch[1::2]) <= _OUTCOMES:
+            raise wire.WireError("an ACKED batch must hold root, outcome pairs")
+        acked, failed = self.tracker.settle(batch, self.monotonic())
+        self.acked += len(acked)
+        self.failed += len(failed)
+        user = self.user
+        self._call_each("ack", user.ack, acked)
+        self._call_each("fail", user.fail, failed)
+
+    def _call_each(self, where: str, fn, msg_ids: list) -> None:
+        """``fn(msg_id)`` for each, unless ``fn`` is Spout's own no-op."""
+        if msg_ids and getattr(fn, "__func__", None) is not _NO_OP[where]:
+            try:
+                for msg_id in msg_ids:
+                    fn(msg_id)
+            except Exception as exc:
+                raise UserCodeError(f"{self.spec.class_name}.{where}", exc) from exc
 
     def _ack_at_emit(self) -> None:
         """At most once: a tuple given a msg_id is acked as soon as it is emitted."""
@@ -449,11 +503,18 @@ class Executor:
             self._arrived = self.monotonic()
         batch = wire.decode_batch(body)
         source = self._source(h.src, h.stream)
-        tuples = _tracked_tuples(batch, source) if h.kind == wire.TRACKED else list(
-            map(Tuple, batch, repeat(source)))  # a list display costs ~15 ns a tuple more
-        if isinstance(self.user, BasicBolt):
-            return self._execute_basic(tuples)
-        return self._execute(tuples)
+        if h.kind == wire.DATA:
+            tuples = list(map(Tuple, batch, repeat(source)))  # (a list display: +15 ns)
+            if isinstance(self.user, BasicBolt):
+                return self._execute_basic(tuples)
+            return self._execute(tuples)
+        tuples = _tracked_tuples(batch, source)
+        try:
+            if isinstance(self.user, BasicBolt):
+                return self._execute_basic(tuples)
+            return self._execute(tuples)
+        finally:  # the acks of a tracked frame go at once: they are few frames, and
+            self.send_acks()  # waiting for the flush timer would add to complete latency
 
     def _source(self, src: int, stream: int) -> TupleSource:
         key = (src, stream)
@@ -589,10 +650,16 @@ class Executor:
                 out.flush()
         except Exception as exc:
             raise UserCodeError(f"{self.spec.class_name} grouping", exc) from exc
-        for task, batch in self._ack_out.items():
-            if batch:
-                self._send(self._ack_headers[task], wire.encode_batch(batch))
-                batch.clear()
+        self.send_acks()
+
+    def send_acks(self) -> None:
+        """Send what was queued for each acker task."""
+        for task, body in self._ack_out.items():
+            leaves, messages = body
+            if leaves or messages:
+                self._send(self._ack_headers[task], wire.encode_batch(body))
+                leaves.clear()
+                messages.clear()
 
     # -- taps (running.sample) ----------------------------------------------------------
     def tap(self, stream: str, n: int, seconds: float) -> None:
@@ -689,21 +756,40 @@ class Executor:
         return InstanceStats.from_record({**self.record(), "state": "running"})
 
 
-def _default_stream_first(emit, n: int, items: list, out: StreamOut, size: int):
-    """``emit`` with the commonest call made cheap: the default stream, no ``msg_id``, the
-    right arity. Anything else goes through ``emit`` itself, which checks it all."""
+def _default_stream_first(emit, n: int, items: list, out: StreamOut, size: int,
+                          tracking: Executor | None = None):
+    """``emit`` with the commonest calls made cheap: the default stream, the right arity,
+    and no ``msg_id`` -- or, with ``tracking`` (a spout executor with acking on, whose
+    default stream goes to one task whatever the values), a ``msg_id`` on an unrecorded
+    stream: ``_emit_root``'s self-initialising case, written out. Anything else goes
+    through ``emit`` itself, which checks it all."""
     append, flush = items.append, out.flush
+    if tracking is not None:
+        (batch,) = out.fixed_copies
+        track, tracker, clock = batch.append, tracking.tracker, tracking.monotonic
+        prefix, bits = tracking._roots.prefix, tracking._roots.random_bits
+        batch_size = 2 * size  # values, root
 
     def emit_default(values, stream=DEFAULT_STREAM, msg_id=None):
-        if stream is DEFAULT_STREAM and msg_id is None:
+        if stream is DEFAULT_STREAM:
             try:
                 ok = len(values) == n
             except TypeError:
                 ok = False
-            if ok:
+            if ok and msg_id is None:
                 append(values)
                 if len(items) >= size:
                     flush()
+                return None
+            if ok and tracking is not None and out.recorder is None:
+                root = prefix | (_getrandbits(bits) or 1)
+                track(values)
+                track(root)  # its own edge id
+                tracker.fresh[root] = (msg_id, clock())
+                tracker.in_flight += 1
+                out.emitted += 1
+                if len(batch) >= batch_size:
+                    out.flush_tracked()
                 return None
         return emit(values, stream, msg_id)
 
@@ -726,10 +812,23 @@ def _untracked_steps(next_tuple, calls: int, waiting: Sized) -> None:
 
 
 def _tracked_tuples(batch: list, source: TupleSource) -> list[Tuple]:
-    try:
-        return [Tuple(values, source, ids) for values, ids in batch]
-    except (TypeError, ValueError):
-        raise wire.WireError("a tracked batch must hold [values, {root: edge}] pairs") from None
+    """A TRACKED batch, ``values, ids, values, ids, ...``: ``ids`` is ``{root: edge}``, or
+    an int root that is its own edge id (a spout tuple's only copy)."""
+    if len(batch) % 2 or not set(map(type, batch[1::2])) <= _ID_TYPES:
+        raise wire.WireError("a tracked batch must hold values, ids pairs (ids: int or map)")
+    it = iter(batch)
+    return list(map(Tuple, it, repeat(source), it))
+
+
+_ID_TYPES = {int, dict}
+_OUTCOMES = {wire.ACKED_OK, wire.ACKED_FAILED, wire.ACKED_TIMEOUT, wire.ACKED_RENEWED}
+_NO_OP = {"ack": Spout.ack, "fail": Spout.fail}  # a spout that keeps these is not called
+_getrandbits = draw_bits  # the ids' generator, reseeded in forked children
+
+
+def roots_of(ids) -> dict[int, int]:
+    """A tracked tuple's ``{root: edge}`` (its ids, or ``{root: root}`` for an int root)."""
+    return {ids: ids} if type(ids) is int else ids
 
 
 def _unknown_stream(comp: str, stream: str, routes) -> ValueError:

@@ -18,7 +18,6 @@ import math
 import os
 import random
 from collections import deque
-from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Generic, Literal, TypeVar
 
@@ -26,6 +25,10 @@ from .wire import ACK_ACK as ACK
 from .wire import ACK_FAIL as FAIL
 from .wire import ACK_INIT as INIT
 from .wire import ACK_RESET as RESET
+from .wire import ACKED_FAILED as FAILED
+from .wire import ACKED_OK as OK
+from .wire import ACKED_RENEWED as RENEWED
+from .wire import ACKED_TIMEOUT as TIMEOUT
 
 K = TypeVar("K")
 V = TypeVar("V")
@@ -40,22 +43,73 @@ _FAILED_BIT = 1 << 64
 _TASK_SHIFT = 65
 _KEEP_ON_INIT = _XOR_BITS | _FAILED_BIT  # what an init leaves of an early entry
 
+# A *self-initialising* root (what the runtime's spouts draw when a tuple goes to exactly
+# one task) has bit 63 set and its spout task in the bits below it; the rest is random.
+# Its first edge id is the root id itself, so its init would say "xor = root, spout =
+# the task in the id": the ledger knows that without being told, and the spout sends no
+# init at all (docs/internals/acker.md, "Self-initialising roots").
+SELF_INIT = 1 << 63
+TASK_BITS = 16  # the width of the spout task field, unless the topology needs fewer
+
 
 _ids = random.Random(os.urandom(32))
+draw_bits = _ids.getrandbits  # for the spout's hot path (RootIds.new, written out)
 
 
 def new_id() -> int:
-    """A random, nonzero, unsigned 64-bit id for a root or an edge.
+    """A random, nonzero id of 63 bits for a root or an edge.
 
     Zero is excluded because XORing zero changes nothing: a zero edge id would make
-    its tuple invisible to the ledger. The generator is a module-level
+    its tuple invisible to the ledger. Bit 63 stays clear so that an id drawn here is
+    never taken for a self-initialising root (:data:`SELF_INIT`). The generator is a module-level
     ``random.Random`` seeded from ``os.urandom`` and reseeded in every forked child,
     so sibling processes never draw the same ids.
 
-    >>> 0 < new_id() < 2**64
+    >>> 0 < new_id() < 2**63
     True
     """
-    return _ids.getrandbits(64) or new_id()
+    return _ids.getrandbits(63) or new_id()
+
+
+def task_bits(tasks: int) -> int:
+    """The width of the task field that holds task ids up to ``tasks``.
+
+    >>> task_bits(3), task_bits(4), task_bits(1)
+    (2, 3, 1)
+    """
+    return max(1, tasks.bit_length())
+
+
+def root_task(root: int, bits: int = TASK_BITS) -> int | None:
+    """The spout task written in a self-initialising root, or None for any other root.
+
+    >>> root_task(RootIds(task=5, bits=4).new(), bits=4), root_task(12345)
+    (5, None)
+    """
+    if not root & SELF_INIT:
+        return None
+    shift = 63 - bits
+    return (root >> shift) & ((1 << bits) - 1)
+
+
+class RootIds:
+    """The self-initialising root ids of one spout task: ``SELF_INIT | task | random``.
+
+    ``bits`` is the width of the task field (every reader of the ids must use the same:
+    the runtime takes :func:`task_bits` of the topology's task count); the remaining
+    ``63 - bits`` bits are random and never all zero.
+    """
+
+    __slots__ = ("prefix", "random_bits")
+
+    def __init__(self, task: int, bits: int = TASK_BITS) -> None:
+        if not 0 <= task < 1 << bits or not 1 <= bits <= 32:
+            raise ValueError(f"task {task} does not fit a {bits}-bit task field")
+        self.random_bits = 63 - bits
+        self.prefix = SELF_INIT | task << self.random_bits
+
+    def new(self) -> int:
+        return self.prefix | (_ids.getrandbits(self.random_bits) or 1)
 
 
 def _reseed_ids() -> None:
@@ -183,9 +237,12 @@ class AckLedger:
 
     Messages may arrive in any order: acks and fails that reach the ledger before
     their root's init are kept (with no spout task yet), and the root is decided when
-    the init arrives. A root times out ``timeout_secs`` after its init (or its last
-    :meth:`reset_timeout`), to within ``rotation_secs`` late and never early; every
-    method first expires what is due at ``now``, so any call may return timeouts.
+    the init arrives. A self-initialising root (:class:`RootIds`) needs no init: the
+    ledger starts it from its id the first time it hears of it. A root times out
+    ``timeout_secs`` after its init (or its last :meth:`reset_timeout`; for a
+    self-initialising root, after the first message about it), to within
+    ``rotation_secs`` late and never early; every method first expires what is due at
+    ``now``, so any call may return timeouts.
 
     >>> ledger = AckLedger(30.0)
     >>> a, b = new_id(), new_id()               # the two tuples a spout emitted
@@ -195,94 +252,148 @@ class AckLedger:
     []
     >>> ledger.ack(7, b, now=2.0)
     [Completed(root_id=7, spout_task=3)]
+    >>> root = RootIds(task=3).new()             # one tuple, sent to one task: no init
+    >>> ledger.ack(root, root, now=3.0)          # acked by a bolt that anchored nothing
+    [Completed(root_id=..., spout_task=3)]
     """
 
-    def __init__(self, timeout_secs: float, *, buckets: int = 3) -> None:
+    def __init__(self, timeout_secs: float, *, buckets: int = 3,
+                 task_bits: int = TASK_BITS) -> None:
         if not timeout_secs > 0:
             raise ValueError(f"timeout_secs must be positive, not {timeout_secs}")
         self._pending: RotatingMap[int, int] = RotatingMap(buckets)
         self._buckets = buckets
         self.rotation_secs = timeout_secs / (buckets - 1)
         self._slot: float = -math.inf  # rotation slot of the last call (none yet)
+        self._shift, self._task_mask = 63 - task_bits, (1 << task_bits) - 1
         self._completed = self._failed = self._timed_out = self._orphaned = 0
         self.rejected = 0  # malformed messages skipped by apply()
 
+    # -- one message at a time (what a notebook or a test drives by hand) ------------------
     def init(self, root_id: int, spout_task: int, xor_val: int, now: float) -> list[Decision]:
         """A spout emitted root ``root_id``; ``xor_val`` XORs the edge ids it sent."""
         if spout_task < 0:
             raise ValueError(f"spout_task must be >= 0, not {spout_task}")
-        decisions = self._advance(now)
-        early = self._pending.get(root_id, 0) & _KEEP_ON_INIT
-        entry = (early ^ xor_val) | ((spout_task + 1) << _TASK_SHIFT)
-        return decisions + self._settle(root_id, entry, self._pending.put)
+        if root_id >> 63 == 1:
+            raise ValueError(f"root {root_id} is self-initialising: it takes no init")
+        return self.apply([INIT, root_id, xor_val], now, spout_task)
 
     def ack(self, root_id: int, xor_val: int, now: float) -> list[Decision]:
         """A tuple of the tree was acked: its own edge id XOR its new children's."""
-        decisions = self._advance(now)
-        entry = self._pending.get(root_id, 0) ^ xor_val
-        return decisions + self._settle(root_id, entry, self._pending.replace)
+        return self.apply([ACK, root_id, xor_val], now)
 
     def fail(self, root_id: int, now: float) -> list[Decision]:
         """A tuple of the tree failed explicitly: the root fails once its init is here."""
-        decisions = self._advance(now)
-        entry = self._pending.get(root_id, 0) | _FAILED_BIT
-        return decisions + self._settle(root_id, entry, self._pending.replace)
+        return self.apply([FAIL, root_id, 0], now)
 
     def reset_timeout(self, root_id: int, now: float) -> list[Decision]:
-        """Restart ``root_id``'s timeout from ``now``; unknown roots are ignored."""
-        decisions = self._advance(now)
-        entry = self._pending.get(root_id)
-        if entry is not None:
-            self._pending.put(root_id, entry)
-            decisions += _renewed(root_id, entry)
-        return decisions
+        """Restart ``root_id``'s timeout from ``now``; unknown roots are ignored (but a
+        self-initialising root's spout task is told, since it times the root out too)."""
+        return self.apply([RESET, root_id, 0], now)
 
     def expire(self, now: float) -> list[Decision]:
         """The roots that timed out by ``now``; call at least every ``rotation_secs``."""
-        return self._advance(now)
+        out: list[int] = []
+        self._advance(now, out)
+        return _decisions(out)
 
-    def apply(self, messages, now: float) -> list[Decision]:
-        """A batch of ``[op, root, value, spout_task]`` messages (ops: :data:`INIT`,
-        :data:`ACK`, :data:`FAIL`, :data:`RESET`), with exactly the effect of calling
-        the methods above one by one, in one loop: this is the acker's hot path.
-        A message of the wrong shape or op is skipped and counted in ``rejected``."""
-        decisions = self._advance(now)
-        buckets, newest = self._pending._buckets, self._pending._buckets[0]
-        for message in messages:
+    def apply(self, messages, now: float, sender: int = 0) -> list[Decision]:
+        """A batch of messages as a flat list of ``op, root, value`` triples (ops:
+        :data:`INIT`, :data:`ACK`, :data:`FAIL`, :data:`RESET`; ``sender`` is the spout
+        task of every INIT), with exactly the effect of calling the methods above one by
+        one. A message of the wrong shape or op is skipped and counted in ``rejected``."""
+        out: list[int] = []
+        self.settle(messages, now, sender, out)
+        return _decisions(out)
+
+    # -- the acker's hot path ----------------------------------------------------------------
+    def complete_leaves(self, roots: list[int]) -> tuple[int, list[int]] | None:
+        """The commonest acks, settled in C: acks of self-initialising roots of one
+        spout task by tuples that anchored nothing (the ack ``ACK, root, root`` of a
+        root's only copy, a leaf: the whole tree), none of them a root this ledger holds
+        anything about. Each is complete: they are counted and returned with their spout
+        task. Otherwise None and nothing done: apply them as ``ACK, root, root`` messages
+        with :meth:`settle` (which also expires what is due; this reads no clock).
+
+        >>> ledger, ids = AckLedger(30.0), RootIds(task=9)
+        >>> a, b = ids.new(), ids.new()
+        >>> ledger.complete_leaves([a, b]) == (9, [a, b])
+        True
+        >>> ledger.complete_leaves([a, 12]) is None
+        True
+        """
+        if not roots or set(map(type, roots)) != _INT:
+            return None
+        low, high, shift = min(roots), max(roots), self._shift
+        if not (low >= SELF_INIT and high < 1 << 64 and low >> shift == high >> shift):
+            return None  # (the same top bits: the same task, for every root between)
+        unique = set(roots)
+        if len(unique) != len(roots) or not all(
+                b.keys().isdisjoint(unique) for b in self._pending._buckets):
+            return None
+        self._completed += len(roots)
+        return low >> shift & self._task_mask, roots
+
+    def settle(self, messages, now: float, sender: int, out: list) -> None:
+        """:meth:`apply`, with each decision appended to ``out`` as three ints,
+        ``outcome, root, spout task`` (outcomes as on the wire: ``ACKED_OK``,
+        ``ACKED_FAILED``, ``ACKED_TIMEOUT``, ``ACKED_RENEWED``) instead of an object."""
+        self._advance(now, out)
+        buckets = self._pending._buckets
+        newest = buckets[0]
+        shift, mask = self._shift, self._task_mask
+        if len(messages) % 3:
+            self.rejected += 1
+        it = iter(messages)
+        for op, root, value in zip(it, it, it):
             try:
-                op, root, value, spout = message
                 for holder in buckets:  # noqa: B007 - the bucket that holds root, if any
                     if root in holder:
+                        entry = holder[root]
                         break
                 else:
                     holder = None
-            except (TypeError, ValueError):
+                    # a self-initialising root starts as its init would have made it
+                    entry = (root | ((root >> shift & mask) + 1) << _TASK_SHIFT
+                             if root >> 63 == 1 else 0)
+            except TypeError:  # an unhashable or non-integer root
                 self.rejected += 1
                 continue
-            entry = 0 if holder is None else holder[root]
-            if op == ACK:
+            if op == ACK and type(value) is int:
                 entry ^= value
-            elif op == INIT and type(spout) is int and spout >= 0:
-                entry = ((entry & _KEEP_ON_INIT) ^ value) | ((spout + 1) << _TASK_SHIFT)
+            elif op == INIT and type(value) is int and root >> 63 == 0:
+                entry = ((entry & _KEEP_ON_INIT) ^ value) | ((sender + 1) << _TASK_SHIFT)
                 holder = self._renew(root, holder, newest)
             elif op == FAIL:
                 entry |= _FAILED_BIT
-            elif op == RESET and holder is not None:
-                holder = self._renew(root, holder, newest)
-                holder[root] = entry
-                decisions += _renewed(root, entry)
+            elif op == RESET:
+                task = entry >> _TASK_SHIFT
+                if holder is not None:
+                    holder = self._renew(root, holder, newest)
+                    holder[root] = entry
+                if task:
+                    out += (RENEWED, root, task - 1)
                 continue
             else:
-                self.rejected += op != RESET
+                self.rejected += 1
                 continue
-            decision = self._decide(root, entry)
-            if decision is None:
-                (newest if holder is None else holder)[root] = entry
+            task = entry >> _TASK_SHIFT
+            if not task or (entry & _XOR_BITS and not entry & _FAILED_BIT):
+                (newest if holder is None else holder)[root] = entry  # still pending
+                continue
+            if entry & _FAILED_BIT:
+                self._failed += 1
+                out += (FAILED, root, task - 1)
+                if root >> 63 == 1:  # a self-initialising root would start afresh if a
+                    # message of its tree came later: a tombstone (no task) stays instead
+                    (newest if holder is None else holder)[root] = _FAILED_BIT
+                elif holder is not None:
+                    del holder[root]
             else:
                 if holder is not None:
                     del holder[root]
-                decisions.append(decision)
-        return decisions
+                self._completed += 1
+                out += (OK, root, task - 1)
 
     @staticmethod
     def _renew(root: int, holder: dict | None, newest: dict) -> dict | None:
@@ -299,54 +410,43 @@ class AckLedger:
             len(self._pending), self._completed, self._failed, self._timed_out, self._orphaned
         )
 
-    def _settle(
-        self, root_id: int, entry: int, store: Callable[[int, int], None]
-    ) -> list[Decision]:
-        """Decide ``root_id`` from its new ``entry``; keep the entry while it is pending."""
-        decision = self._decide(root_id, entry)
-        if decision is None:
-            store(root_id, entry)
-            return []
-        self._pending.remove(root_id)
-        return [decision]
-
-    def _decide(self, root_id: int, entry: int) -> Decision | None:
-        task = _spout_task(entry)
-        if task is None:
-            return None
-        if entry & _FAILED_BIT:
-            self._failed += 1
-            return Failed(root_id, task, "fail")
-        if entry & _XOR_BITS == 0:
-            self._completed += 1
-            return Completed(root_id, task)
-        return None
-
-    def _advance(self, now: float) -> list[Decision]:
+    def _advance(self, now: float, out: list) -> None:
         """Rotate once per ``rotation_secs`` boundary crossed since the last call."""
         slot = math.floor(now / self.rotation_secs)
         if slot <= self._slot:
-            return []
+            return
         due, self._slot = int(min(slot - self._slot, self._buckets)), slot
-        return [d for _ in range(due) for d in self._timeouts(self._pending.rotate())]
+        for _ in range(due):
+            self._timeouts(self._pending.rotate(), out)
 
-    def _timeouts(self, expired: dict[int, int]) -> list[Decision]:
-        decisions: list[Decision] = [
-            Failed(root, task, "timeout")
-            for root, entry in expired.items()
-            if (task := _spout_task(entry)) is not None
-        ]
-        self._timed_out += len(decisions)
-        self._orphaned += len(expired) - len(decisions)
-        return decisions
+    def _timeouts(self, expired: dict[int, int], out: list) -> None:
+        """Decide the expired roots that have a spout task; the others are orphans, or
+        the tombstones of decided self-initialising roots, which leave quietly (a timed
+        out self-initialising root leaves a tombstone for one more timeout)."""
+        newest = self._pending._buckets[0]
+        for root, entry in expired.items():
+            task = entry >> _TASK_SHIFT
+            if task:
+                out += (TIMEOUT, root, task - 1)
+                self._timed_out += 1
+                if root >> 63 == 1:
+                    newest[root] = _FAILED_BIT
+            elif root >> 63 != 1:
+                self._orphaned += 1
 
 
-def _renewed(root_id: int, entry: int) -> list[Decision]:
-    task = _spout_task(entry)
-    return [] if task is None else [Renewed(root_id, task)]
+_INT = {int}
 
 
-def _spout_task(entry: int) -> int | None:
-    """The spout task recorded in ``entry``, or ``None`` before the init arrived."""
-    task = entry >> _TASK_SHIFT
-    return task - 1 if task else None
+def _decisions(flat: list[int]) -> list[Decision]:
+    """The ``outcome, root, task`` triples of :meth:`AckLedger.settle` as values."""
+    it = iter(flat)
+    return [_DECISION[outcome](root, task) for outcome, root, task in zip(it, it, it)]
+
+
+_DECISION = {
+    OK: Completed,
+    FAILED: lambda root, task: Failed(root, task, "fail"),
+    TIMEOUT: lambda root, task: Failed(root, task, "timeout"),
+    RENEWED: Renewed,
+}

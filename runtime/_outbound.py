@@ -9,7 +9,8 @@ a single task takes the batch whole, and an all-grouping encodes it once for eve
 Tracked tuples (at least once) are the exception: each copy sent to a task needs its
 own edge id, which the anchors must know before they are acked, so their targets are
 chosen at emit time (``Outlet.targets``) and they wait in per-task ``tracked`` batches
-of ``[values, {root id: edge id}]``, sent as TRACKED frames.
+of ``values, ids, values, ids, ...`` (flat: ``ids`` is ``{root id: edge id}``, or an int
+root that is its own edge id), sent as TRACKED frames.
 
 A stream can be tapped (``running.sample``): while ``StreamOut.tap`` is set, every frame
 sent also leaves its last tuples in the :class:`Tap`'s bounded buffer. Untapped, the cost
@@ -72,10 +73,10 @@ class StreamOut:
         for _, pending in self.direct.values():
             n += len(pending)
         for _, pending in self.direct_tracked.values():
-            n += len(pending)
+            n += len(pending) >> 1  # values, ids
         for outlet in self.outlets:
             for pending in outlet.tracked:
-                n += len(pending)
+                n += len(pending) >> 1
         return n
 
     def flush(self) -> None:
@@ -118,7 +119,7 @@ class StreamOut:
                 return
             body = wire.encode_batch(part)
         self.send(header, body)
-        self.transferred += len(part)
+        self.transferred += len(part) >> 1 if tracked else len(part)
         if self.tap is not None:
             self.tap.saw(part, (wire.dest_of(header),), tracked)
 
@@ -138,16 +139,22 @@ class StreamOut:
 
     def _without_unencodable(self, part: list, tracked: bool = False) -> list:
         good = []
+        if tracked:
+            it = iter(part)
+            for values, ids in zip(it, it):
+                if wire.encodable(values):
+                    good += (values, ids)
+                else:
+                    self.drop(values, ids)
+            return good
         for entry in part:
             if wire.encodable(entry):
                 good.append(entry)
-            elif tracked:
-                self.drop(entry[0], entry[1])
             else:
                 self.drop(entry)
         return good
 
-    def drop(self, values: list, ids: dict | None = None) -> None:
+    def drop(self, values: list, ids: dict | int | None = None) -> None:
         """A tuple that cannot be sent: reported once per flush, however many subscribers
         (a tracked copy also fails its roots, each copy once)."""
         if ids:
@@ -315,10 +322,13 @@ class Tap:
 
     def saw(self, part: list, to: tuple[int, ...], tracked: bool) -> None:
         """One frame was sent: keep copies of its last ``n`` entries (the part is reused)."""
-        now, last = self.clock(), part[-self.n:]
-        if tracked:
-            self.samples.extend((values, ids, to, now) for values, ids in last)
+        now = self.clock()
+        if tracked:  # values, ids, ... flat; an int ids is a root that is its own edge
+            last = iter(part[-2 * self.n:])
+            self.samples.extend((values, {ids: ids} if type(ids) is int else ids, to, now)
+                                for values, ids in zip(last, last))
         else:
+            last = part[-self.n:]
             self.samples.extend((values, None, to, now) for values in last)
 
     def resized(self, n: int, until: float) -> Tap:

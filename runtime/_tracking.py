@@ -13,12 +13,15 @@ True
 
 from __future__ import annotations
 
+from itertools import repeat
+from operator import itemgetter, sub
 from typing import Any
 
 from ._constants import AUTO, AUTO_START
 from ._ledger import RotatingMap
 from ._metrics import LatencyHistogram
 from .tuning import MaxSpoutPendingTuner
+from .wire import ACKED_OK, ACKED_RENEWED, ACKED_TIMEOUT
 
 BUCKETS = 3  # a root times out between timeout and 1.5 x timeout after it was emitted
 
@@ -29,6 +32,7 @@ class SpoutTracker:
     def __init__(self, timeout: float, max_pending: int | str | None = None,
                  tune_interval: float = 120.0, now: float = 0.0) -> None:
         self.pending: RotatingMap[int, tuple[Any, float]] = RotatingMap(BUCKETS)
+        self.fresh = self.pending._buckets[0]  # the newest bucket: where emits go
         self.in_flight = 0
         self.rotate_every = timeout / (BUCKETS - 1)
         self.next_rotation = now + self.rotate_every
@@ -70,8 +74,65 @@ class SpoutTracker:
 
     # -- roots ----------------------------------------------------------------------------
     def emitted(self, root: int, msg_id: Any, now: float) -> None:
-        self.pending.add_new(root, (msg_id, now))
+        """A new root (the executor's spout ``emit`` does the same two lines itself)."""
+        self.fresh[root] = (msg_id, now)
         self.in_flight += 1
+
+    def settle(self, outcomes: list, now: float) -> tuple[list, list]:
+        """The acker's word, flat ``root, outcome`` pairs: the msg_ids to ack and to
+        fail, in order. Roots not pending here are counted as stale and skipped; a
+        renewed root becomes the youngest again. A frame of acks only (the usual one)
+        is settled in C."""
+        roots = outcomes[0::2]
+        if outcomes[1::2].count(ACKED_OK) != len(roots):
+            it = iter(outcomes)
+            return self._settle_each(zip(it, it), now)
+        entries = list(map(self.fresh.pop, roots, repeat(None)))
+        if None in entries:  # older than the newest bucket, or not here at all
+            entries = [e for e in map(self._pop_older, roots, entries) if e is not None]
+            self.stale += len(roots) - len(entries)
+        acked = list(map(itemgetter(0), entries))
+        self.latency.record_each(list(map(sub, repeat(now), map(itemgetter(1), entries))))
+        self.in_flight -= len(acked)
+        self.acked += len(acked)
+        return acked, []
+
+    def _pop_older(self, root: int, entry):
+        """``entry``, or when it is None, ``root``'s entry from an older bucket."""
+        if entry is not None:
+            return entry
+        for bucket in self.pending._buckets:
+            entry = bucket.pop(root, None)
+            if entry is not None:
+                return entry
+        return None
+
+    def _settle_each(self, outcomes, now: float) -> tuple[list, list]:
+        acked, failed, waited = [], [], []
+        buckets, fresh = self.pending._buckets, self.fresh
+        timed_out = 0
+        for root, outcome in outcomes:
+            for bucket in buckets:
+                entry = bucket.pop(root, None)
+                if entry is not None:
+                    break
+            else:
+                self.stale += outcome != ACKED_RENEWED
+                continue
+            if outcome == ACKED_OK:
+                acked.append(entry[0])
+                waited.append(now - entry[1])
+            elif outcome == ACKED_RENEWED:
+                fresh[root] = entry
+            else:
+                failed.append(entry[0])
+                timed_out += outcome == ACKED_TIMEOUT
+        self.in_flight -= len(acked) + len(failed)
+        self.acked += len(acked)
+        self.failed += len(failed)
+        self.timed_out += timed_out
+        self.latency.record_each(waited)
+        return acked, failed
 
     def outcome(self, root: int, ok: bool, now: float, timeout: bool = False) -> Any:
         """The acker's word on ``root``: its msg_id, or None if it is not pending here
@@ -102,6 +163,7 @@ class SpoutTracker:
         while now >= self.next_rotation:
             self.next_rotation += self.rotate_every
             expired += [msg_id for msg_id, _ in self.pending.rotate().values()]
+            self.fresh = self.pending._buckets[0]
         self.in_flight -= len(expired)
         self.failed += len(expired)
         self.timed_out += len(expired)

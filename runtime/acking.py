@@ -16,8 +16,26 @@ tuple is enough to know when a whole tuple tree has been processed.
 []
 >>> ledger.ack(1, moon, now=0.3)         # the last tuple of the tree: XOR is zero
 [Completed(root_id=1, spout_task=0)]
+
+The runtime's spouts skip the init when a tuple goes to exactly one task: its root id
+(from :class:`RootIds`) carries the spout task, and is the edge id too, so the ledger
+can tell what the init would have said (``docs/internals/acker.md``):
+
+>>> root = RootIds(task=3).new()
+>>> ledger.ack(root, root, now=0.4)      # acked by a bolt that anchored nothing to it
+[Completed(root_id=..., spout_task=3)]
 """
 
-from ._ledger import AckLedger, Completed, Failed, LedgerStatistics, Renewed, new_id
+from ._ledger import (
+    AckLedger,
+    Completed,
+    Failed,
+    LedgerStatistics,
+    Renewed,
+    RootIds,
+    new_id,
+    root_task,
+)
 
-__all__ = ["AckLedger", "Completed", "Failed", "LedgerStatistics", "Renewed", "new_id"]
+__all__ = ["AckLedger", "Completed", "Failed", "LedgerStatistics", "Renewed", "RootIds",
+           "new_id", "root_task"]

@@ -17,7 +17,7 @@ from collections import Counter, deque
 
 import pytest
 
-from runtime import BasicBolt, Bolt, FailedException, Spout, Topology, Tuple
+from runtime import BasicBolt, Bolt, FailedException, Spout, Topology, Tuple, wire
 from runtime._api import TupleSource
 from runtime.testing import InMemoryCluster, ListSink, ListSpout
 
@@ -922,3 +922,86 @@ def test_a_double_ack_and_an_ack_of_an_untracked_tuple_change_nothing():
         cluster.run_until_idle()
         assert feed.acked == [0, 1, 2, 3]
         no_crash(cluster)
+
+
+# -- what travels: self-initialising roots -----------------------------------------------------
+
+def acker_bodies(cluster: InMemoryCluster, sent: list) -> list:
+    """The decoded bodies of the ACKS frames sent while the test runs (kept in ``sent``)."""
+    return [wire.decode_batch(body) for header, body in sent
+            if wire.parse_header(header).kind == wire.ACKS]
+
+
+def recording_frames(cluster: InMemoryCluster) -> list:
+    sent, send = [], cluster._send
+    cluster._send = lambda header, body: (sent.append((header, body)), send(header, body))
+    for ex in cluster.executors.values():  # executors hold the send they were built with
+        ex._send = cluster._send
+        for out in getattr(ex, "streams", {}).values():
+            out.send = cluster._send
+    return sent
+
+
+@pytest.mark.parametrize(("chain", "leaves_sent", "acks_sent"), [
+    (("count",), 5, 0),  # "count" anchors nothing (no subscriber): each tree is one leaf
+    (("count", "sink"), 0, 10),  # "count" anchors one child each: two acks per tree
+])
+def test_a_spout_tuple_sent_to_one_task_needs_no_init(chain, leaves_sent, acks_sent):
+    topo = feeder_into("leaves", *[(name, Identity) for name in chain])
+    with InMemoryCluster(topo, ackers=1) as cluster:
+        sent = recording_frames(cluster)
+        feed = obj(cluster, "feed")
+        for n in range(5):
+            feed.feed([n], msg_id=n)
+        cluster.run_until_idle()
+        assert sorted(feed.acked) == [0, 1, 2, 3, 4] and feed.failed == []
+        (spout_task,) = tasks(cluster, "feed")
+        assert not [h for h, _ in sent if wire.parse_header(h).kind == wire.ACKS
+                    and wire.parse_header(h).src == spout_task]  # no init from the spout
+        bodies = acker_bodies(cluster, sent)
+        leaves = [root for leaves, _ in bodies for root in leaves]
+        messages = [m for _, messages in bodies for m in messages]
+        assert (len(leaves), len(messages) // 3) == (leaves_sent, acks_sent)
+        assert messages[0::3] == [wire.ACK_ACK] * acks_sent
+        assert all(root >> 63 == 1 for root in leaves + messages[1::3])  # self-initialising
+        assert acker_pending(cluster) == 0
+        no_crash(cluster)
+
+
+def test_a_spout_tuple_sent_to_two_tasks_gets_a_plain_root_and_an_init():
+    topo = Topology("two-copies")
+    topo.spout("feed", Feeder(["num"]))
+    topo.bolt("a", Identity).shuffle_grouping("feed")
+    topo.bolt("b", Identity).shuffle_grouping("feed")
+    with InMemoryCluster(topo, ackers=1) as cluster:
+        sent = recording_frames(cluster)
+        feed = obj(cluster, "feed")
+        feed.feed([1], msg_id="x")
+        cluster.run_until_idle()
+        assert feed.acked == ["x"]
+        inits = [m for _, messages in acker_bodies(cluster, sent)
+                 for m in zip(*[iter(messages)] * 3) if m[0] == wire.ACK_INIT]
+        assert len(inits) == 1 and inits[0][1] >> 63 == 0
+        no_crash(cluster)
+
+
+@pytest.mark.parametrize("body", [[1, 2, 3], [[1], 2], {"a": 1}, [[], [], []]])
+def test_a_malformed_acks_body_is_refused_as_a_wire_error(body):
+    topo = feeder_into("bad-acks", ("count", Identity))
+    with InMemoryCluster(topo, ackers=1) as cluster:
+        (acker,) = tasks(cluster, "__acker")
+        (bolt,) = tasks(cluster, "count")
+        with pytest.raises(wire.WireError):
+            cluster.executors[acker].on_frame(wire.data_header(wire.ACKS, 0, acker, bolt),
+                                              wire.pack(body))
+
+
+@pytest.mark.parametrize("body", [[1], [1, 0, 2], [[1, 0]], [5, 9], [5, "ok"]])
+def test_a_malformed_acked_body_is_refused_as_a_wire_error(body):
+    topo = feeder_into("bad-acked", ("count", Identity))
+    with InMemoryCluster(topo, ackers=1) as cluster:
+        (spout,) = tasks(cluster, "feed")
+        (acker,) = tasks(cluster, "__acker")
+        with pytest.raises(wire.WireError):
+            cluster.executors[spout].on_frame(wire.data_header(wire.ACKED, 0, spout, acker),
+                                              wire.pack(body))
