@@ -42,7 +42,7 @@ DEFAULTS: dict[str, object] = {
     MESSAGE_TIMEOUT: 30.0,
     MAX_SPOUT_PENDING: None,
     TUNE_INTERVAL: 120.0,
-    BATCH_SIZE: 1000,
+    BATCH_SIZE: 2000,  # docs/internals/performance.md, "The frame path": fewer frames
     FLUSH_INTERVAL: 0.002,
     TICK_FREQ_SECS: None,
     STATS_INTERVAL: 0.25,

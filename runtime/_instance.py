@@ -44,6 +44,7 @@ from ._constants import (
 )
 from ._executor import Executor, UserCodeError
 from ._plan import PhysicalPlan
+from ._zmqio import messages, send_pair
 
 log = logging.getLogger("tupleflow.instance")
 
@@ -129,7 +130,7 @@ class Instance:
     def _send(self, header: bytes, body: bytes) -> None:
         if not self.pending_emits:
             try:
-                return self.data.send_multipart([header, body], zmq.NOBLOCK)
+                return send_pair(self.data, header, body)
             except zmq.Again:
                 pass
         self.pending_emits.append((header, body))
@@ -139,7 +140,7 @@ class Instance:
         pending = self.pending_emits
         while pending:
             try:
-                self.data.send_multipart(pending[0], zmq.NOBLOCK)
+                send_pair(self.data, *pending[0])
             except zmq.Again:
                 return False
             pending.popleft()
@@ -229,24 +230,26 @@ class Instance:
         """Handle waiting frames: at most ``MAX_DRAIN``, and no longer than ``budget``
         seconds, so that flushes, ticks and reports (the heartbeat) stay on time."""
         deadline = time.monotonic() + budget
-        for _ in range(MAX_DRAIN):
-            if ex.kind == "bolt" and (self.pending_emits or ex.leftover):
-                return  # read no more input until what it caused has been sent
+        bolt = ex.kind == "bolt"
+        if bolt and (self.pending_emits or ex.leftover):
+            return  # read no more input until what it caused has been sent
+        for frames in messages(self.data, MAX_DRAIN):
+            self.on_data(ex, frames)
+            if bolt and (self.pending_emits or ex.leftover):
+                return
             if time.monotonic() > deadline:
                 return
-            try:
-                frames = self.data.recv_multipart(zmq.NOBLOCK)
-            except zmq.Again:
-                return
-            if len(frames) != 2:
-                self._drop(f"data message of {len(frames)} parts")
-                continue
-            try:
-                ex.on_frame(frames[0], frames[1])
-            except UserCodeError:
-                raise
-            except Exception as exc:  # WireError, or a frame the executor cannot take
-                self._drop(f"{type(exc).__name__}: {exc}")
+
+    def on_data(self, ex: Executor, frames: list[zmq.Frame]) -> None:
+        """One message from the stream manager: ``[header, body]``, or dropped."""
+        if len(frames) != 2:
+            return self._drop(f"data message of {len(frames)} parts")
+        try:
+            ex.on_frame(frames[0].bytes, frames[1].bytes)
+        except UserCodeError:
+            raise
+        except Exception as exc:  # WireError, or a frame the executor cannot take
+            self._drop(f"{type(exc).__name__}: {exc}")
 
     def _drop(self, why: str) -> None:
         self.executor.dropped += 1

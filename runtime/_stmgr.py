@@ -28,6 +28,7 @@ import subprocess
 import sys
 import time
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import zmq
@@ -41,14 +42,13 @@ from ._constants import (
     STATS_INTERVAL,
 )
 from ._plan import PhysicalPlan
+from ._zmqio import MORE, NOBLOCK, messages
 
 log = logging.getLogger("tupleflow.stmgr")
 
 SUPERVISE_EVERY = 0.05  # seconds between looks at the instance processes
 STABLE_AFTER = 30.0  # seconds an incarnation must live for the back-off to reset
 WELCOME_TIMEOUT = 30.0  # seconds to wait for the master's welcome
-_MORE = int(zmq.NOBLOCK | zmq.SNDMORE)
-_LAST = int(zmq.NOBLOCK)
 QUEUE_FRAMES = 16  # frames a zmq pipe to one instance or peer may hold before sends refuse
 ANNOUNCE_EVERY = 1.0  # seconds between repeats of a backpressure announcement while it lasts
 ANNOUNCE_TTL = 3.0  # seconds a peer's announcement holds unless repeated
@@ -67,16 +67,38 @@ class Link:
     ident: bytes | None = None
     pending: deque = field(default_factory=deque)
 
-    def send(self, header: bytes, body: bytes) -> None:
+    def send(self, header: bytes, body: bytes | zmq.Frame) -> None:
         """Hand one frame to zmq; zmq.Again (queue full) or ZMQError (gone) if it can't.
 
         Part by part with plain int flags: pyzmq's send_multipart computes its flags
-        with Python-level enum operations, which cost more than the sends here."""
+        with Python-level enum operations, which cost more than the sends here. The body
+        is usually the zmq frame it came in as: zmq passes it on without a copy."""
         sock = self.sock
         if self.ident is not None:
-            sock.send(self.ident, _MORE)  # a refused first part sends nothing at all
-        sock.send(header, _MORE)
-        sock.send(body, _LAST)
+            sock.send(self.ident, MORE)  # a refused first part sends nothing at all
+        sock.send(header, MORE)
+        sock.send(body, NOBLOCK, copy=False)
+
+
+class Reads:
+    """Which instance sockets the poller reads: every one that backpressure does not
+    hold. Without backpressure, with every socket read (the commonest case, after every
+    frame), :meth:`update` looks at none of them."""
+
+    def __init__(self, poller: zmq.Poller, socks: tuple[zmq.Socket, ...]) -> None:
+        self.poller, self.socks = poller, socks
+        self.unread: set[zmq.Socket] = set()
+
+    def update(self, held: Callable[[zmq.Socket], bool], pressure: bool) -> None:
+        """``held(sock)``: whether backpressure holds it now; ``pressure``: whether any
+        backpressure is on (none held then)."""
+        if not pressure and not self.unread:
+            return
+        for sock in self.socks:
+            now = held(sock)
+            if now != (sock in self.unread):
+                self.poller.modify(sock, 0 if now else zmq.POLLIN)
+                (self.unread.add if now else self.unread.discard)(sock)
 
 
 @dataclass
@@ -273,31 +295,25 @@ class StreamManager:
         return self.backpressure.holds(self.sock_task.get(sock))
 
     def from_instances(self, sock: zmq.Socket) -> None:
-        for _ in range(256):
-            if self.held(sock):  # at once: 256 frames could hold far more than the high mark
-                return
-            try:
-                frames = sock.recv_multipart(zmq.NOBLOCK)
-            except zmq.Again:
-                return
+        if self.held(sock):
+            return
+        for frames in messages(sock, 256):
             if len(frames) != 3:
                 self._drop(f"local message of {len(frames)} parts")
-                continue
-            self._route(frames[1], frames[2], sock, frames[0])
+            else:
+                self._route(frames[1].bytes, frames[2], sock, frames[0])
+            if self.held(sock):  # at once: 256 frames could hold far more than the high mark
+                return
 
     def from_peers(self) -> None:
-        for _ in range(256):
-            try:
-                frames = self.inbound.recv_multipart(zmq.NOBLOCK)
-            except zmq.Again:
-                return
+        for frames in messages(self.inbound, 256):
             if len(frames) != 2:
                 self._drop(f"peer message of {len(frames)} parts")
-                continue
-            self._route(frames[0], frames[1], None, None)
+            else:
+                self._route(frames[0].bytes, frames[1], None, None)
 
-    def _route(self, header: bytes, body: bytes, sock: zmq.Socket | None,
-               ident: bytes | None) -> None:
+    def _route(self, header: bytes, body: zmq.Frame, sock: zmq.Socket | None,
+               ident: zmq.Frame | None) -> None:
         """Forward one frame by its header; ``sock``/``ident`` say where it came from
         (None for a peer stream manager)."""
         try:
@@ -305,7 +321,7 @@ class StreamManager:
         except wire.WireError as exc:
             return self._drop(str(exc))
         if h.kind == wire.HELLO and sock is not None:
-            if ident != b"t%d" % h.src:  # only task N's instance may say "route task N to me"
+            if ident.bytes != b"t%d" % h.src:  # only task N's instance may say "route N to me"
                 return self._drop(f"hello for task {h.src} from another connection")
             return self._connected(h.src, sock)
         if h.kind == wire.BACKPRESSURE and sock is None:
@@ -315,7 +331,7 @@ class StreamManager:
             return self._drop(f"frame of kind {h.kind} for task {h.dest} cannot be routed")
         self.deliver(link, header, body)
 
-    def deliver(self, link: Link, header: bytes, body: bytes) -> None:
+    def deliver(self, link: Link, header: bytes, body: bytes | zmq.Frame) -> None:
         if not link.pending and link.sock is not None:
             try:
                 return link.send(header, body)
@@ -408,31 +424,24 @@ class StreamManager:
         instances = (*self.task_socks.values(), self.local, self.spouts)
         for sock in (*instances, self.inbound, self.ctl):
             poller.register(sock, zmq.POLLIN)
-        reading = {sock: True for sock in instances}
+        reads = Reads(poller, instances)
         next_look = 0.0
         while not self.stopping:
             timeout = 1 if self.backlog else int(SUPERVISE_EVERY * 1000)
             for sock, _ in poller.poll(timeout):
                 self._on_readable(sock)
-            for link in list(self.backlog):
-                self.drain(link)
+            if self.backlog:
+                for link in list(self.backlog):
+                    self.drain(link)
             now = time.monotonic()
             self.announce(now)
             self.report(now)
             self.backpressure.active(now)  # expires old announcements, times the episode
-            self.poll_reads(poller, reading)
+            reads.update(self.held, self.backpressure.holds_spouts())
             if now >= next_look:
                 self.supervise(now)
                 next_look = now + SUPERVISE_EVERY
         self.shutdown()
-
-    def poll_reads(self, poller: zmq.Poller, reading: dict) -> None:
-        """Poll the instance sockets that backpressure lets us read, and only those."""
-        for sock, was in reading.items():
-            now = not self.held(sock)
-            if now != was:
-                poller.modify(sock, zmq.POLLIN if now else 0)
-                reading[sock] = now
 
     def _on_readable(self, sock: zmq.Socket) -> None:
         if sock is self.inbound:
