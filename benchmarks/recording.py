@@ -12,6 +12,8 @@ Reading the output
 
         RESULT name=recording-cost workload=wordcount plain_tps=... recorded_tps=...
                cost_percent=...   (median run of each; target: <= 15)
+               plain_cpu_us=... recorded_cpu_us=... cpu_cost_percent=...  (spout process)
+               converter_cpu_us=...  (the converter process, per tuple, after warm-up)
         RESULT name=spark-session seconds=...            (starting the local session)
         RESULT name=to-spark-count rows=... seconds=...  (target: < 10 s for 1,000,000)
 
@@ -24,6 +26,8 @@ Run it as a script, with ``runtime`` and ``workbench`` importable::
 
 from __future__ import annotations
 
+import os
+import re
 import statistics
 import sys
 import time
@@ -57,15 +61,37 @@ def one_run(args, record: bool):
     with build(record).submit(config=config) as running:
         base = running.wait_until(lambda s: spout(s).cpu_seconds > 0, timeout=60)
         stats = wait_until_counted(running, args.tuples, timeout_for(args.tuples))
+        if record:  # closing the recording waits for its converter: its CPU is logged
+            running.stop_recording("words")
+            running.wait_until(lambda s: not spout(s).recording, timeout=120)
     check_tupleflow(stats, args.tuples)
+    extra = [("spout_cpu_us_per_tuple", f"{spout_cpu_us(spout(base), spout(stats)):.3f}")]
     if record:
         check_equal("tupleflow-recorded", "rows recorded", recorded_rows(running), args.tuples)
+        extra.append(("converter_cpu_us_per_tuple",
+                      f"{converter_cpu_us(running, spout(stats).task, args.tuples):.3f}"))
     name = "tupleflow-recorded" if record else "tupleflow"
-    cpu = spout_cpu_us(spout(base), spout(stats))
     measurement = Measurement(name, WORKLOAD, False, 1, 1, args.tuples, counting_window(stats),
-                              (("spout_cpu_us_per_tuple", f"{cpu:.3f}"),))
+                              tuple(extra))
     print(measurement.line(), flush=True)
     return measurement, running
+
+
+def converter_cpu_us(running, task: int, tuples: int) -> float:
+    """The converter process's CPU per tuple (after its warm-up), from the line it logs
+    when it ends: the recording's cost outside the emitting process."""
+    path = os.path.join(running.run_dir, "logs", f"words-{task}-recorder-default.log")
+    with open(path) as f:
+        found = re.findall(r"converter done: rows=(\d+) cpu_seconds=([0-9.]+)", f.read())
+    if not found:
+        raise BenchmarkError(f"tupleflow-recorded: no 'converter done' line in {path}")
+    rows, seconds = found[-1]
+    check_equal("tupleflow-recorded", "rows converted", int(rows), tuples)
+    return float(seconds) * 1e6 / tuples
+
+
+def median_extra(runs, key: str) -> float:
+    return statistics.median(float(dict(m.extra)[key]) for m in runs)
 
 
 def spout(stats):
@@ -116,12 +142,13 @@ def main(argv: list[str] | None = None) -> int:
             measurement, last = one_run(args, record=True)
             recorded.append(measurement)
         p, r = (statistics.median(m.tps for m in runs) for runs in (plain, recorded))
-        pc, rc = (statistics.median(float(dict(m.extra)["spout_cpu_us_per_tuple"])
-                                    for m in runs) for runs in (plain, recorded))
+        pc, rc = (median_extra(runs, "spout_cpu_us_per_tuple") for runs in (plain, recorded))
+        cc = median_extra(recorded, "converter_cpu_us_per_tuple")
         print(f"RESULT name=recording-cost workload={WORKLOAD} tuples={args.tuples} "
               f"plain_tps={p:.0f} recorded_tps={r:.0f} cost_percent={100 * (1 - r / p):.1f} "
               f"plain_cpu_us={pc:.3f} recorded_cpu_us={rc:.3f} "
-              f"cpu_cost_percent={100 * (rc / pc - 1):.1f}", flush=True)
+              f"cpu_cost_percent={100 * (rc / pc - 1):.1f} converter_cpu_us={cc:.3f}",
+              flush=True)
         if not args.no_spark:
             spark_read(last)
     except BenchmarkError as exc:

@@ -82,11 +82,12 @@ class StreamOut:
     def flush(self) -> None:
         """Split the pending batch among subscribers and send every part."""
         items = self.items
-        if self.recorder is not None:  # untracked tuples are recorded here, at flush
-            self.recorder.flushed((items, *(p for _, p in self.direct.values())))
         if items:
             for outlet in self.outlets:
                 outlet.take(items, self)
+        if self.recorder is not None:  # untracked tuples are recorded here, after take:
+            self.recorder.flushed((items, *(p for _, p in self.direct.values())))  # its bytes
+        if items:
             self.emitted += len(items)
             items.clear()
         for header, pending in self.direct.values():
@@ -119,6 +120,8 @@ class StreamOut:
                 return
             body = wire.encode_batch(part)
         self.send(header, body)
+        if self.recorder is not None and part is self.items:  # the whole batch, encoded:
+            self.recorder.encoded = body  # the recorder appends these very bytes
         self.transferred += len(part) >> 1 if tracked else len(part)
         if self.tap is not None:
             self.tap.saw(part, (wire.dest_of(header),), tracked)
@@ -133,6 +136,8 @@ class StreamOut:
             body = wire.encode_batch(part)
         for header in headers:
             self.send(header, body)
+        if self.recorder is not None and part is self.items:
+            self.recorder.encoded = body
         self.transferred += len(part) * len(headers)
         if self.tap is not None:
             self.tap.saw(part, tuple(wire.dest_of(h) for h in headers), False)

@@ -1,19 +1,20 @@
 """Recording a stream to Parquet: the durable cousin of the tap (``running.sample``).
 
-A :class:`Recorder` belongs to one stream of one task. The tuple path only appends: a
-tracked tuple at emit (``tracked``, with its root id), everything else at flush
-(``flushed`` moves the batch about to be sent into per-field lists, one ``map`` per
-field). Each flush stamps the new rows with one clock read (``_emit_ts``, kept as
-runs). When a segment is full (``segment_rows``) or old (``segment_seconds``) its lists
-are handed whole to a :class:`SegmentWriter` thread, which makes Arrow arrays of them
-and writes ``part-<task>-<opened ns>-<seq>.parquet`` under a hidden temporary name, then
-renames it: a reader (Spark's file source, :mod:`runtime.recording`) never sees half a
-file.
+A :class:`Recorder` belongs to one stream of one task, and keeps the emitting process's
+share of the work near zero: at each flush it appends the batch's msgpack bytes (the
+ones ``StreamOut.ship`` already encoded to send it) to a raw segment file with one
+``os.write`` (``runtime/_recording_raw.py``); a tracked tuple is kept at emit
+(``tracked``, with its root id) and appended at the next flush. Each flush stamps its
+rows with one clock read (``_emit_ts``). When a segment is full (``segment_rows``) or
+old (``segment_seconds``) it is sealed and handed to the recording's converter process
+(``runtime/_recording_convert.py``), which decodes it, builds Arrow arrays with a
+:class:`SegmentSink` and writes ``part-<task>-<opened ns>-<seq>.parquet`` under a hidden
+temporary name, then renames it: a reader (Spark's file source, :mod:`runtime.recording`)
+never sees half a file. Raw segments a kill left behind are converted by the reader.
 
-Memory is bounded: at most ``WRITE_QUEUE`` segments wait for the writer; past that the
-tuple path waits for the writer (it slows down, it loses nothing). pyarrow is imported
-only when a recording starts (:func:`warm_up`), so an instance that records nothing
-never imports it. See ``docs/internals/recording.md``.
+Disk and memory stay bounded: at most ``BACKLOG`` sealed segments wait for the converter;
+past that the tuple path waits (it slows down, it loses nothing). pyarrow is imported
+only by converters and readers, never by an instance. See ``docs/internals/recording.md``.
 
 A segment that does not fit the stream's column types (the first segment fixes them,
 from the declared type hints or else from the data) is written with every value as
@@ -26,23 +27,28 @@ from __future__ import annotations
 import json
 import logging
 import os
-import queue
-import threading
 import time
 from collections import deque
 from collections.abc import Callable, Iterable
-from itertools import repeat
-from operator import itemgetter
 from typing import Any
+
+from . import wire
+from ._recording_raw import TRACKED, UNTRACKED, RawAppender, record
 
 log = logging.getLogger("tupleflow.recording")
 
 SEGMENT_ROWS = 200_000  # rows per Parquet segment, at most
 SEGMENT_SECONDS = 1.0  # a segment is closed this long after its first row, at the latest
-WRITE_QUEUE = 4  # closed segments that may wait for the writer before the tuple path waits
+BACKLOG = 8  # sealed segments that may wait for the converter before the tuple path waits
 RECORDINGS = "recordings"  # run_dir/recordings/<component>/<stream>/part-*.parquet
 REJECTED = "_rejected"  # segments that did not fit the stream's column types
 META_COLUMNS = ("_root_id", "_task", "_emit_ts")
+# Dictionary pages only for the two columns with few distinct values per segment (the
+# fields' are 3x slower to write and hardly smaller once compressed); no column statistics
+# (15 % of the write; nothing reads them yet); snappy, which every Parquet reader knows
+# (lz4 is no faster here; none saves ~25 ns a row, but text fields would not shrink)
+PARQUET_OPTIONS = {"compression": "snappy", "use_dictionary": ["_task", "_emit_ts"],
+                   "write_statistics": False}
 
 TYPE_NAMES = {str: "str", int: "int", float: "float", bool: "bool", bytes: "bytes"}
 HINTS = frozenset(TYPE_NAMES.values())
@@ -101,133 +107,144 @@ def signed64(root: int) -> int:
 
 
 class Recorder:
-    """Buffers one stream of one task, as columns, and closes segments; see the module
-    docstring. Values are moved into per-field lists at once (one ``map`` per field and
-    flush), so the emitted row lists are freed as before and the garbage collector never
-    scans a segment's worth of them."""
+    """Appends one stream of one task to raw segments and closes them; see the module
+    docstring. Per flush: the batch's msgpack bytes (``encoded``, left by
+    ``StreamOut.ship`` when it encoded the whole batch for a subscriber; encoded here
+    otherwise), one clock read and one ``os.write``. Nothing per tuple for untracked
+    tuples, and no pyarrow in this process."""
 
-    __slots__ = ("writer", "rows_limit", "seconds", "clock", "getters", "columns", "roots",
-                 "ends", "times", "n", "report")
+    __slots__ = ("raw", "converter", "rows_limit", "seconds", "clock", "report", "n", "first",
+                 "encoded", "rows", "roots")
 
-    def __init__(self, writer: SegmentWriter, *, segment_rows: int = SEGMENT_ROWS,
+    def __init__(self, raw: RawAppender, converter, *, segment_rows: int = SEGMENT_ROWS,
                  segment_seconds: float = SEGMENT_SECONDS,
                  clock: Callable[[], float] = time.time,
                  report: Callable[[str], None] = log.error) -> None:
-        self.writer, self.rows_limit, self.seconds = writer, segment_rows, segment_seconds
+        self.raw, self.converter = raw, converter
+        self.rows_limit, self.seconds = segment_rows, segment_seconds
         self.clock, self.report = clock, report
-        self.getters = [itemgetter(i) for i in range(len(writer.fields))]
-        self._clear()
-
-    def _clear(self) -> None:
-        self.columns: list[list] = [[] for _ in self.getters]
-        self.roots: list = []
-        self.ends: list[int] = []  # _emit_ts as runs: rows [ends[i-1], ends[i]) at times[i]
-        self.times: list[float] = []
-        self.n = 0
+        self.encoded: bytes | None = None  # the msgpack of this flush's whole batch, if sent
+        self.rows: list = []  # tracked tuples since the last flush, and their roots
+        self.roots: list[int] = []
+        self.n, self.first = 0, 0.0  # rows in the open segment, and its first flush time
 
     def tracked(self, values, root: int) -> None:
         """A tracked tuple, at emit: its values and (signed) root id."""
-        for column, value in zip(self.columns, values):
-            column.append(value)
+        self.rows.append(values)
         self.roots.append(signed64(root))
-        self.n += 1
 
     def flushed(self, batches: Iterable[list]) -> None:
-        """A flush: take the untracked ``batches`` about to be sent, stamp every new row
-        with this one clock read, and close the segment if it is full or old."""
-        for batch in batches:
+        """A flush: append the untracked ``batches`` being sent (the first one's bytes as
+        encoded for sending, when there are) and the tracked tuples emitted since the
+        last flush, stamped with one clock read; close the segment if full or old."""
+        body, self.encoded = self.encoded, None
+        parts = []
+        for i, batch in enumerate(batches):
             if batch:
-                for column, get in zip(self.columns, self.getters):
-                    column.extend(map(get, batch))
-                self.roots.extend(repeat(None, len(batch)))
+                parts.append((UNTRACKED, body if i == 0 and body else _encoded(batch)))
                 self.n += len(batch)
+        if self.rows:
+            parts.append((TRACKED, _tracked_body(self.rows, self.roots)))
+            self.n += len(self.rows)
+            self.rows, self.roots = [], []
         if not self.n:
             return
-        now, ends = self.clock(), self.ends
-        if not ends or ends[-1] != self.n:
-            ends.append(self.n)
-            self.times.append(now)
-        if self.n >= self.rows_limit or now - self.times[0] >= self.seconds:
+        now = self.clock()
+        if parts:
+            self.raw.append(b"".join(record(kind, part, now) for kind, part in parts))
+            self.first = self.first or now
+        if self.n >= self.rows_limit or now - self.first >= self.seconds:
             self.roll()
             self.report_errors()
 
     def report_errors(self) -> None:
-        """The writer's errors, reported from this (the tuple path's) thread."""
-        errors = self.writer.errors
+        """The converter's errors, reported from this (the tuple path's) thread."""
+        errors = self.converter.errors
         while errors:
             self.report(errors.popleft())
 
     def roll(self) -> None:
-        """Hand the open segment to the writer (waiting if WRITE_QUEUE are waiting)."""
-        if self.n:
-            self.writer.put(self.columns, self.roots, (self.ends, self.times))
-            self._clear()
+        """Hand the open segment to the converter (waiting while BACKLOG segments wait)."""
+        path = self.raw.seal()
+        if path is not None:
+            self.converter.submit(path)
+        self.n, self.first = 0, 0.0
 
     def close(self) -> None:
-        """Stamp and hand over what is buffered, then wait for the writer to finish."""
+        """Stamp and hand over what is buffered, then wait for the converter to finish."""
         started = time.monotonic()
         self.flushed(())
         self.roll()
-        self.writer.close()
+        self.converter.close()
         self.report_errors()
-        log.info("recording to %s closed in %.3f s: %d rows in %d segments", self.writer.folder,
-                 time.monotonic() - started, self.writer.written, len(self.writer.files))
+        log.info("recording to %s closed in %.3f s: %d rows in %d segments",
+                 self.raw.folder, time.monotonic() - started, self.converter.written,
+                 self.converter.files)
 
 
-class SegmentWriter(threading.Thread):
-    """Writes the closed segments of one stream of one task, in order, off the tuple path."""
+def _encoded(batch: list) -> bytes:
+    """A batch's msgpack, without the values msgpack cannot carry (the outlet has
+    already reported those as bad tuples: they were not sent, so not recorded)."""
+    try:
+        return wire.encode_batch(batch)
+    except (TypeError, ValueError, OverflowError):
+        return wire.encode_batch(_encodable(batch))
+
+
+def _encodable(rows: list) -> list:
+    return [row for row in rows if wire.encodable(row)]
+
+
+def _tracked_body(rows: list, roots: list[int]) -> bytes:
+    """Tracked tuples and their root ids, as one msgpack ``[rows, roots]``."""
+    try:
+        return wire.pack([rows, roots])
+    except (TypeError, ValueError, OverflowError):
+        kept = [i for i, row in enumerate(rows) if wire.encodable(row)]
+        return wire.pack([[rows[i] for i in kept], [roots[i] for i in kept]])
+
+
+class SegmentSink:
+    """Writes segments of one stream as Parquet files, atomically (hidden temporary name,
+    then rename); the first segment fixes the column types. Used by the converter
+    process, and by readers for the leftovers of a killed run."""
 
     def __init__(self, folder: str, task: int, fields: list[str],
-                 types: dict[str, str]) -> None:
-        super().__init__(name=f"recorder-{task}", daemon=True)
+                 types: dict[str, str], schema=None) -> None:
         self.folder, self.task, self.fields, self.types = folder, task, fields, types
-        self.queue: queue.Queue = queue.Queue(WRITE_QUEUE)
         self.opened_ns, self.seq = time.time_ns(), 0
-        self.schema = None  # fixed by the first segment written
-        self.errors: deque[str] = deque(maxlen=100)  # popped and reported by the tuple path
+        self.schema = schema  # fixed by the first segment written, unless given
+        self.errors: deque[str] = deque(maxlen=100)  # to report to the recording instance
         self.written = self.rejected = 0  # rows
         self.files: list[str] = []
-
-    def put(self, columns: list[list], roots: list, stamps: tuple[list, list]) -> None:
-        """Queue a closed segment; blocks while WRITE_QUEUE segments already wait."""
-        if self.ident is None:
-            self.start()
-        self.queue.put((columns, roots, stamps))
-
-    def run(self) -> None:
-        while (segment := self.queue.get()) is not None:
-            try:
-                self.write(*segment)
-            except Exception as exc:  # the disk, say: log it, keep the thread alive
-                log.exception("could not write a recording segment")
-                self._error(f"could not write a segment to {self.folder}: {exc}")
-
-    def close(self) -> None:
-        """Write everything queued, then stop the thread (if it ever started)."""
-        if self.is_alive():
-            self.queue.put(None)
-            self.join()
 
     def _error(self, message: str) -> None:
         log.error("%s", message)
         self.errors.append(message)
 
-    def write(self, columns: list[list], roots: list, stamps: tuple[list, list]) -> str:
-        """One segment to one Parquet file, atomically; the path. ``columns`` holds one
-        list per field, ``roots`` one root id (or None) per row, ``stamps`` the emit
-        times as runs ``(ends, times)``."""
+    def write(self, columns: list[list], roots: list, stamps: tuple[list, list], *,
+              name: str | None = None) -> str:
+        """One segment to one Parquet file (``name``, else the next of this sink's own
+        names), atomically; the path. ``columns`` holds one list per field, ``roots``
+        one root id (or None) per row, ``stamps`` the emit times as runs."""
         import pyarrow as pa
 
-        meta, n = _meta_columns(pa, self.task, roots, stamps), len(roots)
+        name = name or self._next_name()
+        task = task_of(name, self.task)
+        meta, n = _meta_columns(pa, task, roots, stamps), len(roots)
         try:
             table = self._table(pa, columns, meta)
         except (pa.ArrowInvalid, pa.ArrowTypeError, TypeError, ValueError, OverflowError) as exc:
-            self._error(f"recording of task {self.task}: {n} rows do not fit the "
+            self._error(f"recording of task {task}: {n} rows do not fit the "
                         f"columns {self.schema}: {exc}; written as text under {REJECTED}/")
             self.rejected += n
-            return self._save(_as_text(pa, self.fields, columns, meta), REJECTED)
+            return self._save(_as_text(pa, self.fields, columns, meta), name, REJECTED)
         self.written += n
-        return self._save(table)
+        return self._save(table, name)
+
+    def _next_name(self) -> str:
+        self.seq += 1
+        return f"part-{self.task:05d}-{self.opened_ns}-{self.seq - 1:06d}.parquet"
 
     def _table(self, pa, columns: list[list], meta: list):
         if self.schema is None:
@@ -240,19 +257,28 @@ class SegmentWriter(threading.Thread):
                   for i, col in enumerate(columns)]
         return pa.table(arrays + meta, schema=self.schema)
 
-    def _save(self, table, sub: str = "") -> str:
+    def _save(self, table, name: str, sub: str = "") -> str:
         import pyarrow.parquet as pq
 
         folder = os.path.join(self.folder, sub) if sub else self.folder
         os.makedirs(folder, exist_ok=True)
-        name = f"part-{self.task:05d}-{self.opened_ns}-{self.seq:06d}.parquet"
-        self.seq += 1
         temp, final = os.path.join(folder, "." + name + ".tmp"), os.path.join(folder, name)
-        # no dictionary pages: 3x faster to write, and hardly bigger once compressed
-        pq.write_table(table, temp, compression="snappy", use_dictionary=False)
+        pq.write_table(table, temp, **PARQUET_OPTIONS)
         os.replace(temp, final)
         self.files.append(final)
         return final
+
+
+def task_of(name: str, default: int) -> int:
+    """The emitting task in a segment's name ``part-<task>-...``.
+
+    >>> task_of("part-00007-1-000000.parquet", 0)
+    7
+    """
+    try:
+        return int(os.path.basename(name).split("-")[1])
+    except (IndexError, ValueError):
+        return default
 
 
 ARROW_TYPES = {"str": "string", "int": "int64", "float": "float64", "bool": "bool_",
@@ -290,10 +316,10 @@ _warm: list[bool] = []  # once per process
 
 def warm_up(task: int) -> None:
     """Import pyarrow and write one row to memory, once per process: Arrow's first
-    compute call and first Parquet write take most of a second (lazy set-up). Paid when
-    the recording starts (before the instance reports ready, for a declared one), it is
-    not paid in a kill's short grace period. A missing pyarrow is left for the writes to
-    report."""
+    compute call and first Parquet write take most of a second (lazy set-up). The
+    converter pays it before it says ``ready``, which ``open_recorder`` waits for (before
+    the instance reports ready, for a declared recording), so it is not paid in a kill's
+    short grace period. A missing pyarrow is left for the writes to report."""
     if _warm:
         return
     started = time.monotonic()
@@ -312,7 +338,7 @@ def _write_one_row(task: int) -> None:
     meta = _meta_columns(pa, task, [None], ([1], [time.time()]))
     sink = pa.BufferOutputStream()
     pq.write_table(pa.table([pa.array(["x"])] + meta, names=["x", *META_COLUMNS]), sink,
-                   compression="snappy", use_dictionary=False)
+                   **PARQUET_OPTIONS)
 
 
 def _as_text(pa, fields: list[str], columns: list[list], meta: list):
@@ -348,15 +374,18 @@ def open_recorder(run_dir: str, component: str, stream: str, task: int, fields: 
                   types: dict[str, str], *, report: Callable[[str], None] = log.error,
                   segment_rows: int = SEGMENT_ROWS, segment_seconds: float = SEGMENT_SECONDS,
                   clock: Callable[[], float] = time.time) -> Recorder:
-    """A recorder of one stream of one task, writing under ``run_dir``; ``report`` is
-    called (on the tuple path's thread) with each error the writer met."""
+    """A recorder of one stream of one task, writing under ``run_dir``, with its converter
+    process started and ready (pyarrow warmed up); ``report`` is called (on the tuple
+    path's thread) with each error the converter met."""
+    from ._recording_convert import Converter
+
     folder = recording_dir(run_dir, component, stream)
     write_fields(folder, list(fields), types)
-    writer = SegmentWriter(folder, task, list(fields), types)
-    warm_up(task)
-    writer.start()
-    return Recorder(writer, segment_rows=segment_rows, segment_seconds=segment_seconds,
-                    clock=clock, report=report)
+    prefix = f"part-{task:05d}-{time.time_ns()}"
+    log_path = os.path.join(run_dir, "logs", f"{component}-{task}-recorder-{stream}.log")
+    converter = Converter(folder, task, list(fields), types, prefix, log_path)
+    return Recorder(RawAppender(folder, prefix), converter, segment_rows=segment_rows,
+                    segment_seconds=segment_seconds, clock=clock, report=report)
 
 
 def check_stream(streams, component: str, stream: str) -> tuple[str, str]:

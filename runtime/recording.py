@@ -5,6 +5,9 @@ A recording (``topo.spout(...).record("default")``, the ``record=[...]`` option,
 ``run_dir/recordings/<component>/<stream>/part-<task>-<opened ns>-<seq>.parquet``, each
 written under a hidden temporary name and renamed when complete; a folder named
 ``_rejected`` holds, as text, segments that did not fit the stream's column types.
+Raw segments a killed run left unconverted (hidden ``.part-*.parquet.raw`` files that no
+live process holds) are converted to Parquet first, so what was emitted before a kill
+is read too.
 
 Every row holds the tuple's values under the declared field names, plus ``_root_id``
 (the tuple tree's root id as a signed 64-bit integer when the tuple was tracked, else
@@ -18,10 +21,21 @@ timestamp). pyarrow is imported when a function here is called, not before.
 
 from __future__ import annotations
 
+import logging
 import os
 from typing import Any
 
-from ._recording import META_COLUMNS, REJECTED, recording_dir
+from ._recording import (
+    FIELDS_FILE,
+    META_COLUMNS,
+    REJECTED,
+    SegmentSink,
+    read_fields,
+    recording_dir,
+)
+from ._recording_raw import convert_leftovers, leftovers
+
+log = logging.getLogger("tupleflow.recording")
 
 __all__ = ["META_COLUMNS", "read_pandas", "read_table", "recording_dir", "segments"]
 
@@ -34,8 +48,11 @@ def _run_dir(source: Any) -> str:
 def segments(source: Any, component: str, stream: str = "default", *,
              rejected: bool = False) -> list[str]:
     """The complete Parquet segments of a recording, oldest first per task (none if
-    nothing was recorded yet); with ``rejected=True``, those of its ``_rejected`` folder."""
+    nothing was recorded yet); with ``rejected=True``, those of its ``_rejected`` folder.
+    Leftover raw segments are converted first (see the module docstring)."""
     folder = recording_dir(_run_dir(source), component, stream)
+    if leftovers(folder) and (sink := _leftover_sink(folder)) is not None:
+        convert_leftovers(folder, lambda: sink)
     if rejected:
         folder = os.path.join(folder, REJECTED)
     try:
@@ -44,6 +61,24 @@ def segments(source: Any, component: str, stream: str = "default", *,
         return []
     return sorted(os.path.join(folder, n) for n in names
                   if n.startswith("part-") and n.endswith(".parquet"))
+
+
+def _leftover_sink(folder: str) -> SegmentSink | None:
+    """A sink for a killed run's raw segments: the declared fields and hints, and the
+    column types of a segment already written (so that the folder keeps one schema);
+    None, with a log line, when neither says what the columns are."""
+    import pyarrow.parquet as pq
+
+    written = sorted(n for n in os.listdir(folder)
+                     if n.startswith("part-") and n.endswith(".parquet"))
+    schema = pq.read_schema(os.path.join(folder, written[0])) if written else None
+    fields, types = read_fields(folder) or (
+        [n for n in schema.names if n not in META_COLUMNS] if schema else [], {})
+    if not fields and schema is None:
+        log.error("raw recording segments in %s left as they are: no %s to name the "
+                  "columns", folder, FIELDS_FILE)
+        return None
+    return SegmentSink(folder, 0, fields, types, schema=schema)
 
 
 def read_table(source: Any, component: str, stream: str = "default", *,

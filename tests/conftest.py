@@ -23,7 +23,7 @@ settings.register_profile("ci", deadline=None, print_blob=True)
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "tupleflow"))
 
 RUN_ROOT_ENV = "TUPLEFLOW_RUN_ROOT"  # runtime._scheduler.RUN_ROOT_ENV
-ROLES = ("runtime._tmaster", "runtime._stmgr", "runtime._instance")
+ROLES = ("runtime._tmaster", "runtime._stmgr", "runtime._instance", "runtime._recording_convert")
 GRACE = 5.0  # seconds a leftover process gets to exit after its topology was killed
 
 

@@ -12,7 +12,7 @@ import pytest
 from runtime import Topology, TopologyError
 from runtime._recording import (
     FieldError,
-    SegmentWriter,
+    SegmentSink,
     open_recorder,
     read_fields,
     recording_dir,
@@ -97,7 +97,7 @@ def test_rows_that_do_not_fit_the_columns_are_kept_as_text_and_reported(tmp_path
 
 
 def test_a_null_only_first_segment_gives_a_text_column(tmp_path):
-    writer = SegmentWriter(str(tmp_path), 1, ["x"], {})
+    writer = SegmentSink(str(tmp_path), 1, ["x"], {})
     writer.write([[None]], [None], ([1], [1.0]))  # one column of one row, stamped once
     writer.write([["later"]], [None], ([1], [2.0]))
     assert writer.schema.field("x").type == pa.string()

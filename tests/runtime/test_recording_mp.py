@@ -3,11 +3,13 @@ starts and stops recording on request. Every wait polls a condition with a deadl
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sys
 from collections import Counter
 
 import cloudpickle
+import psutil
 import pytest
 
 from runtime import Topology
@@ -25,7 +27,19 @@ def total(running, component, field):
     return sum(getattr(s, field) for s in running.statistics() if s.component == component)
 
 
-def test_kill_writes_the_open_segment_and_nothing_is_lost():
+def converters(run_root: str) -> list[psutil.Process]:
+    """This test's live recording converters (they inherit the run root's variable)."""
+    found = []
+    for proc in psutil.process_iter():
+        with contextlib.suppress(psutil.Error):
+            if ("runtime._recording_convert" in " ".join(proc.cmdline())
+                    and proc.status() != psutil.STATUS_ZOMBIE
+                    and proc.environ().get("TUPLEFLOW_RUN_ROOT") == run_root):
+                found.append(proc)
+    return found
+
+
+def test_kill_writes_the_open_segment_and_nothing_is_lost(topology_guard):
     values = [[f"w{i % 11}", i] for i in range(3000)]
     topo = Topology("rec-kill", **FAST)
     topo.spout("words", ListSpout(values, fields=["word", "n: int"]), parallelism=2,
@@ -34,6 +48,8 @@ def test_kill_writes_the_open_segment_and_nothing_is_lost():
     with topo.submit(ackers=1) as running:
         wait_for(lambda: total(running, "words", "acked") == len(values), 60, "all acked")
         assert segments(running, "words") == []  # a 600 s segment is still open
+        assert len(converters(topology_guard)) == 2  # one per recording task
+    wait_for(lambda: not converters(topology_guard), 10, "the converters to be gone")
     rows = read_table(running, "words").to_pylist()
     assert Counter((r["word"], r["n"]) for r in rows) == Counter(map(tuple, values))
     tasks = running.plan.component_tasks()["words"]
