@@ -460,7 +460,8 @@ class Executor:
         when the spout keeps Spout's own, which do nothing)."""
         if self.tracker is None:
             raise wire.WireError(f"ack outcomes for task {self.task}, which tracks nothing")
-        if len(batch) % 2 or not set(batch[1::2]) <= _OUTCOMES:
+        if (len(batch) % 2 or not set(batch[1::2]) <= _OUTCOMES
+                or not set(map(type, batch[0::2])) <= _INT):
             raise wire.WireError("an ACKED batch must hold root, outcome pairs")
         acked, failed = self.tracker.settle(batch, self.monotonic())
         self.acked += len(acked)
@@ -821,6 +822,7 @@ def _tracked_tuples(batch: list, source: TupleSource) -> list[Tuple]:
 
 
 _ID_TYPES = {int, dict}
+_INT = {int}
 _OUTCOMES = {wire.ACKED_OK, wire.ACKED_FAILED, wire.ACKED_TIMEOUT, wire.ACKED_RENEWED}
 _NO_OP = {"ack": Spout.ack, "fail": Spout.fail}  # a spout that keeps these is not called
 _getrandbits = draw_bits  # the ids' generator, reseeded in forked children

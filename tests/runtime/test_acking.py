@@ -996,7 +996,7 @@ def test_a_malformed_acks_body_is_refused_as_a_wire_error(body):
                                               wire.pack(body))
 
 
-@pytest.mark.parametrize("body", [[1], [1, 0, 2], [[1, 0]], [5, 9], [5, "ok"]])
+@pytest.mark.parametrize("body", [[1], [1, 0, 2], [[1, 0]], [5, 9], [5, "ok"], [[5], 0]])
 def test_a_malformed_acked_body_is_refused_as_a_wire_error(body):
     topo = feeder_into("bad-acked", ("count", Identity))
     with InMemoryCluster(topo, ackers=1) as cluster:
