@@ -263,8 +263,7 @@ class Executor:
         init with their XOR, as in Storm (docs/internals/acker.md)."""
         copies = self._copies(out, values, direct)
         if len(copies) == 1:
-            ids = self._roots
-            root = ids.prefix | (_getrandbits(ids.random_bits) or 1)
+            root = self._roots.new()
             batch = copies[0]
             batch.append(values)
             batch.append(root)  # an int stands for {root: root}
@@ -283,9 +282,7 @@ class Executor:
         out.emitted += 1
         if out.recorder is not None:
             out.recorder.tracked(values, root)
-        tracker = self.tracker
-        tracker.fresh[root] = (msg_id, self.monotonic())
-        tracker.in_flight += 1
+        self.tracker.emitted(root, msg_id, self.monotonic())
 
     def _emit_anchored(self, out: StreamOut, values, anchors, direct: int | None = None) -> bool:
         """A tuple joining its anchors' trees; False when no anchor is tracked."""
@@ -505,17 +502,16 @@ class Executor:
         batch = wire.decode_batch(body)
         source = self._source(h.src, h.stream)
         if h.kind == wire.DATA:
-            tuples = list(map(Tuple, batch, repeat(source)))  # (a list display: +15 ns)
-            if isinstance(self.user, BasicBolt):
-                return self._execute_basic(tuples)
-            return self._execute(tuples)
-        tuples = _tracked_tuples(batch, source)
-        try:
-            if isinstance(self.user, BasicBolt):
-                return self._execute_basic(tuples)
-            return self._execute(tuples)
+            return self._run(list(map(Tuple, batch, repeat(source))))  # (a list display:
+        try:                                                          # +15 ns a tuple)
+            return self._run(_tracked_tuples(batch, source))
         finally:  # the acks of a tracked frame go at once: they are few frames, and
             self.send_acks()  # waiting for the flush timer would add to complete latency
+
+    def _run(self, tuples: list[Tuple]) -> None:
+        if isinstance(self.user, BasicBolt):
+            return self._execute_basic(tuples)
+        return self._execute(tuples)
 
     def _source(self, src: int, stream: int) -> TupleSource:
         key = (src, stream)
@@ -558,9 +554,7 @@ class Executor:
         """Process the input set aside while output waited (the driver calls this once
         nothing waits any more, before it reads another frame)."""
         tuples, self.leftover = self.leftover, []
-        if isinstance(self.user, BasicBolt):
-            return self._execute_basic(tuples)
-        return self._execute(tuples)
+        return self._run(tuples)
 
     def _execute_basic(self, tuples: list[Tuple]) -> None:
         """A BasicBolt: emits anchor to the input; it is acked when ``process`` returns,

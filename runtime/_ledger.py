@@ -153,13 +153,14 @@ class RotatingMap(Generic[K, V]):
         self.remove(key)
         self._buckets[0][key] = value
 
-    def add_new(self, key: K, value: V) -> None:
-        """Store a key known not to be here (a fresh random id) in the newest bucket."""
-        self._buckets[0][key] = value
-
     def replace(self, key: K, value: V) -> None:
         """Store ``value`` without changing ``key``'s age (a new key starts newest)."""
         self._holder(key)[key] = value
+
+    @property
+    def newest(self) -> dict[K, V]:
+        """The newest bucket, where new keys go (a new dict after each :meth:`rotate`)."""
+        return self._buckets[0]
 
     def remove(self, key: K) -> V | None:
         """Remove ``key`` and return its value (``None`` when absent)."""

@@ -36,7 +36,6 @@ log = logging.getLogger("tupleflow.recording")
 
 READY_SECONDS = 60.0  # how long open_recorder waits for a converter to warm up
 DEAD_WRITER_SECONDS = 5.0  # how long, after end of input, a dead writer's lock may linger
-NICE = 0  # niceness increment; +10 made sustained runs stop and go (docs/internals/recording.md)
 
 
 class Converter:
@@ -108,8 +107,6 @@ def main() -> int:
     boot = _procs.read_boot()
     _procs.setup_logging(boot["log"])
     gc.disable()  # it makes lists of values, never cycles: no collector passes over them
-    if NICE:
-        os.nice(NICE)
     from ._recording import SegmentSink, warm_up
 
     folder, fields = boot["folder"], list(boot["fields"])

@@ -5,8 +5,8 @@ max-spout-pending limit and its auto-tuner. Pure: time comes in as ``now``.
 >>> t.emitted(root=11, msg_id="a", now=0.0); t.emitted(root=12, msg_id="b", now=0.0)
 >>> t.full()
 True
->>> t.outcome(11, ok=True, now=0.004)
-'a'
+>>> t.settle([11, ACKED_OK], now=0.004)      # the acker's word: root 11 completed
+(['a'], [])
 >>> t.full(), t.in_flight
 (False, 1)
 """
@@ -32,7 +32,7 @@ class SpoutTracker:
     def __init__(self, timeout: float, max_pending: int | str | None = None,
                  tune_interval: float = 120.0, now: float = 0.0) -> None:
         self.pending: RotatingMap[int, tuple[Any, float]] = RotatingMap(BUCKETS)
-        self.fresh = self.pending._buckets[0]  # the newest bucket: where emits go
+        self.fresh = self.pending.newest  # where emits go (the executor's too)
         self.in_flight = 0
         self.rotate_every = timeout / (BUCKETS - 1)
         self.next_rotation = now + self.rotate_every
@@ -89,7 +89,9 @@ class SpoutTracker:
             return self._settle_each(zip(it, it), now)
         entries = list(map(self.fresh.pop, roots, repeat(None)))
         if None in entries:  # older than the newest bucket, or not here at all
-            entries = [e for e in map(self._pop_older, roots, entries) if e is not None]
+            remove = self.pending.remove
+            entries = [e for e in (e if e is not None else remove(r)
+                                   for r, e in zip(roots, entries)) if e is not None]
             self.stale += len(roots) - len(entries)
         acked = list(map(itemgetter(0), entries))
         self.latency.record_each(list(map(sub, repeat(now), map(itemgetter(1), entries))))
@@ -97,26 +99,13 @@ class SpoutTracker:
         self.acked += len(acked)
         return acked, []
 
-    def _pop_older(self, root: int, entry):
-        """``entry``, or when it is None, ``root``'s entry from an older bucket."""
-        if entry is not None:
-            return entry
-        for bucket in self.pending._buckets:
-            entry = bucket.pop(root, None)
-            if entry is not None:
-                return entry
-        return None
-
     def _settle_each(self, outcomes, now: float) -> tuple[list, list]:
         acked, failed, waited = [], [], []
-        buckets, fresh = self.pending._buckets, self.fresh
+        remove, fresh = self.pending.remove, self.fresh
         timed_out = 0
         for root, outcome in outcomes:
-            for bucket in buckets:
-                entry = bucket.pop(root, None)
-                if entry is not None:
-                    break
-            else:
+            entry = remove(root)
+            if entry is None:
                 self.stale += outcome != ACKED_RENEWED
                 continue
             if outcome == ACKED_OK:
@@ -134,36 +123,13 @@ class SpoutTracker:
         self.latency.record_each(waited)
         return acked, failed
 
-    def outcome(self, root: int, ok: bool, now: float, timeout: bool = False) -> Any:
-        """The acker's word on ``root``: its msg_id, or None if it is not pending here
-        (already timed out by this task, or from an earlier incarnation)."""
-        entry = self.pending.remove(root)
-        if entry is None:
-            self.stale += 1
-            return None
-        self.in_flight -= 1
-        msg_id, started = entry
-        if ok:
-            self.acked += 1
-            self.latency.record(now - started)
-        else:
-            self.failed += 1
-            self.timed_out += timeout
-        return msg_id
-
-    def renew(self, root: int) -> None:
-        """A bolt reset the root's timeout: it starts its wait here afresh too."""
-        entry = self.pending.remove(root)
-        if entry is not None:
-            self.pending.put(root, entry)
-
     def expire(self, now: float) -> list[Any]:
         """The msg_ids of roots that have waited too long (checked every rotation)."""
         expired: list[Any] = []
         while now >= self.next_rotation:
             self.next_rotation += self.rotate_every
             expired += [msg_id for msg_id, _ in self.pending.rotate().values()]
-            self.fresh = self.pending._buckets[0]
+            self.fresh = self.pending.newest
         self.in_flight -= len(expired)
         self.failed += len(expired)
         self.timed_out += len(expired)
