@@ -21,6 +21,7 @@ import os
 import re
 import sqlite3
 import threading
+import time
 import uuid
 from collections import Counter
 from collections.abc import Sequence
@@ -211,10 +212,9 @@ class SQLiteMap(BackingMap):
             os.makedirs(os.path.dirname(os.path.abspath(self.path)), exist_ok=True)
             conn = sqlite3.connect(self.path, timeout=self.timeout, isolation_level=None,
                                    check_same_thread=False)
-            conn.execute("PRAGMA journal_mode=WAL")
-            conn.execute("PRAGMA synchronous=NORMAL")
-            conn.execute(f"CREATE TABLE IF NOT EXISTS {self.table} "
-                         "(key TEXT PRIMARY KEY, value TEXT NOT NULL)")
+            _set_up(conn, ("PRAGMA journal_mode=WAL", "PRAGMA synchronous=NORMAL",
+                           f"CREATE TABLE IF NOT EXISTS {self.table} "
+                           "(key TEXT PRIMARY KEY, value TEXT NOT NULL)"), self.timeout)
             self._conn, self._pid = conn, os.getpid()
         return self._conn
 
@@ -249,6 +249,26 @@ class SQLiteMap(BackingMap):
 
     def __repr__(self) -> str:
         return f"SQLiteMap({self.path!r}, {self.table!r})"
+
+
+def _set_up(conn: sqlite3.Connection, statements, timeout: float) -> None:
+    """Run a new connection's set-up statements, retrying while the database is locked.
+
+    Turning a fresh database to WAL needs its exclusive lock. When several processes (the
+    tasks of one aggregation) open it at once, each holds a shared lock while asking for
+    the exclusive one, and SQLite fails all but one at once with "database is locked"
+    rather than waiting (the busy timeout cannot break that deadlock). Retrying after
+    the winner is done succeeds; after ``timeout`` seconds the error is raised."""
+    deadline = time.monotonic() + timeout
+    for statement in statements:
+        while True:
+            try:
+                conn.execute(statement)
+                break
+            except sqlite3.OperationalError as exc:
+                if "locked" not in str(exc) or time.monotonic() > deadline:
+                    raise
+                time.sleep(0.01)  # back off: another process holds the lock for a moment
 
 
 # -- Redis ----------------------------------------------------------------------------------
