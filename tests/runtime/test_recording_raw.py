@@ -15,13 +15,14 @@ import threading
 import psutil
 import pytest
 
-from runtime import wire
+from runtime import _recording_raw, wire
 from runtime._recording import BACKLOG, SegmentSink, open_recorder, recording_dir
 from runtime._recording_raw import (
     TRACKED,
     UNTRACKED,
     BadSegment,
     RawAppender,
+    chunks_of,
     columns_of,
     convert_file,
     leftovers,
@@ -48,6 +49,123 @@ def test_columns_of_untracked_and_tracked_records_with_runs_of_flush_times():
     assert columns == [["a", "b", "c", "d"], [1, 2, 3, 4]]
     assert roots == [None, None, -5, None]
     assert stamps == ([3, 4], [10.0, 11.0])
+
+
+# -- the quick decoding (strings left as UTF-8 bytes for Arrow to check) --------------------
+FLAT_ROWS = [["naïve ☃", 1, 2.5, True, b"\x00\xff"], [None, -(2**63), None, False, None],
+             ["", 2**63 - 1, -0.0, None, b""]]
+FLAT_FIELDS = ["s", "i", "f", "b", "raw"]
+FLAT_HINTS = {"s": "str", "i": "int", "f": "float", "b": "bool", "raw": "bytes"}
+
+
+def convert_rows(tmp_path, name: str, batch: list, sink: SegmentSink) -> str:
+    path = tmp_path / raw_name(name)
+    path.write_bytes(record(UNTRACKED, wire.encode_batch(batch), 7.0))
+    return convert_file(str(path), sink)
+
+
+def table_of(path: str) -> list[dict]:
+    import pyarrow.parquet as pq
+
+    return pq.read_table(path).to_pylist()
+
+
+@pytest.fixture
+def ways(monkeypatch) -> list[bool]:
+    """The decodings of raw segments, in order: False for the quick way, True for text."""
+    seen: list[bool] = []
+    exact, quick = _recording_raw.columns_of, _recording_raw.chunks_of
+
+    def spy_exact(*args, **kwargs):
+        seen.append(True)
+        return exact(*args, **kwargs)
+
+    def spy_quick(*args, text=True, **kwargs):
+        if not text:  # columns_of calls it too, for the exact way
+            seen.append(text)
+        return quick(*args, text=text, **kwargs)
+
+    monkeypatch.setattr(_recording_raw, "columns_of", spy_exact)
+    monkeypatch.setattr(_recording_raw, "chunks_of", spy_quick)
+    return seen
+
+
+def test_flat_columns_decoded_the_quick_way_equal_the_exact_way(tmp_path, ways):
+    quick = SegmentSink(str(tmp_path), 1, FLAT_FIELDS, FLAT_HINTS)
+    exact = SegmentSink(str(tmp_path / "exact"), 1, FLAT_FIELDS, FLAT_HINTS)
+    written = convert_rows(tmp_path, "part-00001-1-000000.parquet", FLAT_ROWS, quick)
+    assert ways == [False]  # one decoding, the quick one
+    exact.write(*columns_of(record(UNTRACKED, wire.encode_batch(FLAT_ROWS), 7.0), 5),
+                name="part-00001-1-000000.parquet")
+    assert table_of(written) == table_of(exact.files[0])
+    assert [r["s"] for r in table_of(written)] == ["naïve ☃", None, ""]
+    assert quick.schema == exact.schema and quick.written == 3 and quick.rejected == 0
+
+
+def test_unhinted_columns_are_inferred_from_quickly_decoded_text(tmp_path, ways):
+    sink = SegmentSink(str(tmp_path), 1, ["word", "n", "x"], {})
+    written = convert_rows(tmp_path, "part-00001-1-000000.parquet",
+                           [["é", 1, None], ["b", 2.5, None]], sink)
+    assert ways == [False]
+    assert [str(t) for t in sink.schema.types[:3]] == ["string", "double", "string"]
+    assert [(r["word"], r["n"]) for r in table_of(written)] == [("é", 1.0), ("b", 2.5)]
+
+
+def test_chunks_hold_whole_records_and_their_own_runs_of_flush_times():
+    data = b"".join(record(UNTRACKED, wire.encode_batch([[f"w{i}", i], [f"v{i}", -i]]), t)
+                    for i, t in enumerate([1.0, 1.0, 2.0, 3.0, 3.0]))
+    parts = list(chunks_of(data, 2, rows=3))
+    assert [len(roots) for _, roots, _ in parts] == [4, 4, 2]
+    assert [stamps for _, _, stamps in parts] == [([4], [1.0]), ([2, 4], [2.0, 3.0]),
+                                                  ([2], [3.0])]
+    whole, _, _ = columns_of(data, 2)
+    assert [sum((cols[i] for cols, _, _ in parts), []) for i in range(2)] == whole
+    assert list(chunks_of(b"", 2)) == [([[], []], [], ([], []))]
+
+
+def test_chunks_that_show_different_types_are_judged_the_exact_way(tmp_path, ways, monkeypatch):
+    monkeypatch.setattr(_recording_raw, "CHUNK_ROWS", 1)
+    sink = SegmentSink(str(tmp_path), 1, ["n"], {})
+    data = record(UNTRACKED, wire.encode_batch([[1]]), 1.0) + record(
+        UNTRACKED, wire.encode_batch([[2.5]]), 2.0)
+    (tmp_path / raw_name("part-00001-1-000000.parquet")).write_bytes(data)
+    written = convert_file(str(tmp_path / raw_name("part-00001-1-000000.parquet")), sink)
+    assert ways == [False, True]  # an int64 chunk, then a double one: the exact way decides
+    assert [r["n"] for r in table_of(written)] == [1.0, 2.5]
+
+
+def test_a_bytes_value_in_an_unhinted_column_is_inferred_the_exact_way(tmp_path, ways):
+    sink = SegmentSink(str(tmp_path), 1, ["word"], {})
+    convert_rows(tmp_path, "part-00001-1-000000.parquet", [["text"], [b"bytes"]], sink)
+    assert ways == [False, True]  # the quick way saw a bin marker and stopped
+    assert str(sink.schema.types[0]) == "binary"  # as pyarrow infers text mixed with bytes
+
+
+def test_nested_columns_are_decoded_the_exact_way(tmp_path, ways):
+    sink = SegmentSink(str(tmp_path), 1, ["tags"], {})
+    convert_rows(tmp_path, "part-00001-1-000000.parquet", [[["a", "b"]]], sink)
+    assert sink.quick_types() is None  # a list column: its strings must not become bytes
+    second = convert_rows(tmp_path, "part-00001-1-000001.parquet", [[["c"]]], sink)
+    assert ways == [False, True, True]
+    assert table_of(second)[0]["tags"] == ["c"]
+
+
+@pytest.mark.parametrize("bad", [["ok", "text in an int column"], [b"\xff not utf-8", 1],
+                                 [3, 1], ["ok", 1.5], ["ok", 2.0]],
+                         ids=["text-as-int", "bad-utf8", "int-as-text", "fraction", "float"])
+def test_a_value_the_quick_way_refuses_is_judged_the_exact_way(tmp_path, bad):
+    sink = SegmentSink(str(tmp_path), 1, ["word", "n"], {"word": "str", "n": "int"})
+    convert_rows(tmp_path, "part-00001-1-000000.parquet", [["fine", 0], bad], sink)
+    assert sink.rejected == 2 and sink.written == 0  # the whole segment, as text
+    rejected = table_of(sink.files[0])
+    assert os.path.basename(os.path.dirname(sink.files[0])) == "_rejected"
+    assert [r["word"] for r in rejected] == ["'fine'", repr(bad[0])]
+
+
+def test_bytes_in_a_text_column_and_text_in_a_bytes_column_fit_either_way(tmp_path):
+    sink = SegmentSink(str(tmp_path), 1, ["s", "raw"], {"s": "str", "raw": "bytes"})
+    written = convert_rows(tmp_path, "part-00001-1-000000.parquet", [[b"ok", "é"]], sink)
+    assert table_of(written)[0]["s"] == "ok" and table_of(written)[0]["raw"] == "é".encode()
 
 
 def test_a_file_that_is_not_a_raw_segment_is_refused_and_kept(tmp_path):
