@@ -109,6 +109,10 @@ class Executor:
         self._ack_leaves = [self._ack_out[t][0] for t in self._acker_tasks]
         self._send = send
         self.tracker = self._tracker() if self.kind == "spout" and self.acking else None
+        # a plain bolt that sends nothing anywhere: no field to emit, no subscriber
+        self._sink = (self.kind == "bolt" and not isinstance(self.user, BasicBolt)
+                      and all(o.arity == 0 and not o.outlets and not o.direct
+                              for o in self.streams.values()))
         self._roots = RootIds(task, task_bits(len(plan.tasks)))  # self-initialising roots
         self._current: list[Tuple | None] = [None]  # a BasicBolt's input being processed
         self._tick_every = self.config.get(TICK_FREQ_SECS)
@@ -502,6 +506,8 @@ class Executor:
         batch = wire.decode_batch(body)
         source = self._source(h.src, h.stream)
         if h.kind == wire.DATA:
+            if self._sink and not self.output_waiting:
+                return self._execute_sink(batch, source)
             return self._run(list(map(Tuple, batch, repeat(source))))  # (a list display:
         try:                                                          # +15 ns a tuple)
             return self._run(_tracked_tuples(batch, source))
@@ -549,6 +555,21 @@ class Executor:
             self._ended_batch(started, done)
         if done < len(tuples):
             self.leftover = tuples[done:]
+
+    def _execute_sink(self, batch: list, source: TupleSource) -> None:
+        """``_execute`` for untracked input to a plain bolt that sends nothing, while no
+        output waits: nothing it does can make output wait, so nothing is set aside, and
+        each tuple is made as it is processed (~35 ns a tuple less, in-process)."""
+        process, done = self.user.process, 0
+        started = self._started_batch()
+        try:
+            for done, tup in enumerate(map(Tuple, batch, repeat(source))):  # noqa: B007
+                process(tup)
+            done = len(batch)
+        except Exception as exc:
+            raise UserCodeError(f"{self.spec.class_name}.process", exc) from exc
+        finally:
+            self._ended_batch(started, done)
 
     def run_leftover(self) -> None:
         """Process the input set aside while output waited (the driver calls this once

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import pytest
 
-from runtime import Spout, Topology, wire
+from runtime import BasicBolt, Bolt, Spout, Topology, wire
 from runtime._executor import STEP_CHUNK, UserCodeError, _untracked_steps
-from runtime.testing import InMemoryCluster, ListSink
+from runtime.testing import InMemoryCluster, ListSink, ListSpout
 
 
 @pytest.mark.parametrize("calls", [0, 1, STEP_CHUNK - 1, STEP_CHUNK, STEP_CHUNK + 1, 500])
@@ -134,3 +134,61 @@ def test_a_spout_without_a_default_stream_is_told_so():
         spout.flush()
         cluster.deliver()
         assert cluster.sink("sink") == [["y"]]
+
+
+
+# -- the bolt side: a sink's frames -------------------------------------------------------
+class Fragile(Bolt):
+    """A sink that counts what it processed and raises on the value -1."""
+
+    outputs = []
+    seen: list = []
+
+    def process(self, tup):
+        if tup.values[0] == -1:
+            raise ValueError("minus one")
+        self.seen.append((tup["n"], tup.component, tup.stream))
+
+
+class Relay(BasicBolt):
+    outputs = []
+
+    def process(self, tup):
+        pass
+
+
+def _bolt(bolt_class, *, subscribed: bool = False):
+    topo = Topology("sink")
+    topo.spout("numbers", ListSpout([[1]], fields=["n"]))
+    topo.bolt("b", bolt_class).shuffle_grouping("numbers")
+    if subscribed:
+        topo.bolt("after", ListSink).shuffle_grouping("b")
+    cluster = InMemoryCluster(topo)
+    tasks, streams = cluster.plan.component_tasks(), cluster.plan.stream_ids()
+    header = wire.data_header(wire.DATA, streams[("numbers", "default")], tasks["b"][0],
+                              tasks["numbers"][0])
+    return cluster, cluster.executors[tasks["b"][0]], header
+
+
+def test_only_a_plain_bolt_that_sends_nothing_takes_the_sink_path():
+    assert _bolt(Fragile)[1]._sink
+    assert not _bolt(Relay)[1]._sink  # a BasicBolt acks each input itself
+
+    class Talker(Fragile):
+        outputs = ["n"]
+
+    assert not _bolt(Talker)[1]._sink
+    assert not _bolt(Fragile, subscribed=True)[1]._sink  # a zero-field stream, subscribed
+
+
+def test_a_sink_counts_what_it_processed_and_reports_what_raised():
+    cluster, sink, header = _bolt(Fragile)
+    with cluster:
+        sink.user.seen = []
+        sink.on_frame(header, wire.encode_batch([[1], [2]]))
+        assert sink.executed == 2
+        assert sink.user.seen == [(1, "numbers", "default"), (2, "numbers", "default")]
+        with pytest.raises(UserCodeError, match="Fragile.process"):
+            sink.on_frame(header, wire.encode_batch([[3], [-1], [4]]))
+        assert sink.executed == 3  # the one before the raise, not the one that raised
+        assert [n for n, _, _ in sink.user.seen] == [1, 2, 3]
