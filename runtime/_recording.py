@@ -296,12 +296,15 @@ class SegmentSink:
         name = name or self._next_name()
         task, types = task_of(name, self.task), self.quick_types()
         names, batches, n = [*self.fields, *META_COLUMNS], [], 0
-        try:
-            for columns, roots, stamps in parts:
+        for columns, roots, stamps in parts:  # what decoding raises goes through
+            try:
                 arrays = [quick_array(pa, col, kind) for col, kind in zip(columns, types)]
                 arrays += _meta_columns(pa, task, roots, stamps)
                 batches.append(pa.RecordBatch.from_arrays(arrays, names=names))
-                n += len(roots)
+            except _arrow_errors(pa) as exc:
+                raise NeedsText(str(exc)) from None
+            n += len(roots)
+        try:
             table = pa.Table.from_batches(batches, schema=self.schema)  # same types, each
         except _arrow_errors(pa) as exc:
             raise NeedsText(str(exc)) from None
