@@ -218,14 +218,15 @@ def _tracked_body(rows: list, roots: list[int]) -> bytes:
 
 class SegmentSink:
     """Writes segments of one stream as Parquet files, atomically (hidden temporary name,
-    then rename); the first segment fixes the column types. Used by the converter
-    process, and by readers for the leftovers of a killed run."""
+    then rename); the first segment any writer of the folder wrote fixes the column
+    types for all of them (``SCHEMA_FILE``). Used by the converter processes (one per
+    task of the stream), and by readers for the leftovers of a killed run."""
 
     def __init__(self, folder: str, task: int, fields: list[str],
                  types: dict[str, str], schema=None) -> None:
         self.folder, self.task, self.fields, self.types = folder, task, fields, types
         self.opened_ns, self.seq = time.time_ns(), 0
-        self.schema = schema  # fixed by the first segment written, unless given
+        self.schema = schema  # the folder's, once fixed (see _fixed_schema), unless given
         self.errors: deque[str] = deque(maxlen=100)  # to report to the recording instance
         self.written = self.rejected = 0  # rows
         self.files: list[str] = []
@@ -245,7 +246,12 @@ class SegmentSink:
         task = task_of(name, self.task)
         meta, n = _meta_columns(pa, task, roots, stamps), len(roots)
         try:
+            if self.schema is None:
+                self.schema = read_schema(self.folder)
+            first = self.schema is None
             table = self._table(pa, columns, meta)
+            if first and not self._fixed_schema(table.schema):
+                table = self._table(pa, columns, meta)  # another writer's types won
         except _arrow_errors(pa) as exc:
             self._error(f"recording of task {task}: {n} rows do not fit the "
                         f"columns {self.schema}: {exc}; written as text under {REJECTED}/")
@@ -263,12 +269,16 @@ class SegmentSink:
         if self.schema is None:
             arrays = [_first_array(pa, col, self.types.get(name))
                       for name, col in zip(self.fields, columns)]
-            table = pa.table(arrays + meta, names=[*self.fields, *META_COLUMNS])
-            self.schema = table.schema
-            return table
+            return pa.table(arrays + meta, names=[*self.fields, *META_COLUMNS])
         arrays = [typed_array(pa, col, self.schema.field(i).type)
                   for i, col in enumerate(columns)]
         return pa.table(arrays + meta, schema=self.schema)
+
+    def _fixed_schema(self, schema) -> bool:
+        """Offer ``schema`` (of a first segment) as the folder's; True when it is now the
+        folder's, False when another writer's was fixed first (then ``self.schema``)."""
+        self.schema = fix_schema(self.folder, schema)
+        return self.schema.equals(schema)
 
     def quick_types(self) -> list | None:
         """Per field, its Arrow type when known (the first segment's, else its hint) or
@@ -294,6 +304,8 @@ class SegmentSink:
         from ._recording_raw import NeedsText
 
         name = name or self._next_name()
+        if self.schema is None:
+            self.schema = read_schema(self.folder)
         task, types = task_of(name, self.task), self.quick_types()
         names, batches, n = [*self.fields, *META_COLUMNS], [], 0
         for columns, roots, stamps in parts:  # what decoding raises goes through
@@ -308,7 +320,8 @@ class SegmentSink:
             table = pa.Table.from_batches(batches, schema=self.schema)  # same types, each
         except _arrow_errors(pa) as exc:
             raise NeedsText(str(exc)) from None
-        self.schema = table.schema
+        if self.schema is None and not self._fixed_schema(table.schema):
+            raise NeedsText("another writer fixed the folder's column types first")
         self.written += n
         return self._save(table, name)
 
@@ -443,6 +456,45 @@ def _as_text(pa, fields: list[str], columns: list[list], meta: list):
 
 
 FIELDS_FILE = "_fields.json"  # the declared fields and type hints (Spark skips "_" names)
+SCHEMA_FILE = "_schema.arrow"  # the column types of every segment, fixed once (Arrow IPC)
+
+
+def read_schema(folder: str):
+    """The folder's column types (``SCHEMA_FILE``), or None before any segment; a folder
+    written before the file existed gives its first segment's."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    try:
+        with open(os.path.join(folder, SCHEMA_FILE), "rb") as f:
+            return pa.ipc.read_schema(pa.py_buffer(f.read()))
+    except FileNotFoundError:
+        pass
+    try:
+        written = sorted(n for n in os.listdir(folder)
+                         if n.startswith("part-") and n.endswith(".parquet"))
+    except FileNotFoundError:
+        return None
+    return pq.read_schema(os.path.join(folder, written[0])) if written else None
+
+
+def fix_schema(folder: str, schema):
+    """Make ``schema`` the folder's column types unless a writer fixed them first (each
+    task's converter, a restarted incarnation's, a reader converting leftovers: the
+    folder must keep one schema for Spark and pyarrow to read it); the folder's.
+    Exclusive by ``os.link``, which fails when the name exists."""
+    path = os.path.join(folder, SCHEMA_FILE)
+    os.makedirs(folder, exist_ok=True)
+    temp = f"{path}.{os.getpid()}.{time.time_ns()}.tmp"  # "_" first: readers skip it
+    with open(temp, "wb") as f:
+        f.write(schema.serialize().to_pybytes())
+    try:
+        os.link(temp, path)
+    except FileExistsError:
+        pass
+    finally:
+        os.unlink(temp)
+    return read_schema(folder)
 
 
 def write_fields(folder: str, fields: list[str], types: dict[str, str]) -> None:

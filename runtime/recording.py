@@ -31,6 +31,7 @@ from ._recording import (
     REJECTED,
     SegmentSink,
     read_fields,
+    read_schema,
     recording_dir,
 )
 from ._recording_raw import convert_leftovers, leftovers
@@ -65,13 +66,9 @@ def segments(source: Any, component: str, stream: str = "default", *,
 
 def _leftover_sink(folder: str) -> SegmentSink | None:
     """A sink for a killed run's raw segments: the declared fields and hints, and the
-    column types of a segment already written (so that the folder keeps one schema);
+    folder's column types when fixed (so that the folder keeps one schema);
     None, with a log line, when neither says what the columns are."""
-    import pyarrow.parquet as pq
-
-    written = sorted(n for n in os.listdir(folder)
-                     if n.startswith("part-") and n.endswith(".parquet"))
-    schema = pq.read_schema(os.path.join(folder, written[0])) if written else None
+    schema = read_schema(folder)
     fields, types = read_fields(folder) or (
         [n for n in schema.names if n not in META_COLUMNS] if schema else [], {})
     if not fields and schema is None:

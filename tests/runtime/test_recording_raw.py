@@ -13,6 +13,7 @@ import textwrap
 import threading
 
 import psutil
+import pyarrow.parquet as pq
 import pytest
 
 from runtime import _recording_raw, wire
@@ -65,8 +66,6 @@ def convert_rows(tmp_path, name: str, batch: list, sink: SegmentSink) -> str:
 
 
 def table_of(path: str) -> list[dict]:
-    import pyarrow.parquet as pq
-
     return pq.read_table(path).to_pylist()
 
 
@@ -178,6 +177,41 @@ def test_a_file_that_is_not_a_raw_segment_is_refused_and_kept(tmp_path):
     with pytest.raises(BadSegment, match="unknown record kind 7"):
         convert_file(str(path), sink)
     assert path.exists()  # nothing is lost
+
+
+# -- one schema per folder, whichever writer comes first ---------------------------------
+def test_every_task_takes_the_column_types_the_first_segment_fixed(tmp_path):
+    first = SegmentSink(str(tmp_path), 1, ["x"], {})
+    first.write([[None]], [None], ([1], [1.0]))  # null only: a text column
+    second = SegmentSink(str(tmp_path), 2, ["x"], {})
+    second.write([[7]], [None], ([1], [2.0]))
+    assert second.schema.equals(first.schema) and second.rejected == 1
+    assert "do not fit" in second.errors[0]
+    assert pq.read_table(str(tmp_path)).column("x").to_pylist() == [None]  # one schema
+
+
+@pytest.mark.parametrize("way", ["exact", "quick"])
+def test_a_writer_that_loses_the_race_for_the_schema_takes_the_winners(tmp_path, monkeypatch,
+                                                                        way):
+    from runtime import _recording
+
+    winner = SegmentSink(str(tmp_path), 1, ["x"], {})
+    winner.write([[1.5]], [None], ([1], [1.0]))
+    real, looks = _recording.read_schema, []
+
+    def before_the_winner_wrote(folder):  # the loser's first look found nothing
+        looks.append(folder)
+        return None if len(looks) == 1 else real(folder)
+
+    monkeypatch.setattr(_recording, "read_schema", before_the_winner_wrote)
+    loser = SegmentSink(str(tmp_path), 2, ["x"], {})
+    if way == "exact":
+        loser.write([[2]], [None], ([1], [2.0]))
+    else:
+        convert_rows(tmp_path, "part-00002-1-000000.parquet", [[2]], loser)
+    assert str(loser.schema.field("x").type) == "double"
+    assert loser.written == 1 and loser.rejected == 0  # an int fits a double column
+    assert [f for f in os.listdir(tmp_path) if f.endswith(".tmp")] == []
 
 
 def test_a_reader_never_converts_the_segment_a_live_recorder_is_writing(tmp_path):
