@@ -745,6 +745,7 @@ class Executor:
         return {"component": self.spec.id, "task": self.task, "kind": self.kind,
                 "container": self.info.container,
                 "emitted": sum(o.emitted for o in self.streams.values()),
+                "stream_emitted": {name: o.emitted for name, o in self.streams.items()},
                 "transferred": sum(o.transferred for o in self.streams.values()),
                 "executed": self.executed, "acked": self.acked, "failed": self.failed,
                 "busy_seconds": self.busy_seconds,

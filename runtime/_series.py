@@ -37,6 +37,7 @@ MINUTES_KEPT = 180  # per-minute buckets: the last 3 hours
 SPOUT_GAUGES = ("pending", "max_spout_pending", "complete_latency_ms")
 GAUGES = ("pending_emits", "queued_tuples", "sm_queued_bytes", "sm_queued_frames")  # latest
 HISTOGRAMS = ("execute", "process", "complete")  # latency histograms a record may carry
+STREAMS = "streams"  # kept beside them: tuples emitted per stream ({name: count} merges too)
 MIN_SPAN = 1e-3  # seconds: the shortest span a rate is computed over
 
 
@@ -178,12 +179,13 @@ class TaskSeries:
         self.totals = [a + b for a, b in zip(self.totals, grown)]
         self.seconds.add(grown, now)
         self.minutes.add(grown, now)
-        self._add_histograms(record.get("histograms") or {}, now)
+        self._add_histograms({**(record.get("histograms") or {}),
+                              STREAMS: record.get("stream_emitted") or {}}, now)
 
     def _add_histograms(self, hists: Mapping[str, Mapping[int, int]], now: float) -> None:
         """Cumulative buckets of this incarnation -> what grew since the last report."""
         grown = {name: subtract(buckets, self.hist_last.get(name, {}))
-                 for name, buckets in hists.items() if name in HISTOGRAMS}
+                 for name, buckets in hists.items() if name in HISTOGRAMS or name == STREAMS}
         self.hist_last = {**self.hist_last, **hists}
         merge_histograms(self.hist_totals, grown)
         self.hist_seconds.add(grown, now)
@@ -230,9 +232,13 @@ class MetricsStore:
         series = self.tasks.get(task, TaskSeries())
         counts = series.counts(window_seconds(window), now)
         latest = {**series.latest, **(info or {})}  # the master's state and restarts win
-        out = summarise(dict(zip(COUNTERS, counts)), self.span(window_seconds(window), now),
-                        latest, (info or {}).get("restarts", 0))
-        out["latency_ms"] = latency_summaries(series.histograms(window_seconds(window), now))
+        span = self.span(window_seconds(window), now)
+        out = summarise(dict(zip(COUNTERS, counts)), span, latest,
+                        (info or {}).get("restarts", 0))
+        hists = series.histograms(window_seconds(window), now)
+        out["latency_ms"] = latency_summaries(hists)
+        out["stream_emitted_per_s"] = {name: round(n / span, 3)
+                                       for name, n in sorted(hists.get(STREAMS, {}).items())}
         return out
 
     def component_latency(self, tasks: Iterable[int], window: str, now: float) -> dict:
@@ -332,6 +338,10 @@ def combine(instances: list[dict]) -> dict:
                 "restarts", *GAUGES):
         out[key] = _sum(i[key] for i in instances)
     out["capacity"] = max(i["capacity"] for i in instances)
+    by_stream: dict[str, float] = {}
+    for i in instances:
+        merge(by_stream, i.get("stream_emitted_per_s") or {})
+    out["stream_emitted_per_s"] = {name: _sum([n]) for name, n in sorted(by_stream.items())}
     executed = out["executed"]
     out["execute_latency_ms"] = (round(out["busy_seconds"] / executed * 1000, 3)
                                  if executed else None)

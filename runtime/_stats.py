@@ -23,6 +23,7 @@ class InstanceStats:
     incarnation: int = 0
     state: str = "starting"  # starting, running, restarting, failed, stopped
     emitted: int = 0  # tuples emitted (once per emit call)
+    stream_emitted: dict | None = None  # the same per declared stream: {name: tuples}
     transferred: int = 0  # copies sent to tasks (an all-grouping of 3 tasks counts 3)
     executed: int = 0  # tuples given to process() (ticks excluded)
     acked: int = 0

@@ -81,7 +81,7 @@ def backpressure(snapshot: Mapping[str, Any]) -> list[dict]:
 def graph_html(topology: Any, snapshot: Mapping[str, Any]) -> str:
     """The logical graph with the live overlay (see :func:`workbench._view.topology_svg`)."""
     graph = getattr(topology, "topology", topology).graph
-    return topology_svg(topology, overlay(snapshot, graph.edges))
+    return topology_svg(topology, overlay(snapshot, graph.edges(data=True)))
 
 
 def graph_order(topology: Any) -> list[str]:
@@ -91,15 +91,19 @@ def graph_order(topology: Any) -> list[str]:
     return list(getattr(topology, "topology", topology).graph.nodes)
 
 
-def overlay(snapshot: Mapping[str, Any], edges: Iterable[tuple[str, str]] = ()) -> dict:
-    """Capacity, failed tuples, restarts and backpressure per component; each edge's rate
-    is its source's emitted tuples per second (every subscriber gets the whole stream).
+def overlay(snapshot: Mapping[str, Any], edges: Iterable[tuple] = ()) -> dict:
+    """Capacity, failed tuples, restarts and backpressure per component; each edge's rate:
+    the tuples per second its source emitted on the streams the edge subscribes to (its
+    data's ``stream``/``streams``; every subscriber of a stream gets all of it), or on
+    all its streams for an edge given without data.
 
-    >>> overlay({"metrics": {"components": {"a": {"capacity": 0.5, "emitted_per_s": 12.0}}},
-    ...          "status": {"backpressure": [{"cause": 3, "component": "b"}]}}, [("a", "b")])
+    >>> snap = {"metrics": {"components": {"a": {"capacity": 0.5, "emitted_per_s": 12.0,
+    ...         "stream_emitted_per_s": {"default": 10.0, "odd": 2.0}}}},
+    ...         "status": {"backpressure": [{"cause": 3, "component": "b"}]}}
+    >>> overlay(snap, [("a", "b", {"stream": "odd"}), ("a", "c")])
     ... # doctest: +NORMALIZE_WHITESPACE
     {'nodes': {'a': {'capacity': 0.5, 'failed': None, 'restarts': None, 'backpressure': False},
-               'b': {'backpressure': True}}, 'edges': {('a', 'b'): '12/s'}}
+               'b': {'backpressure': True}}, 'edges': {('a', 'b'): '2/s', ('a', 'c'): '12/s'}}
     """
     components = (snapshot.get("metrics") or {}).get("components") or {}
     causes = {c.get("component") for c in backpressure(snapshot)}
@@ -108,10 +112,22 @@ def overlay(snapshot: Mapping[str, Any], edges: Iterable[tuple[str, str]] = ()) 
              for c, m in components.items()}
     for c in sorted(causes - set(nodes), key=str):
         nodes[c] = {"backpressure": True}
-    rates = {c: m.get("emitted_per_s") for c, m in components.items()}
-    return {"nodes": nodes,
-            "edges": {(u, v): f"{_number(rates[u])}/s" for u, v in edges
-                      if isinstance(rates.get(u), int | float)}}
+    rates = {}
+    for u, v, *data in edges:
+        rate = edge_rate(components.get(u) or {}, data[0] if data else {})
+        if rate is not None:
+            rates[(u, v)] = f"{_number(rate)}/s"
+    return {"nodes": nodes, "edges": rates}
+
+
+def edge_rate(source: Mapping[str, Any], data: Mapping[str, Any]) -> float | None:
+    """Tuples per second on an edge from ``source``'s metrics and the edge's data."""
+    streams = data.get("streams") or ([data["stream"]] if data.get("stream") else None)
+    by_stream = source.get("stream_emitted_per_s")
+    if streams and isinstance(by_stream, Mapping):
+        return sum(by_stream.get(s, 0) for s in set(streams))
+    total = source.get("emitted_per_s")
+    return total if isinstance(total, int | float) else None
 
 
 # -- metrics --------------------------------------------------------------------------------

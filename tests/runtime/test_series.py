@@ -257,3 +257,23 @@ def test_the_master_gives_each_task_what_its_stream_manager_queues(master):
     assert answer["instances"][a]["sm_queued_bytes"] == 5000
     assert answer["instances"][a]["sm_queued_frames"] == 3
     assert answer["containers"][0]["backpressure_seconds"] == 1.25
+
+
+def test_emits_are_also_counted_per_stream_and_summed_over_instances():
+    store = MetricsStore()
+    for task, (small, big) in {1: (10, 30), 2: (20, 0)}.items():
+        for t in range(1, 11):  # cumulative, a report a second for 10 s
+            store.add(task, 0, {"component": "split", "kind": "bolt",
+                                "emitted": (small + big) * t,
+                                "stream_emitted": {"small": small * t, "big": big * t}},
+                      now=float(t))
+    store.add(2, 1, {"component": "split", "kind": "bolt", "emitted": 5,  # restarted
+                     "stream_emitted": {"small": 5}}, now=10.5)
+    tasks = {1: {"component": "split"}, 2: {"component": "split"}}
+    answer = store.answer(tasks, "1m", now=10.5)
+    assert answer["instances"][1]["stream_emitted_per_s"] == pytest.approx(
+        {"big": 300 / 9.5, "small": 100 / 9.5}, abs=1e-3)
+    split = answer["components"]["split"]
+    assert split["stream_emitted_per_s"] == pytest.approx(
+        {"big": 300 / 9.5, "small": 305 / 9.5}, abs=1e-3)
+    assert sum(split["stream_emitted_per_s"].values()) == pytest.approx(split["emitted_per_s"])

@@ -66,17 +66,25 @@ def totals(running, component: str, field: str) -> int:
     return sum(getattr(s, field) for s in running.statistics() if s.component == component)
 
 
+FINAL = [("src", "emitted"), ("dbl", "executed"), ("dbl", "emitted"), ("sink", "executed")]
+
+
 def test_refresh_renders_the_counts_statistics_report():
     with finite().submit(containers=2) as running:
-        running.wait_until(lambda s: sum(r.executed for r in s if r.component == "sink")
-                           == TUPLES, timeout=30)
+        # every instance reports on its own schedule: wait for each count's last report
+        running.wait_until(lambda s: all(
+            sum(getattr(r, field) for r in s if r.component == component) == TUPLES
+            for component, field in FINAL), timeout=30)
         board = Dashboard(running, topology=finite(), start=False)
-        # the metrics store is fed by the same reports: poll until it has the last one
-        wait_for(lambda: table(board.refresh() and board)["sink"]["executed"] == str(TUPLES),
-                 20, "the metrics of the last report")
+
+        def shows_the_last_reports() -> bool:  # the metrics store is fed by the same reports
+            board.refresh()
+            rows = table(board)
+            return all(rows[component][field] == str(TUPLES) for component, field in FINAL)
+
+        wait_for(shows_the_last_reports, 20, "the metrics of the last reports")
         rows = table(board)
-        for component, field in [("src", "emitted"), ("dbl", "executed"), ("dbl", "emitted"),
-                                 ("sink", "executed")]:
+        for component, field in FINAL:
             assert rows[component][field] == f"{totals(running, component, field):,}"
         assert board.snapshot["state"] == "running"
         assert ">running</span>" in board._parts.status.value
@@ -241,3 +249,44 @@ def test_a_hung_master_shows_not_answering_and_the_view_recovers():
         assert snap.get("metrics")  # the last numbers stay
         wait_for(lambda: board.refresh()["state"] == "running", 20, "the master to answer")
         board.close()
+
+
+class Split(Bolt):
+    """Sends the first third of the numbers on "small", the rest on "big"."""
+
+    outputs = {"small": ["n"], "big": ["n"]}
+
+    def process(self, tup):
+        self.emit(tup.values, stream="small" if tup["n"] < TUPLES // 3 else "big")
+
+
+def test_each_edge_shows_the_rate_of_the_streams_it_subscribes_to():
+    topo = Topology("split")
+    topo.spout("src", ListSpout([[i] for i in range(TUPLES)], fields=["n"]))
+    topo.bolt("split", Split).shuffle_grouping("src")
+    topo.bolt("smalls", ListSink).shuffle_grouping("split", stream="small")
+    topo.bolt("bigs", ListSink).shuffle_grouping("split", stream="big")
+    with topo.submit() as running:
+        running.wait_until(lambda s: totals_of(s, "split", "emitted") == TUPLES, timeout=30)
+        per_stream = [r.stream_emitted for r in running.statistics() if r.component == "split"]
+        assert per_stream == [{"small": TUPLES // 3, "big": TUPLES - TUPLES // 3}]
+        board = Dashboard(running, topology=topo, start=False)
+
+        def split_metrics() -> dict:
+            board.refresh()
+            return board.snapshot["metrics"]["components"]["split"]
+
+        wait_for(lambda: split_metrics()["emitted"] == TUPLES, 20, "split's last report")
+        split = board.snapshot["metrics"]["components"]["split"]
+        rates = split["stream_emitted_per_s"]
+        assert rates["big"] == pytest.approx(2 * rates["small"], rel=0.01)
+        edges = _panels.overlay(board.snapshot, topo.graph.edges(data=True))["edges"]
+        assert edges[("split", "smalls")] == f"{_panels._number(rates['small'])}/s"
+        assert edges[("split", "bigs")] == f"{_panels._number(rates['big'])}/s"
+        assert edges[("src", "split")] == f"{_panels._number(split['executed_per_s'])}/s"
+        labels = "".join(board._parts.graph.value.split())
+        assert edges[("split", "bigs")].replace(" ", "") in labels
+
+
+def totals_of(stats, component: str, field: str) -> int:
+    return sum(getattr(s, field) for s in stats if s.component == component)
