@@ -272,11 +272,12 @@ def test_each_edge_shows_the_rate_of_the_streams_it_subscribes_to():
         assert per_stream == [{"small": TUPLES // 3, "big": TUPLES - TUPLES // 3}]
         board = Dashboard(running, topology=topo, start=False)
 
-        def split_metrics() -> dict:
+        def emitted_everything() -> bool:  # each instance's last report, in the metrics
             board.refresh()
-            return board.snapshot["metrics"]["components"]["split"]
+            components = board.snapshot["metrics"]["components"]
+            return components["src"]["emitted"] == components["split"]["emitted"] == TUPLES
 
-        wait_for(lambda: split_metrics()["emitted"] == TUPLES, 20, "split's last report")
+        wait_for(emitted_everything, 20, "the spout's and the splitter's last reports")
         split = board.snapshot["metrics"]["components"]["split"]
         rates = split["stream_emitted_per_s"]
         assert rates["big"] == pytest.approx(2 * rates["small"], rel=0.01)
