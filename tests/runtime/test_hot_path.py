@@ -192,3 +192,32 @@ def test_a_sink_counts_what_it_processed_and_reports_what_raised():
             sink.on_frame(header, wire.encode_batch([[3], [-1], [4]]))
         assert sink.executed == 3  # the one before the raise, not the one that raised
         assert [n for n, _, _ in sink.user.seen] == [1, 2, 3]
+
+
+class AckingSink(Bolt):
+    """A sink that acks what it counts, and fails the value -1."""
+
+    outputs = []
+
+    def prepare(self, config, context):
+        self.counted = 0
+
+    def process(self, tup):
+        if tup.values[0] == -1:
+            self.fail(tup)
+            return
+        self.counted += 1
+        self.ack(tup)
+
+
+def test_tracked_input_to_a_sink_is_acked_and_failed_through_the_acker():
+    topo = Topology("tracked-sink", ackers=1)
+    topo.spout("numbers", ListSpout([[i] for i in range(50)] + [[-1]], fields=["n"]))
+    topo.bolt("b", AckingSink, parallelism=2).shuffle_grouping("numbers")
+    with InMemoryCluster(topo) as cluster:
+        sinks = [cluster.executors[t] for t in cluster.plan.component_tasks()["b"]]
+        cluster.run_until_idle()
+        spout = next(s for s in cluster.statistics() if s.component == "numbers")
+        assert (spout.acked, spout.failed) == (50, 1)  # the spout's ack and fail, once each
+        assert sum(ex.user.counted for ex in sinks) == 50
+        assert sum(ex.executed for ex in sinks) == 51
