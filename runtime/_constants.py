@@ -61,3 +61,7 @@ COMPONENT_KEYS = frozenset({TICK_FREQ_SECS, MAX_SPOUT_PENDING, TUNE_INTERVAL, BA
                             FLUSH_INTERVAL, RECORD, RECORD_ROWS, RECORD_SECONDS})
 AUTO = "auto"  # max_spout_pending="auto": the tuner sets it, starting from AUTO_START
 AUTO_START = 1000
+
+# --- instance logs sent by their container (a remote one's stay on its executor's host) ---
+LOG_TAIL = 1 << 20  # bytes of an instance's log one answer carries, at most (its end)
+LOG_WAIT = 10.0  # seconds the master waits for a container to send a log

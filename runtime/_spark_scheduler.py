@@ -41,6 +41,7 @@ from typing import Any
 
 from . import _procs, _scheduler
 from ._client import RunningTopology
+from ._constants import LOG_WAIT
 from ._curve import TopologyKeys, make_client
 
 log = logging.getLogger("tupleflow.spark")
@@ -268,19 +269,25 @@ class SparkTopology(RunningTopology):
         return status
 
     def logs(self, component: str, task: int) -> str:
-        """An instance's log, from its container's directory on the executor's host;
-        FileNotFoundError naming that host's path when it is not on this machine."""
+        """An instance's log: read from its container's directory when that is on this
+        machine, else sent by the container through the master (its last MiB, see
+        ``LOG_TAIL``). FileNotFoundError naming the executor's path when neither can be
+        had (the topology is gone, or the container does not answer)."""
         container = self.plan.task(task).container
         folder = self.status().get("container_dirs", {}).get(container)
         if folder is None:
             raise FileNotFoundError(f"container {container} of topology {self.name!r} has "
                                     "not said where it runs yet")
         path = os.path.join(folder, "logs", f"{component}-{task}.log")
-        if not os.path.exists(path):
-            raise FileNotFoundError(f"{path}: the log is on the host of Spark executor "
-                                    f"running container {container}, not on this machine")
-        with open(path, errors="replace") as f:
-            return f.read()
+        if os.path.exists(path):
+            with open(path, errors="replace") as f:
+                return f.read()
+        try:
+            return self._ask("logs", timeout=LOG_WAIT + 5.0, component=component, task=task)
+        except (RuntimeError, TimeoutError) as exc:  # TopologyDead is a RuntimeError
+            raise FileNotFoundError(f"{path}: the log is on the host of the Spark executor "
+                                    f"running container {container}, and it could not be "
+                                    f"sent here: {exc}") from None
 
 
 # -- the task (the executor side) -----------------------------------------------------------

@@ -38,6 +38,7 @@ from ._backpressure import START, Backpressure, WaterMarks
 from ._constants import (
     BACKPRESSURE_HIGH,
     BACKPRESSURE_LOW,
+    LOG_TAIL,
     RESTART_BACKOFF_MAX,
     STATS_INTERVAL,
 )
@@ -460,6 +461,23 @@ class StreamManager:
                 self.kill_hung(msg["task"], msg.get("incarnation"), msg["reason"])
             elif msg is not None and msg["t"] == "welcome":
                 self.rewire(msg["inbound"])
+            elif msg is not None and msg["t"] == "logs":
+                self.send_log(msg)
+
+    def send_log(self, msg: dict) -> None:
+        """The end of one of this container's instances' logs, for the master to pass on
+        to a client (a remote container's logs are on its executor's host only)."""
+        task, component = msg.get("task"), msg.get("component")
+        children = getattr(self, "children", {})  # none before the master's welcome
+        if task not in children or self.plan.task(task).component != component:
+            ok, value = False, f"task {task} of {component!r} is not in container {self.container}"
+        else:
+            path = os.path.join(self.run_dir, "logs", f"{component}-{task}.log")
+            try:
+                ok, value = True, read_tail(path, int(msg.get("limit") or LOG_TAIL))
+            except OSError as exc:
+                ok, value = False, f"{path} on container {self.container}'s host: {exc.strerror}"
+        self.tell("logs_reply", request=msg.get("request"), ok=ok, value=value)
 
     def kill_hung(self, task: int, incarnation: int | None, reason: str) -> None:
         """SIGKILL an instance the master presumes hung (SIGKILL ends a stopped process
@@ -484,6 +502,20 @@ class StreamManager:
         if self.gate is not None:
             self.gate.stop()
         self.zctx.term()
+
+
+def read_tail(path: str, limit: int) -> str:
+    """The last ``limit`` bytes of a text file, from a whole line on, saying what it left
+    out."""
+    with open(path, "rb") as f:
+        size = f.seek(0, os.SEEK_END)
+        f.seek(max(0, size - limit))
+        data = f.read(limit)
+    if size <= limit:
+        return data.decode("utf-8", "replace")
+    cut = data.find(b"\n") + 1
+    return (f"[... the first {size - len(data) + cut:,} bytes are left out]\n"
+            + data[cut:].decode("utf-8", "replace"))
 
 
 def _cause(key) -> str | int:

@@ -31,7 +31,14 @@ from typing import Any
 import zmq
 
 from . import _controls, _curve, _health, _procs, _series, wire
-from ._constants import HEARTBEAT_TIMEOUT, MAX_SPOUT_PENDING, MESSAGE_TIMEOUT, RESTART_BACKOFF_MAX
+from ._constants import (
+    HEARTBEAT_TIMEOUT,
+    LOG_TAIL,
+    LOG_WAIT,
+    MAX_SPOUT_PENDING,
+    MESSAGE_TIMEOUT,
+    RESTART_BACKOFF_MAX,
+)
 from ._controls import check_keep, check_tap
 from ._exceptions import ExceptionLog
 from ._outbound import TAP_SECONDS
@@ -98,6 +105,9 @@ class TopologyMaster:
         self.samples: dict[tuple[int, str], list[dict]] = {}  # (task, stream) -> latest
         self.stopping = False
         self.kill_requests: list[tuple[bytes, Any]] = []
+        # relayed log requests: our request id -> (client, its id, container, deadline)
+        self.log_requests: dict[int, tuple[bytes, Any, int, float]] = {}
+        self._log_ids = 0
 
     @staticmethod
     def _blank(t) -> dict[str, Any]:
@@ -367,23 +377,71 @@ class TopologyMaster:
 
     def on_request(self, ident: bytes, msg: dict) -> None:
         what = msg["what"]
+        if what == "kill":  # answered when the topology is down
+            self.kill_requests.append((ident, msg["id"]))
+            self.stopping = True
+            return
+        if what == "logs":  # answered when the container sends the log
+            self.relay_logs(ident, msg)
+            return
         answer = getattr(self, f"answer_{what}", None)
         if answer is None:
             self.send(ident, "reply", id=msg["id"], ok=False, value=f"unknown request {what!r}")
-        elif what == "kill":
-            self.kill_requests.append((ident, msg["id"]))
-            self.stopping = True
-        else:
-            try:
-                value = answer(msg)
-            except ValueError as exc:  # a request the master refuses, saying why
-                self.send(ident, "reply", id=msg["id"], ok=False, value=str(exc))
-                return
-            self.send(ident, "reply", id=msg["id"], ok=True, value=value)
+            return
+        try:
+            value = answer(msg)
+        except ValueError as exc:  # a request the master refuses, saying why
+            self.send(ident, "reply", id=msg["id"], ok=False, value=str(exc))
+            return
+        self.send(ident, "reply", id=msg["id"], ok=True, value=value)
 
     def event(self, kind: str, **fields) -> None:
         self.events.append({"kind": kind, "time": time.time(), **fields})
         log.info("event %s %s", kind, fields)
+
+    # -- instance logs, from their containers ---------------------------------------------
+    def relay_logs(self, ident: bytes, msg: dict) -> None:
+        """Ask the container running ``msg["task"]`` for the end of that instance's log
+        (a remote container's log stays on its executor's host); ``on_logs_reply`` passes
+        the answer on, or ``expire_log_requests`` says the container did not give one."""
+        try:
+            task = int(msg["task"])
+            info = self.plan.task(task)
+        except (KeyError, TypeError, ValueError, IndexError):
+            info = None
+        if info is None or info.component != msg.get("component"):
+            self.send(ident, "reply", id=msg["id"], ok=False,
+                      value=f"no task {msg.get('task')!r} of {msg.get('component')!r}")
+            return
+        sm = self.sms.get(info.container)
+        if sm is None:
+            self.send(ident, "reply", id=msg["id"], ok=False,
+                      value=f"container {info.container} has not said hello yet")
+            return
+        self._log_ids += 1
+        self.log_requests[self._log_ids] = (ident, msg["id"], info.container,
+                                            self.clock() + LOG_WAIT)
+        self.send(sm["ident"], "logs", request=self._log_ids, component=info.component,
+                  task=task, limit=LOG_TAIL)
+
+    def on_logs_reply(self, ident: bytes, msg: dict) -> None:
+        waiting = self.log_requests.get(msg.get("request"))
+        if waiting is None:
+            return  # answered too late: the client was told already
+        client, req, container, _ = waiting
+        sm = self.sms.get(container)
+        if sm is None or sm["ident"] != ident:
+            log.warning("a log for container %s came from %r, not from it", container, ident)
+            return
+        del self.log_requests[msg["request"]]
+        self.send(client, "reply", id=req, ok=bool(msg.get("ok")), value=msg.get("value"))
+
+    def expire_log_requests(self, now: float) -> None:
+        for rid, (client, req, container, deadline) in list(self.log_requests.items()):
+            if now > deadline:
+                del self.log_requests[rid]
+                self.send(client, "reply", id=req, ok=False,
+                          value=f"container {container} did not send the log in {LOG_WAIT} s")
 
     # -- answers to the client ------------------------------------------------------------
     def answer_statistics(self, msg: dict) -> list[dict]:
@@ -519,6 +577,7 @@ class TopologyMaster:
             now = self.clock()
             self.watch_containers(now)
             self.watch_heartbeats(now)
+            self.expire_log_requests(now)
         self.shutdown()
 
     def submitter_gone(self) -> None:

@@ -149,6 +149,8 @@ CONTROL: dict[str, tuple[str, ...]] = {
     "samples": ("task", "incarnation", "stream", "samples"),  # instance -> TM: a tap's tuples
     "record": ("stream", "on"),  # TM -> instances: start/stop recording a stream to Parquet
     "sm_stats": ("container", "record"),  # SM -> TM: queued bytes/frames, time in backpressure
+    "logs": ("request", "component", "task", "limit"),  # TM -> SM: send an instance's log
+    "logs_reply": ("request", "ok", "value"),  # SM -> TM: its end (or why not), for a client
 }
 
 

@@ -326,6 +326,38 @@ def test_a_raising_bolt_is_logged_reported_and_restarted_while_the_rest_runs():
     assert os.getpid() not in spout_pids
 
 
+class Chatty(Bolt):
+    """Says in its log that it is ready; takes its input silently."""
+
+    outputs = []
+
+    def prepare(self, config, context):
+        print(f"chatty {context.task_id} ready", flush=True)
+
+    def process(self, tup):
+        pass
+
+
+def test_an_instances_log_is_also_sent_by_its_container_through_the_master():
+    topo = Topology("logs", **QUIET)
+    topo.spout("numbers", ListSpout([[i] for i in range(10)], fields=["n"]))
+    topo.bolt("chatty", Chatty, parallelism=2).shuffle_grouping("numbers")
+    with topo.submit(containers=2) as running:
+        tasks = running.plan.component_tasks()["chatty"]
+        assert {running.plan.task(t).container for t in tasks} == {0, 1}
+        running.wait_until(lambda s: all(r.state == "running" for r in s), timeout=20)
+        wait_for(lambda: all(f"chatty {t} ready" in running.logs("chatty", t) for t in tasks),
+                 20, "both bolts' first line")
+        for t in tasks:  # what a remote container's stream manager sends (docs/remote.md)
+            sent = running._ask("logs", component="chatty", task=t)
+            assert f"chatty {t} ready" in sent
+            assert running.logs("chatty", t).startswith(sent)  # a log only grows
+        with pytest.raises(RuntimeError, match="no task 999 of 'chatty'"):
+            running._ask("logs", component="chatty", task=999)
+        with pytest.raises(RuntimeError, match="no task"):
+            running._ask("logs", component="numbers", task=tasks[0])
+
+
 # -- 4. a value msgpack cannot carry --------------------------------------------------------
 
 def test_an_unencodable_value_is_reported_dropped_and_the_topology_runs_on():

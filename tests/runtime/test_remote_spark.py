@@ -41,6 +41,9 @@ SENTENCES = [" ".join(VOCABULARY[(i * k) % 30] for k in (1, 7, 11)) for i in ran
 class Split(BasicBolt):
     outputs = ["word"]
 
+    def prepare(self, config, context):
+        print(f"split {context.task_id} ready", flush=True)  # a line for its log
+
     def process(self, tup):
         for word in tup["sentence"].split():
             self.emit([word])
@@ -104,6 +107,11 @@ def test_two_containers_on_spark_ack_every_sentence(spark, spark_cluster, tuplef
         stats = running.wait_until(all_acked, timeout=90)
         status = running.status()
         log = running.logs("count", running.plan.component_tasks()["count"][0])
+        # what a container on another host sends instead (over TCP + CURVE, via the master)
+        split_task = running.plan.component_tasks()["split"][0]
+        sent = running._ask("logs", component="split", task=split_task)
+        assert f"split {split_task} ready" in sent
+        assert running.logs("split", split_task).startswith(sent)  # a log only grows
         sms = stream_managers(tupleflow_processes)
         parents = {c: " ".join(sm.parent().cmdline()) for c, sm in sms.items()}
     assert total(stats, "sentences", "failed") == 0

@@ -15,7 +15,7 @@ import pytest
 import zmq
 
 from runtime import Topology, wire
-from runtime._stmgr import StreamManager
+from runtime._stmgr import StreamManager, read_tail
 from runtime.testing import ListSink, ListSpout, wait_for
 
 
@@ -81,3 +81,12 @@ def test_frames_are_forwarded_whole_in_order_and_broken_ones_dropped(stream_mana
     finally:
         spout_sock.close()
         sink_sock.close()
+
+
+def test_a_log_is_sent_whole_or_from_a_whole_line_of_its_end(tmp_path):
+    path = tmp_path / "x.log"
+    path.write_bytes(b"first line\nsecond line\nthird \xe2\x98\x83\n")
+    assert read_tail(str(path), 1000) == "first line\nsecond line\nthird \u2603\n"
+    assert read_tail(str(path), 20) == "[... the first 23 bytes are left out]\nthird \u2603\n"
+    with pytest.raises(FileNotFoundError):
+        read_tail(str(tmp_path / "none.log"), 10)
