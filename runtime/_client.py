@@ -12,6 +12,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from . import _controls, _procs, _series, wire
+from ._constants import RECORD_DIR
 from ._controls import check_keep, check_tap
 from ._outbound import TAP_SECONDS
 from ._plan import PhysicalPlan
@@ -228,11 +229,17 @@ class RunningTopology:
         check_stream(self.plan.streams, component, stream)
         return self._ask("record", component=component, stream=stream, on=on)
 
+    @property
+    def record_base(self) -> str:
+        """Where recordings go: this run's own folder in the ``record_dir`` option, when
+        given (a folder the containers and this machine share), else the run directory."""
+        return self.plan.config.get(RECORD_DIR) or self.run_dir
+
     def recording_dir(self, component: str, stream: str = "default") -> str:
         """The folder a stream's Parquet segments are written to (it may not exist yet)."""
         from ._recording import recording_dir
 
-        return recording_dir(self.run_dir, component, stream)
+        return recording_dir(self.record_base, component, stream)
 
     def to_spark(self, component: str, stream: str = "default", spark=None):
         """What was recorded of ``component``'s ``stream``, as a ``pyspark.sql.DataFrame``

@@ -35,6 +35,8 @@ BACKPRESSURE_LOW = "backpressure_low"  # bytes it must drain below for the spout
 RECORD = "record"  # per component: the stream ids to record to Parquet from the start
 RECORD_ROWS = "record_segment_rows"  # rows per recorded Parquet segment, at most
 RECORD_SECONDS = "record_segment_seconds"  # seconds after which an open segment is written
+RECORD_DIR = "record_dir"  # a folder every container and the submitter share: recordings
+#                            go there, a folder per run (default: the run directory)
 METRICS_ENABLED = "metrics"  # False: no latency histograms, CPU or RSS (bare counters)
 
 DEFAULTS: dict[str, object] = {

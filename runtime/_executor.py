@@ -36,6 +36,7 @@ from ._constants import (
     MESSAGE_TIMEOUT,
     METRICS_ENABLED,
     RECORD,
+    RECORD_DIR,
     RECORD_ROWS,
     RECORD_SECONDS,
     SYSTEM,
@@ -731,7 +732,8 @@ class Executor:
             list(self.spec.streams[stream]), declared_types(self.spec.impl, stream),
             report=lambda message: self.on_error(where, RuntimeError(message)),
             segment_rows=int(self.config.get(RECORD_ROWS, 200_000)),
-            segment_seconds=float(self.config.get(RECORD_SECONDS, 1.0)), clock=self.wall)
+            segment_seconds=float(self.config.get(RECORD_SECONDS, 1.0)), clock=self.wall,
+            base=self.config.get(RECORD_DIR))
 
     def close_recordings(self) -> None:
         """Write every open segment (called on the way out, after the last flush)."""

@@ -7,6 +7,7 @@ enter (``Topology``/``submit`` through the physical plan, and the ``%%topology``
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
 from typing import Any
 
@@ -46,6 +47,11 @@ def _pending(x: Any) -> str | None:
     return None if ok else f"an integer >= 1, {c.AUTO!r} or None"
 
 
+def _folder(x: Any) -> str | None:
+    ok = x is None or (isinstance(x, str) and os.path.isabs(x))
+    return None if ok else "an absolute path (a folder the containers and this machine share)"
+
+
 def _streams(x: Any) -> str | None:
     ok = isinstance(x, list | tuple) and all(isinstance(s, str) for s in x)
     return None if ok else "a list of stream ids"
@@ -69,4 +75,5 @@ CHECKS: dict[str, Callable[[Any], str | None]] = {
     c.RECORD: _streams,
     c.RECORD_ROWS: _int_from(1),
     c.RECORD_SECONDS: _seconds(positive=True),
+    c.RECORD_DIR: _folder,
 }

@@ -520,13 +520,15 @@ def read_fields(folder: str) -> tuple[list[str], dict[str, str]] | None:
 def open_recorder(run_dir: str, component: str, stream: str, task: int, fields: list[str],
                   types: dict[str, str], *, report: Callable[[str], None] = log.error,
                   segment_rows: int = SEGMENT_ROWS, segment_seconds: float = SEGMENT_SECONDS,
-                  clock: Callable[[], float] = time.time) -> Recorder:
-    """A recorder of one stream of one task, writing under ``run_dir``, with its converter
-    process started and ready (pyarrow warmed up); ``report`` is called (on the tuple
-    path's thread) with each error the converter met."""
+                  clock: Callable[[], float] = time.time,
+                  base: str | None = None) -> Recorder:
+    """A recorder of one stream of one task, writing under ``base`` (the run's own folder
+    in the ``record_dir`` option, when given) or else ``run_dir``, with its converter
+    process started and ready (pyarrow warmed up; its log in ``run_dir``); ``report`` is
+    called (on the tuple path's thread) with each error the converter met."""
     from ._recording_convert import Converter
 
-    folder = recording_dir(run_dir, component, stream)
+    folder = recording_dir(base or run_dir, component, stream)
     write_fields(folder, list(fields), types)
     prefix = f"part-{task:05d}-{time.time_ns()}"
     log_path = os.path.join(run_dir, "logs", f"{component}-{task}-recorder-{stream}.log")

@@ -7,6 +7,7 @@ pickled user code over its stdin pipe, and waits for it to say where it listens.
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import secrets
 import select
@@ -21,6 +22,7 @@ import cloudpickle
 
 from . import _procs
 from ._client import RunningTopology
+from ._constants import RECORD_DIR
 from ._topology import TopologyError
 
 READY_TIMEOUT = 15.0  # seconds for the topology master to start listening
@@ -43,6 +45,7 @@ def submit(topology, *, scheduler: str, containers: int,
     bundle = pickle_components(topology)
     secret = secrets.token_bytes(32)
     run_dir = make_run_dir(topology.name, containers)
+    plan = with_record_root(plan, run_dir)
     boot = {"secret": secret, "run_dir": run_dir, "plan": plan.to_data(), "bundle": bundle,
             "detached": detached, "sys_path": _sys_path()}
     submitted = time.time()
@@ -51,6 +54,16 @@ def submit(topology, *, scheduler: str, containers: int,
                         env=_child_env())
     endpoint = _await_ready(proc, run_dir)
     return RunningTopology(topology.name, plan, run_dir, secret, endpoint, proc, submitted)
+
+
+def with_record_root(plan, run_dir: str):
+    """``plan``, whose ``record_dir`` (if given) now names this run's own folder in it
+    (named after the run directory), so that two runs never mix their recordings."""
+    folder = plan.config.get(RECORD_DIR)
+    if not folder:
+        return plan
+    root = os.path.join(folder, os.path.basename(run_dir))
+    return dataclasses.replace(plan, config={**plan.config, RECORD_DIR: root})
 
 
 def pickle_components(topology) -> bytes:

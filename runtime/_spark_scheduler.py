@@ -41,7 +41,7 @@ from typing import Any
 
 from . import _procs, _scheduler
 from ._client import RunningTopology
-from ._constants import LOG_WAIT
+from ._constants import LOG_WAIT, RECORD_DIR
 from ._curve import TopologyKeys, make_client
 
 log = logging.getLogger("tupleflow.spark")
@@ -70,6 +70,7 @@ def submit(topology, *, containers: int, config: Mapping[str, Any]) -> SparkTopo
     bundle = _scheduler.pickle_components(topology)
     secret, keys = secrets.token_bytes(32), TopologyKeys.generate()
     run_dir = _scheduler.make_run_dir(topology.name, containers)
+    plan = _scheduler.with_record_root(plan, run_dir)
     boot = {"secret": secret, "run_dir": run_dir, "plan": plan.to_data(), "bundle": bundle,
             "detached": False, "sys_path": _scheduler._sys_path(),
             "remote": {"keys": keys.to_data(), **remote}}
@@ -246,6 +247,18 @@ class SparkTopology(RunningTopology):
         sock.setsockopt(zmq.LINGER, 0)
         sock.connect(self.endpoint)
         return sock
+
+    @property
+    def record_base(self) -> str:
+        """This run's folder in ``record_dir``; ValueError without it: the containers
+        record on their executors' hosts, where this machine cannot read."""
+        base = self.plan.config.get(RECORD_DIR)
+        if not base:
+            raise ValueError(f"topology {self.name!r} runs on Spark, so its recordings are "
+                             "written on the executors' hosts; submit it with record_dir="
+                             "<a folder every executor and this machine share> to read "
+                             "them here")
+        return base
 
     def kill(self, timeout: float = 2.0) -> None:
         self.job.stopping.set()  # first: a round that fails now is not submitted again

@@ -42,8 +42,8 @@ __all__ = ["META_COLUMNS", "read_pandas", "read_table", "recording_dir", "segmen
 
 
 def _run_dir(source: Any) -> str:
-    """A run directory, or anything with a ``run_dir`` (a RunningTopology)."""
-    return os.fspath(getattr(source, "run_dir", source))
+    """A run directory (or its folder in a ``record_dir``), or a RunningTopology."""
+    return os.fspath(getattr(source, "record_base", source))
 
 
 def segments(source: Any, component: str, stream: str = "default", *,

@@ -125,3 +125,28 @@ def test_a_restarted_instance_keeps_recording_what_was_started_live():
                  "segments written by the new incarnation")
     names = {os.path.basename(f).split("-")[2] for f in segments(running, "numbers")}
     assert len(names) == 2  # two incarnations, each its own files (none overwritten)
+
+
+def test_a_record_dir_takes_the_recordings_in_a_folder_of_this_run(tmp_path):
+    values = [[f"w{i % 7}", i] for i in range(500)]
+    topo = Topology("rec-dir", **FAST, record_dir=str(tmp_path))
+    topo.spout("words", ListSpout(values, fields=["word", "n: int"])).record()
+    topo.bolt("sink", ListSink).shuffle_grouping("words")
+    with topo.submit() as running:
+        wait_for(lambda: total(running, "sink", "executed") == len(values), 60, "all sunk")
+    run = os.path.basename(running.run_dir)
+    assert running.record_base == str(tmp_path / run)
+    assert running.recording_dir("words").startswith(str(tmp_path / run / "recordings"))
+    rows = read_table(running, "words").to_pylist()
+    assert sorted((r["word"], r["n"]) for r in rows) == sorted(map(tuple, values))
+    assert not os.path.exists(os.path.join(running.run_dir, "recordings"))
+    assert os.listdir(tmp_path) == [run]  # another run gets a folder of its own
+
+
+def test_a_record_dir_must_be_an_absolute_path():
+    from runtime import TopologyError
+
+    topo = Topology("rec-dir", record_dir="recordings")
+    topo.spout("words", ListSpout([["a"]], fields=["word"]))
+    with pytest.raises(TopologyError, match="record_dir.*absolute path"):
+        topo.physical_plan(1)

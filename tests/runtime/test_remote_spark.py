@@ -288,3 +288,28 @@ def malformed(header: bytes, unknown_kind: bytes) -> list[list[bytes]]:
     """Data messages a stream manager must drop, with a log line each."""
     return [[b"one part"], [b"a", b"b", b"c"], [b"short", b"header"],
             [unknown_kind, b"unknown kind"], [header[:-1], b"truncated header"]]
+
+
+# -- recordings in a shared record_dir ---------------------------------------------------------
+
+def test_a_record_dir_brings_the_containers_recordings_to_spark(spark, spark_cluster, tmp_path):
+    topo = Topology("spark-rec", **QUIET)
+    topo.spout("sentences", ListSpout([[s] for s in SENTENCES], fields=["sentence"],
+                                      replay=True))
+    topo.bolt("split", Split, parallelism=2).shuffle_grouping("sentences").record()
+    topo.bolt("count", WordCount, parallelism=2).fields_grouping("split", ["word"])
+    running = topo.submit(scheduler="spark", master=spark_cluster.master_url, containers=2,
+                          ackers=1, record_dir=str(tmp_path))
+    with running:
+        running.wait_until(all_acked, timeout=90)
+        running.stop_recording("split")
+        words = sum(len(sentence.split()) for sentence in SENTENCES)
+        stats = running.wait_until(  # each split's report after the recording stopped
+            lambda s: total(s, "split", "emitted") >= words
+            and all(r.recording == [] for r in s if r.component == "split"), timeout=60)
+    # read once the containers gave their Spark task slots back (the job holds them all)
+    frame = running.to_spark("split", spark=spark)
+    assert frame.count() == total(stats, "split", "emitted") > 0
+    tasks = {r["_task"] for r in frame.select("_task").distinct().collect()}
+    assert tasks == set(running.plan.component_tasks()["split"])  # both containers'
+    assert os.listdir(tmp_path) == [os.path.basename(running.run_dir)]

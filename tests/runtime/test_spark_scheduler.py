@@ -64,3 +64,15 @@ def test_a_container_task_carries_keys_and_an_address_but_no_user_code(topology_
     env = supervisor.env()
     assert env[CONTAINER_ENV] == "1" and env["TUPLEFLOW_RUN_ROOT"] == topology_guard
     assert supervisor.run_dir.startswith(topology_guard)
+
+
+def test_reading_a_spark_topologys_recordings_needs_a_record_dir():
+    from types import SimpleNamespace
+
+    from runtime._spark_scheduler import SparkTopology
+
+    without = SimpleNamespace(name="t", plan=SimpleNamespace(config={}))
+    with pytest.raises(ValueError, match="written on the executors' hosts.*record_dir="):
+        SparkTopology.record_base.fget(without)
+    shared = SimpleNamespace(name="t", plan=SimpleNamespace(config={"record_dir": "/srv/r/x"}))
+    assert SparkTopology.record_base.fget(shared) == "/srv/r/x"
