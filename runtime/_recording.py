@@ -246,9 +246,7 @@ class SegmentSink:
         task = task_of(name, self.task)
         meta, n = _meta_columns(pa, task, roots, stamps), len(roots)
         try:
-            if self.schema is None:
-                self.schema = read_schema(self.folder)
-            first = self.schema is None
+            first = self._folder_schema() is None
             table = self._table(pa, columns, meta)
             if first and not self._fixed_schema(table.schema):
                 table = self._table(pa, columns, meta)  # another writer's types won
@@ -280,33 +278,38 @@ class SegmentSink:
         self.schema = fix_schema(self.folder, schema)
         return self.schema.equals(schema)
 
+    def _folder_schema(self):
+        """``self.schema``, taken from the folder if another writer fixed it already."""
+        if self.schema is None:
+            self.schema = read_schema(self.folder)
+        return self.schema
+
     def quick_types(self) -> list | None:
-        """Per field, its Arrow type when known (the first segment's, else its hint) or
-        None when the data will tell; None as a whole when a known type is not flat (text,
+        """Per field, its Arrow type when known (the folder's, else its hint) or None
+        when the data will tell; None as a whole when a known type is not flat (text,
         bytes, numbers, booleans): such a stream is decoded the exact way only."""
         import pyarrow as pa
 
-        if self.schema is not None:
+        if self._folder_schema() is not None:
             types = [self.schema.field(i).type for i in range(len(self.fields))]
         else:
             types = [arrow_type(pa, self.types[name]) if name in self.types else None
                      for name in self.fields]
         return types if all(kind is None or _is_flat(kind) for kind in types) else None
 
-    def write_quick(self, parts: Iterable[tuple[list[list], list, tuple[list, list]]], *,
-                    name: str | None = None) -> str:
+    def write_quick(self, parts: Iterable[tuple[list[list], list, tuple[list, list]]],
+                    types: list, *, name: str | None = None) -> str:
         """One segment, decoded the quick way (``chunks_of(..., text=False)``: text as
-        UTF-8 bytes, which Arrow checks as it casts them) for the types ``quick_types``
-        gave, to one Parquet file; the path. Each part becomes Arrow arrays before the
-        next is decoded. A value that does not fit raises NeedsText; nothing is written."""
+        UTF-8 bytes, which Arrow checks as it casts them) for the ``types`` that
+        ``quick_types`` gave, to one Parquet file; the path. Each part becomes Arrow
+        arrays before the next is decoded. A value that does not fit raises NeedsText;
+        nothing is written."""
         import pyarrow as pa
 
         from ._recording_raw import NeedsText
 
         name = name or self._next_name()
-        if self.schema is None:
-            self.schema = read_schema(self.folder)
-        task, types = task_of(name, self.task), self.quick_types()
+        task = task_of(name, self.task)
         names, batches, n = [*self.fields, *META_COLUMNS], [], 0
         for columns, roots, stamps in parts:  # what decoding raises goes through
             try:
@@ -395,8 +398,8 @@ def quick_array(pa, values: list, kind):
     them) as an Arrow array of type ``kind``, or, when ``kind`` is None, of the type the
     values show: every bytes value is text then (``columns_of`` made sure of it)."""
     if kind is None:
-        array = pa.array(values)
-        if pa.types.is_binary(array.type) or pa.types.is_null(array.type):
+        array = _first_array(pa, values, None)
+        if pa.types.is_binary(array.type):
             return array.cast(pa.string())
         if not _is_flat(array.type):
             raise pa.ArrowTypeError(f"{array.type} is not a flat column")

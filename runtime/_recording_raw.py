@@ -86,20 +86,12 @@ class BadSegment(ValueError):
 CHUNK_ROWS = 16_384  # rows the quick way decodes before it turns them into Arrow arrays
 
 
-def columns_of(data: bytes, arity: int, *, text: bool = True, bytes_ok: bool = True
-               ) -> tuple[list[list], list, tuple[list, list]]:
+def columns_of(data: bytes, arity: int) -> tuple[list[list], list, tuple[list, list]]:
     """A raw segment's rows as ``(columns, roots, (ends, times))``, the shape
     ``SegmentSink.write`` takes: one list per field (moved batch by batch, so no row
     lists outlive their batch), one signed root id or None per row, and the flush times
-    as runs (rows ``[ends[i-1], ends[i])`` were flushed at ``times[i]``).
-
-    ``text=False`` is the quick decoding: msgpack strings stay UTF-8 ``bytes`` and
-    arrays become tuples (about 75 ns a row less than Python strings in lists), for a
-    sink whose columns are all flat (``SegmentSink.quick_types``), which has Arrow
-    check the bytes as text. A bytes value then looks like text: with
-    ``bytes_ok=False`` (a column's type still to be inferred), a record that may hold
-    one raises NeedsText."""
-    return next(chunks_of(data, arity, text=text, bytes_ok=bytes_ok, rows=None))
+    as runs (rows ``[ends[i-1], ends[i])`` were flushed at ``times[i]``)."""
+    return next(chunks_of(data, arity, rows=None))
 
 
 def chunks_of(data: bytes, arity: int, *, text: bool = True, bytes_ok: bool = True,
@@ -108,7 +100,14 @@ def chunks_of(data: bytes, arity: int, *, text: bool = True, bytes_ok: bool = Tr
     the last (``None``: one part), decoded as they are asked for: the quick way turns
     each into Arrow arrays before it decodes the next, which keeps ~20x fewer Python
     objects alive (and out of the caches the emitting processes use) than a whole
-    segment would. At least one part, empty for a segment without rows."""
+    segment would. At least one part, empty for a segment without rows.
+
+    ``text=False`` is the quick decoding: msgpack strings stay UTF-8 ``bytes`` and
+    arrays become tuples (about 75 ns a row less than Python strings in lists), for a
+    sink whose columns are all flat (``SegmentSink.quick_types``), which has Arrow
+    check the bytes as text. A bytes value then looks like text: with
+    ``bytes_ok=False`` (a column's type still to be inferred), a record that may hold
+    one raises NeedsText."""
     columns: list[list] = [[] for _ in range(arity)]
     getters = [itemgetter(i) for i in range(arity)]
     roots: list = []
@@ -182,7 +181,7 @@ def write_segment(sink, data: bytes, name: str) -> str:
         try:
             parts = chunks_of(data, arity, text=False, bytes_ok=None not in types,
                               rows=CHUNK_ROWS)
-            return sink.write_quick(parts, name=name)
+            return sink.write_quick(parts, types, name=name)
         except NeedsText:
             log.info("recording: %s does not fit the quick way; decoding it as text", name)
     return sink.write(*columns_of(data, arity), name=name)

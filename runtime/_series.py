@@ -341,7 +341,7 @@ def combine(instances: list[dict]) -> dict:
     by_stream: dict[str, float] = {}
     for i in instances:
         merge(by_stream, i.get("stream_emitted_per_s") or {})
-    out["stream_emitted_per_s"] = {name: _sum([n]) for name, n in sorted(by_stream.items())}
+    out["stream_emitted_per_s"] = {name: round(n, 6) for name, n in sorted(by_stream.items())}
     executed = out["executed"]
     out["execute_latency_ms"] = (round(out["busy_seconds"] / executed * 1000, 3)
                                  if executed else None)

@@ -38,7 +38,6 @@ from ._backpressure import START, Backpressure, WaterMarks
 from ._constants import (
     BACKPRESSURE_HIGH,
     BACKPRESSURE_LOW,
-    LOG_TAIL,
     RESTART_BACKOFF_MAX,
     STATS_INTERVAL,
 )
@@ -467,17 +466,17 @@ class StreamManager:
     def send_log(self, msg: dict) -> None:
         """The end of one of this container's instances' logs, for the master to pass on
         to a client (a remote container's logs are on its executor's host only)."""
-        task, component = msg.get("task"), msg.get("component")
+        task, component = msg["task"], msg["component"]
         children = getattr(self, "children", {})  # none before the master's welcome
         if task not in children or self.plan.task(task).component != component:
             ok, value = False, f"task {task} of {component!r} is not in container {self.container}"
         else:
             path = os.path.join(self.run_dir, "logs", f"{component}-{task}.log")
             try:
-                ok, value = True, read_tail(path, int(msg.get("limit") or LOG_TAIL))
+                ok, value = True, read_tail(path, int(msg["limit"]))
             except OSError as exc:
                 ok, value = False, f"{path} on container {self.container}'s host: {exc.strerror}"
-        self.tell("logs_reply", request=msg.get("request"), ok=ok, value=value)
+        self.tell("logs_reply", request=msg["request"], ok=ok, value=value)
 
     def kill_hung(self, task: int, incarnation: int | None, reason: str) -> None:
         """SIGKILL an instance the master presumes hung (SIGKILL ends a stopped process

@@ -425,7 +425,7 @@ class TopologyMaster:
                   task=task, limit=LOG_TAIL)
 
     def on_logs_reply(self, ident: bytes, msg: dict) -> None:
-        waiting = self.log_requests.get(msg.get("request"))
+        waiting = self.log_requests.get(msg["request"])
         if waiting is None:
             return  # answered too late: the client was told already
         client, req, container, _ = waiting
@@ -434,7 +434,7 @@ class TopologyMaster:
             log.warning("a log for container %s came from %r, not from it", container, ident)
             return
         del self.log_requests[msg["request"]]
-        self.send(client, "reply", id=req, ok=bool(msg.get("ok")), value=msg.get("value"))
+        self.send(client, "reply", id=req, ok=bool(msg["ok"]), value=msg["value"])
 
     def expire_log_requests(self, now: float) -> None:
         for rid, (client, req, container, deadline) in list(self.log_requests.items()):

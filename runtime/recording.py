@@ -41,8 +41,9 @@ log = logging.getLogger("tupleflow.recording")
 __all__ = ["META_COLUMNS", "read_pandas", "read_table", "recording_dir", "segments"]
 
 
-def _run_dir(source: Any) -> str:
-    """A run directory (or its folder in a ``record_dir``), or a RunningTopology."""
+def _record_base(source: Any) -> str:
+    """Where recordings are: a run directory (or its folder in a ``record_dir``), or a
+    RunningTopology's ``record_base``."""
     return os.fspath(getattr(source, "record_base", source))
 
 
@@ -51,7 +52,7 @@ def segments(source: Any, component: str, stream: str = "default", *,
     """The complete Parquet segments of a recording, oldest first per task (none if
     nothing was recorded yet); with ``rejected=True``, those of its ``_rejected`` folder.
     Leftover raw segments are converted first (see the module docstring)."""
-    folder = recording_dir(_run_dir(source), component, stream)
+    folder = recording_dir(_record_base(source), component, stream)
     if leftovers(folder) and (sink := _leftover_sink(folder)) is not None:
         convert_leftovers(folder, lambda: sink)
     if rejected:

@@ -94,13 +94,13 @@ def graph_order(topology: Any) -> list[str]:
 def overlay(snapshot: Mapping[str, Any], edges: Iterable[tuple] = ()) -> dict:
     """Capacity, failed tuples, restarts and backpressure per component; each edge's rate:
     the tuples per second its source emitted on the streams the edge subscribes to (its
-    data's ``stream``/``streams``; every subscriber of a stream gets all of it), or on
-    all its streams for an edge given without data.
+    data's ``streams``; every subscriber of a stream gets all of it), or on all its
+    streams for an edge given without data.
 
     >>> snap = {"metrics": {"components": {"a": {"capacity": 0.5, "emitted_per_s": 12.0,
     ...         "stream_emitted_per_s": {"default": 10.0, "odd": 2.0}}}},
     ...         "status": {"backpressure": [{"cause": 3, "component": "b"}]}}
-    >>> overlay(snap, [("a", "b", {"stream": "odd"}), ("a", "c")])
+    >>> overlay(snap, [("a", "b", {"streams": ["odd"]}), ("a", "c")])
     ... # doctest: +NORMALIZE_WHITESPACE
     {'nodes': {'a': {'capacity': 0.5, 'failed': None, 'restarts': None, 'backpressure': False},
                'b': {'backpressure': True}}, 'edges': {('a', 'b'): '2/s', ('a', 'c'): '12/s'}}
@@ -122,7 +122,7 @@ def overlay(snapshot: Mapping[str, Any], edges: Iterable[tuple] = ()) -> dict:
 
 def edge_rate(source: Mapping[str, Any], data: Mapping[str, Any]) -> float | None:
     """Tuples per second on an edge from ``source``'s metrics and the edge's data."""
-    streams = data.get("streams") or ([data["stream"]] if data.get("stream") else None)
+    streams = data.get("streams")
     by_stream = source.get("stream_emitted_per_s")
     if streams and isinstance(by_stream, Mapping):
         return sum(by_stream.get(s, 0) for s in set(streams))
