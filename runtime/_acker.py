@@ -28,11 +28,11 @@ Send = Callable[[bytes, bytes], None]
 EXPIRE_EVERY = 0.5  # seconds between looks for timed-out roots
 
 
-def _acks_body(batch: list) -> tuple[list, list]:
-    """An ACKS body: ``[leaves, messages]``, two lists (see :mod:`runtime.wire`)."""
-    if len(batch) != 2 or type(batch[0]) is not list or type(batch[1]) is not list:
-        raise wire.WireError("an ACKS body must be [leaf roots, [op, root, value, ...]]")
-    return batch[0], batch[1]
+def _acks_body(batch) -> list:
+    """An ACKS body: flat ``op, root, value`` triples (see :mod:`runtime.wire`)."""
+    if type(batch) is not list or len(batch) % 3:
+        raise wire.WireError("an ACKS body must be flat op, root, value triples")
+    return batch
 
 
 class AckerExecutor:
@@ -71,16 +71,10 @@ class AckerExecutor:
         h = wire.parse_header(header)
         if h.kind != wire.ACKS:
             raise wire.WireError(f"frame kind {h.kind} is not for an acker")
-        leaves, messages = _acks_body(wire.decode_batch(body))
+        messages = _acks_body(wire.decode_batch(body))
         if self.first_executed is None:
             self.first_executed = self.wall()
         rejected, ledger = self.ledger.rejected, self.ledger
-        if leaves:
-            done = ledger.complete_leaves(leaves)
-            if done is None:  # not all plain leaves of one task: one by one
-                messages = [x for root in leaves for x in (wire.ACK_ACK, root, root)] + messages
-            else:
-                self._completed(*done)
         if messages:
             ledger.settle(messages, self.monotonic(), h.src, self._decisions)
             self._route()
@@ -88,15 +82,9 @@ class AckerExecutor:
             self.dropped += ledger.rejected - rejected
             log.warning("dropped %d malformed ack messages from task %d",
                         ledger.rejected - rejected, h.src)
-        self.executed += len(leaves) + len(messages) // 3
+        self.executed += len(messages) // 3
         self.last_executed = self.wall()
         self.flush()  # the outcomes go at once: one ACKED frame per ACKS frame at most
-
-    def _completed(self, task: int, roots: list[int]) -> None:
-        """Roots of one spout task completed together: filed in one step."""
-        pairs = [wire.ACKED_OK] * (2 * len(roots))
-        pairs[0::2] = roots
-        self.outcomes.setdefault(task, []).extend(pairs)
 
     def _route(self) -> None:
         """File the ledger's decisions under the spout task each goes to."""

@@ -44,7 +44,7 @@ from ._constants import (
     TICK_FREQ_SECS,
     TUNE_INTERVAL,
 )
-from ._ledger import RootIds, draw_bits, new_id, task_bits
+from ._ledger import SELF_INIT, RootIds, draw_bits, new_id, task_bits
 from ._metrics import LatencyHistogram
 from ._outbound import Outlet, StreamOut, Tap
 from ._plan import PhysicalPlan
@@ -102,12 +102,15 @@ class Executor:
         self.streams = self._build_streams(send)
         self.acking = int(self.config[ACKERS]) > 0
         self._acker_tasks = plan.component_tasks().get(ACKER, ())
-        # per acker task, the ACKS body being filled: [leaves, [op, root, value, ...]]
-        self._ack_out = {t: [[], []] for t in self._acker_tasks}
+        # per acker task, the ACKS body being filled: flat op, root, value triples
+        self._ack_out: dict[int, list] = {t: [] for t in self._acker_tasks}
         self._ack_headers = {t: wire.data_header(wire.ACKS, 0, t, task)
                              for t in self._acker_tasks}
-        self._ack_batches = [self._ack_out[t][1] for t in self._acker_tasks]  # by root % n
-        self._ack_leaves = [self._ack_out[t][0] for t in self._acker_tasks]
+        self._ack_batches = list(self._ack_out.values())  # by root % n
+        # roots of one-tuple trees acked here, for the spout tasks written in them
+        self._leaves: list[int] = []
+        self._leaf_shift = 63 - task_bits(len(plan.tasks))
+        self._leaf_headers: dict[int, bytes] = {}
         self._send = send
         self.tracker = self._tracker() if self.kind == "spout" and self.acking else None
         # a plain bolt that sends nothing anywhere: no field to emit, no subscriber
@@ -353,16 +356,14 @@ class Executor:
     def _make_bolt_ack(self):
         """The bolt's ``ack``: :meth:`_bolt_ack`, with the commonest case written out
         (a spout tuple's only copy that anchored nothing: its root goes on the leaves)."""
-        leaves = self._ack_leaves
-        only = leaves[0] if len(leaves) == 1 else None
-        slow = self._bolt_ack
+        leaves, slow = self._leaves, self._bolt_ack
 
         def ack(tup: Tuple) -> None:
             ids = tup.ids
-            if only is not None and type(ids) is int and not tup.ack_val:
+            if type(ids) is int and not tup.ack_val:
                 self.acked += 1
                 tup.ids = None  # a second ack of the same tuple changes nothing
-                only.append(ids)
+                leaves.append(ids)
                 return
             slow(tup)
 
@@ -377,9 +378,8 @@ class Executor:
         if type(ids) is int:  # a spout tuple's only copy: its root is its edge id
             if tup.ack_val:
                 self._ack(wire.ACK_ACK, ids, ids ^ tup.ack_val)
-            else:  # ...and it anchored nothing: the whole tree, a leaf
-                leaves = self._ack_leaves
-                leaves[ids % len(leaves)].append(ids)
+            else:  # ...and it anchored nothing: the whole tree, complete
+                self._leaves.append(ids)
             return
         ack_val = tup.ack_val
         for root, edge in ids.items():
@@ -393,8 +393,12 @@ class Executor:
                 self._ack(wire.ACK_FAIL, root, 0)
 
     def _bolt_reset_timeout(self, tup: Tuple) -> None:
-        """Restart the timeout of every tree this tuple belongs to."""
+        """Restart the timeout of every tree this tuple belongs to. The acker holds the
+        root from now on, so a one-tuple tree's ack must go to it too, not straight to
+        the spout: the int ids become their ``{root: root}`` map."""
         if tup.ids and self.acking:
+            if type(tup.ids) is int:
+                tup.ids = {tup.ids: tup.ids}
             for root in roots_of(tup.ids):
                 self._ack(wire.ACK_RESET, root, 0)
 
@@ -670,13 +674,44 @@ class Executor:
         self.send_acks()
 
     def send_acks(self) -> None:
-        """Send what was queued for each acker task."""
-        for task, body in self._ack_out.items():
-            leaves, messages = body
-            if leaves or messages:
-                self._send(self._ack_headers[task], wire.encode_batch(body))
-                leaves.clear()
+        """Send the completed leaves to their spout tasks, and what was queued for each
+        acker task."""
+        if self._leaves:
+            self._send_leaves()
+        for task, messages in self._ack_out.items():
+            if messages:
+                self._send(self._ack_headers[task], wire.encode_batch(messages))
                 messages.clear()
+
+    def _send_leaves(self) -> None:
+        """A one-tuple tree (a spout tuple's only copy, acked by a bolt that anchored
+        nothing to it) is complete when that tuple is acked: nobody else holds anything
+        of it, so its completion goes straight to the spout task written in its root, in
+        an ``ACKED`` frame, and no acker is asked (docs/internals/acker.md, "Leaves")."""
+        leaves, shift = self._leaves, self._leaf_shift
+        low, high = min(leaves), max(leaves)
+        if low >= SELF_INIT and high < 1 << 64 and low >> shift == high >> shift:
+            groups = {low >> shift: leaves}  # the usual frame: one spout task's roots
+        else:
+            groups = {}
+            for root in leaves:
+                if SELF_INIT <= root < 1 << 64:
+                    groups.setdefault(root >> shift, []).append(root)
+                else:  # an int id that is no self-initialising root: the acker decides
+                    self._ack(wire.ACK_ACK, root, root)
+        mask = (1 << 63 - shift) - 1
+        for key, roots in groups.items():
+            pairs = [wire.ACKED_OK] * (2 * len(roots))
+            pairs[0::2] = roots
+            self._send(self._leaf_header(key & mask), wire.encode_batch(pairs))
+        leaves.clear()
+
+    def _leaf_header(self, spout_task: int) -> bytes:
+        header = self._leaf_headers.get(spout_task)
+        if header is None:
+            header = self._leaf_headers[spout_task] = wire.data_header(
+                wire.ACKED, 0, spout_task, self.task)
+        return header
 
     # -- taps (running.sample) ----------------------------------------------------------
     def tap(self, stream: str, n: int, seconds: float) -> None:

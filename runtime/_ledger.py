@@ -307,34 +307,6 @@ class AckLedger:
         self.settle(messages, now, sender, out)
         return _decisions(out)
 
-    # -- the acker's hot path ----------------------------------------------------------------
-    def complete_leaves(self, roots: list[int]) -> tuple[int, list[int]] | None:
-        """The commonest acks, settled in C: acks of self-initialising roots of one
-        spout task by tuples that anchored nothing (the ack ``ACK, root, root`` of a
-        root's only copy, a leaf: the whole tree), none of them a root this ledger holds
-        anything about. Each is complete: they are counted and returned with their spout
-        task. Otherwise None and nothing done: apply them as ``ACK, root, root`` messages
-        with :meth:`settle` (which also expires what is due; this reads no clock).
-
-        >>> ledger, ids = AckLedger(30.0), RootIds(task=9)
-        >>> a, b = ids.new(), ids.new()
-        >>> ledger.complete_leaves([a, b]) == (9, [a, b])
-        True
-        >>> ledger.complete_leaves([a, 12]) is None
-        True
-        """
-        if not roots or set(map(type, roots)) != _INT:
-            return None
-        low, high, shift = min(roots), max(roots), self._shift
-        if not (low >= SELF_INIT and high < 1 << 64 and low >> shift == high >> shift):
-            return None  # (the same top bits: the same task, for every root between)
-        unique = set(roots)
-        if len(unique) != len(roots) or not all(
-                b.keys().isdisjoint(unique) for b in self._pending._buckets):
-            return None
-        self._completed += len(roots)
-        return low >> shift & self._task_mask, roots
-
     def settle(self, messages, now: float, sender: int, out: list) -> None:
         """:meth:`apply`, with each decision appended to ``out`` as three ints,
         ``outcome, root, spout task`` (outcomes as on the wire: ``ACKED_OK``,

@@ -35,9 +35,10 @@ import msgpack
 DATA = 1  # body: a batch of tuples, each a list of values (at most once)
 TRACKED = 2  # body: flat values, ids, values, ids... (ids: {root: edge}, or an int root
 # that is its own edge id: a spout tuple's only copy) for at-least-once tuples
-ACKS = 3  # body: [leaf roots, flat op, root, value triples (ACK ops)] for an acker task;
-# an INIT's spout task is the frame's source (docs/internals/acker.md, "Frames")
-ACKED = 4  # body: flat root, outcome pairs (ACKED outcomes) for a spout task
+ACKS = 3  # body: flat op, root, value triples (ACK ops) for an acker task; an INIT's
+# spout task is the frame's source (docs/internals/acker.md, "Frames")
+ACKED = 4  # body: flat root, outcome pairs (ACKED outcomes) for a spout task, from an
+# acker, or from the bolt that acked a one-tuple tree (docs/internals/acker.md, "Leaves")
 HELLO = 9  # instance -> its stream manager, once connected: "route my frames to me"
 BACKPRESSURE = 10  # stream manager -> peers: src is the cause task; stream 1 = start, 0 = stop
 KINDS = frozenset({DATA, TRACKED, ACKS, ACKED, HELLO, BACKPRESSURE})

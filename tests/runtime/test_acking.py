@@ -536,6 +536,7 @@ def test_reset_timeout_keeps_a_held_tuple_alive_past_twice_the_timeout():
         assert (spout.acked, spout.failed, spout.timed_out) == (1, 0, 0)
         assert spout.complete_latency_ms["count"] == 1
         assert spout.complete_latency_ms["p50"] == pytest.approx(2.5 * TIMEOUT * 1000, rel=0.1)
+        assert acker_pending(cluster) == 0  # the renewed root's ack went to the acker too
         no_crash(cluster)
 
 
@@ -942,11 +943,26 @@ def recording_frames(cluster: InMemoryCluster) -> list:
     return sent
 
 
+def completions_from_bolts(cluster: InMemoryCluster, sent: list) -> list[tuple[int, int]]:
+    """``(spout task, root)`` of every completion a bolt sent straight to a spout."""
+    bolts = set(tasks(cluster, "count")) | set(cluster.plan.component_tasks().get("sink", ()))
+    found = []
+    for header, body in sent:
+        h = wire.parse_header(header)
+        if h.kind == wire.ACKED and h.src in bolts:
+            pairs = wire.decode_batch(body)
+            assert pairs[1::2] == [wire.ACKED_OK] * (len(pairs) // 2)
+            found += [(h.dest, root) for root in pairs[0::2]]
+    return found
+
+
 @pytest.mark.parametrize(("chain", "leaves_sent", "acks_sent"), [
     (("count",), 5, 0),  # "count" anchors nothing (no subscriber): each tree is one leaf
     (("count", "sink"), 0, 10),  # "count" anchors one child each: two acks per tree
 ])
 def test_a_spout_tuple_sent_to_one_task_needs_no_init(chain, leaves_sent, acks_sent):
+    """A one-tuple tree completes without the acker: the bolt tells the spout task written
+    in the root. Bigger trees go through the acker, which needs no init either."""
     topo = feeder_into("leaves", *[(name, Identity) for name in chain])
     with InMemoryCluster(topo, ackers=1) as cluster:
         sent = recording_frames(cluster)
@@ -958,13 +974,79 @@ def test_a_spout_tuple_sent_to_one_task_needs_no_init(chain, leaves_sent, acks_s
         (spout_task,) = tasks(cluster, "feed")
         assert not [h for h, _ in sent if wire.parse_header(h).kind == wire.ACKS
                     and wire.parse_header(h).src == spout_task]  # no init from the spout
-        bodies = acker_bodies(cluster, sent)
-        leaves = [root for leaves, _ in bodies for root in leaves]
-        messages = [m for _, messages in bodies for m in messages]
+        leaves = completions_from_bolts(cluster, sent)
+        messages = [m for body in acker_bodies(cluster, sent) for m in body]
         assert (len(leaves), len(messages) // 3) == (leaves_sent, acks_sent)
+        assert {task for task, _ in leaves} <= {spout_task}
         assert messages[0::3] == [wire.ACK_ACK] * acks_sent
-        assert all(root >> 63 == 1 for root in leaves + messages[1::3])  # self-initialising
-        assert acker_pending(cluster) == 0
+        roots = [root for _, root in leaves] + messages[1::3]
+        assert all(root >> 63 == 1 for root in roots)  # self-initialising
+        acker = stat(cluster, "__acker")
+        assert (acker.executed, acker.pending) == (acks_sent, 0)
+        no_crash(cluster)
+
+
+class HoldThenAckAll(Bolt):
+    """Keeps its inputs and acks them all together on the tuple numbered ``last``."""
+
+    outputs: list[str] = []
+
+    def __init__(self, last: int) -> None:
+        self.last = last
+
+    def prepare(self, config, context):
+        self.held: list[Tuple] = []
+
+    def process(self, tup):
+        self.held.append(tup)
+        if tup.values[0] == self.last:
+            for held in self.held:
+                self.ack(held)
+            self.held.clear()
+
+
+def test_leaves_of_several_spout_tasks_go_each_to_its_own_task():
+    topo = Topology("two-spouts")
+    topo.spout("a", Feeder(["num"]))
+    topo.spout("b", Feeder(["num"]))
+    topo.bolt("count", HoldThenAckAll(last=99)).global_grouping("a").global_grouping("b")
+    with InMemoryCluster(topo, ackers=1) as cluster:
+        sent = recording_frames(cluster)
+        a, b = obj(cluster, "a"), obj(cluster, "b")
+        for n in range(3):
+            a.feed([n], msg_id=f"a{n}")
+            b.feed([n], msg_id=f"b{n}")
+        cluster.run_until_idle()
+        assert (a.acked, b.acked) == ([], [])  # held
+        a.feed([99], msg_id="a99")
+        cluster.run_until_idle()
+        assert sorted(a.acked) == ["a0", "a1", "a2", "a99"]
+        assert sorted(b.acked) == ["b0", "b1", "b2"]
+        leaves = completions_from_bolts(cluster, sent)
+        (ta,), (tb,) = tasks(cluster, "a"), tasks(cluster, "b")
+        assert sorted(task for task, _ in leaves) == [ta] * 4 + [tb] * 3
+        assert stat(cluster, "__acker").executed == 0
+        no_crash(cluster)
+
+
+def test_an_int_id_that_is_no_self_initialising_root_is_left_to_the_acker():
+    """A TRACKED frame may only carry an int id for a self-initialising root; one that is
+    not (a foreign or broken sender) is not taken for a spout task: the acker decides,
+    and the root it never saw an init for expires there quietly."""
+    topo = feeder_into("foreign", ("count", AckEveryOther))
+    with InMemoryCluster(topo, ackers=1, message_timeout=TIMEOUT) as cluster:
+        sent = recording_frames(cluster)
+        (spout,), (bolt,) = tasks(cluster, "feed"), tasks(cluster, "count")
+        stream = cluster.plan.stream_ids()[("feed", "default")]
+        cluster.executors[bolt].on_frame(wire.data_header(wire.TRACKED, stream, bolt, spout),
+                                         wire.pack([[7], 12345]))
+        cluster.run_until_idle()
+        assert completions_from_bolts(cluster, sent) == []
+        assert [m for body in acker_bodies(cluster, sent) for m in body] == [
+            wire.ACK_ACK, 12345, 12345]
+        assert acker_pending(cluster) == 1
+        advance_by_steps(cluster, 2 * TIMEOUT)
+        assert acker_pending(cluster) == 0 and obj(cluster, "feed").failed == []
         no_crash(cluster)
 
 
@@ -979,13 +1061,13 @@ def test_a_spout_tuple_sent_to_two_tasks_gets_a_plain_root_and_an_init():
         feed.feed([1], msg_id="x")
         cluster.run_until_idle()
         assert feed.acked == ["x"]
-        inits = [m for _, messages in acker_bodies(cluster, sent)
+        inits = [m for messages in acker_bodies(cluster, sent)
                  for m in zip(*[iter(messages)] * 3) if m[0] == wire.ACK_INIT]
         assert len(inits) == 1 and inits[0][1] >> 63 == 0
         no_crash(cluster)
 
 
-@pytest.mark.parametrize("body", [[1, 2, 3], [[1], 2], {"a": 1}, [[], [], []]])
+@pytest.mark.parametrize("body", [[1, 2], [[1], 2], {"a": 1}, 7, [[], [], [], []]])
 def test_a_malformed_acks_body_is_refused_as_a_wire_error(body):
     topo = feeder_into("bad-acks", ("count", Identity))
     with InMemoryCluster(topo, ackers=1) as cluster:
