@@ -21,7 +21,8 @@ import copy
 import logging
 import time
 from collections.abc import Callable, Mapping, Sized
-from itertools import repeat
+from itertools import count, islice, repeat
+from operator import lt
 from typing import Any
 
 from . import wire
@@ -44,7 +45,7 @@ from ._constants import (
     TICK_FREQ_SECS,
     TUNE_INTERVAL,
 )
-from ._ledger import SELF_INIT, RootIds, draw_bits, new_id, task_bits
+from ._ledger import SELF_INIT, RootIds, new_id, task_bits
 from ._metrics import LatencyHistogram
 from ._outbound import Outlet, StreamOut, Tap
 from ._plan import PhysicalPlan
@@ -118,6 +119,10 @@ class Executor:
                       and all(o.arity == 0 and not o.outlets and not o.direct
                               for o in self.streams.values()))
         self._roots = RootIds(task, task_bits(len(plan.tasks)))  # self-initialising roots
+        # with the spout's fast path: read the clock for the emit time of the tracked
+        # tuples emitted from now on (each chunk of next_tuple calls, and every other
+        # call into the spout, starts with it; see _default_stream_first)
+        self._restamp: Callable[[], None] | None = None
         self._current: list[Tuple | None] = [None]  # a BasicBolt's input being processed
         self._tick_every = self.config.get(TICK_FREQ_SECS)
         self._next_tick = None
@@ -269,6 +274,8 @@ class Executor:
         self-initialising root, which is also its edge id: the acker needs no init. Sent
         to several tasks (or none), it gets a plain root, an edge id per copy, and an
         init with their XOR, as in Storm (docs/internals/acker.md)."""
+        if out.run:  # what waits goes first, in emit order: the tracked batches, then
+            out.flush_tracked()  # the run (newer than they are)
         copies = self._copies(out, values, direct)
         if len(copies) == 1:
             root = self._roots.new()
@@ -440,20 +447,33 @@ class Executor:
         return how many tuples were emitted."""
         before = self.queued_or_sent()
         next_tuple = self.user.next_tuple
-        tracker, waiting = self.tracker, self.output_waiting
+        tracker, waiting, mark = self.tracker, self.output_waiting, self._restamp
         try:
             if tracker is None or tracker.limit is None:
-                _untracked_steps(next_tuple, calls, waiting)
+                if mark is None:
+                    _untracked_steps(next_tuple, calls, waiting)
+                else:
+                    _marked_steps(next_tuple, calls, waiting, mark)
             else:
-                for _ in range(calls):
+                for i in range(calls):
                     if tracker.full() or waiting:
                         break
+                    if mark is not None and not i % STEP_CHUNK:
+                        mark()
                     next_tuple()
         except Exception as exc:
             raise UserCodeError(f"{self.spec.class_name}.next_tuple", exc) from exc
         if self._acks:
             self._ack_at_emit()
+        if tracker is not None:
+            tracker.snapshot()
         return self.queued_or_sent() - before
+
+    def restamp(self) -> None:
+        """Read the clock for the emit time of the tracked tuples emitted from now on
+        (call before handing control to the spout outside :meth:`step`)."""
+        if self._restamp is not None:
+            self._restamp()
 
     def set_max_spout_pending(self, value) -> None:
         """Change the limit of a running spout: an int, None, or "auto"."""
@@ -470,15 +490,35 @@ class Executor:
                 or not set(map(type, batch[0::2])) <= _INT):
             raise wire.WireError("an ACKED batch must hold root, outcome pairs")
         acked, failed = self.tracker.settle(batch, self.monotonic())
+        self.tracker.snapshot()
         self.acked += len(acked)
         self.failed += len(failed)
         user = self.user
         self._call_each("ack", user.ack, acked)
         self._call_each("fail", user.fail, failed)
 
+    def _on_completed(self, body: list) -> None:
+        """Roots of one-tuple trees that a bolt acked, ``[first, count, [root, ...]]``:
+        ``count`` consecutive roots from ``first``, then others. ``ack`` their msg_ids."""
+        if self.tracker is None:
+            raise wire.WireError(f"completions for task {self.task}, which tracks nothing")
+        if (len(body) != 3 or type(body[0]) is not int or type(body[1]) is not int
+                or body[1] < 0 or type(body[2]) is not list
+                or not set(map(type, body[2])) <= _INT):
+            raise wire.WireError("a COMPLETED body must be [first root, count, [roots]]")
+        first, count, others = body
+        now = self.monotonic()
+        acked = self.tracker.complete_range(first, count, now) if count else []
+        if others:
+            acked += self.tracker.complete(others, now)
+        self.tracker.snapshot()
+        self.acked += len(acked)
+        self._call_each("ack", self.user.ack, acked)
+
     def _call_each(self, where: str, fn, msg_ids: list) -> None:
         """``fn(msg_id)`` for each, unless ``fn`` is Spout's own no-op."""
         if msg_ids and getattr(fn, "__func__", None) is not _NO_OP[where]:
+            self.restamp()  # what ack and fail emit was emitted now
             try:
                 for msg_id in msg_ids:
                     fn(msg_id)
@@ -502,9 +542,11 @@ class Executor:
         h = wire.parse_header(header)
         if h.dest != self.task:
             raise wire.WireError(f"frame for task {h.dest} reached task {self.task}")
+        if h.kind == wire.COMPLETED:
+            return self._on_completed(wire.decode_batch(body))
         if h.kind == wire.ACKED:
             return self._on_acked(wire.decode_batch(body))
-        if h.kind not in (wire.DATA, wire.TRACKED) or self.kind != "bolt":
+        if h.kind not in _TUPLE_KINDS or self.kind != "bolt":
             raise wire.WireError(f"frame kind {h.kind} is not for a {self.kind}")
         if self.metrics_on:
             self._arrived = self.monotonic()
@@ -514,8 +556,9 @@ class Executor:
             if self._sink and not self.output_waiting:
                 return self._execute_sink(batch, source)
             return self._run(list(map(Tuple, batch, repeat(source))))  # (a list display:
+        tuples = (_run_tuples if h.kind == wire.RUN else _tracked_tuples)(batch, source)
         try:                                                          # +15 ns a tuple)
-            return self._run(_tracked_tuples(batch, source))
+            return self._run(tuples)
         finally:  # the acks of a tracked frame go at once: they are few frames, and
             self.send_acks()  # waiting for the flush timer would add to complete latency
 
@@ -651,7 +694,11 @@ class Executor:
     def _spout_timers(self, now: float) -> None:
         """Fail the roots that timed out here, and give the tuner its turn."""
         tracker, user = self.tracker, self.user
-        for msg_id in tracker.expire(now):
+        expired = tracker.expire(now)
+        tracker.snapshot()
+        if expired:
+            self.restamp()
+        for msg_id in expired:
             self.failed += 1
             self._call("fail", user.fail, msg_id)
         if tracker.tuner is not None:
@@ -671,6 +718,8 @@ class Executor:
                 out.flush()
         except Exception as exc:
             raise UserCodeError(f"{self.spec.class_name} grouping", exc) from exc
+        if self.tracker is not None:
+            self.tracker.snapshot()
         self.send_acks()
 
     def send_acks(self) -> None:
@@ -687,11 +736,20 @@ class Executor:
         """A one-tuple tree (a spout tuple's only copy, acked by a bolt that anchored
         nothing to it) is complete when that tuple is acked: nobody else holds anything
         of it, so its completion goes straight to the spout task written in its root, in
-        an ``ACKED`` frame, and no acker is asked (docs/internals/acker.md, "Leaves")."""
+        a ``COMPLETED`` frame, and no acker is asked (docs/internals/acker.md, "Leaves")."""
         leaves, shift = self._leaves, self._leaf_shift
+        first, last, n = leaves[0], leaves[-1], len(leaves)
+        if (last - first == n - 1 and first >= SELF_INIT and last < 1 << 64
+                and first >> shift == last >> shift
+                and all(map(lt, leaves, islice(leaves, 1, None)))):
+            # the usual frame: a spout's run, acked in order; sent as first and count
+            self._send(self._leaf_header(first >> shift & (1 << 63 - shift) - 1),
+                       wire.encode_batch([first, n, []]))
+            leaves.clear()
+            return
         low, high = min(leaves), max(leaves)
         if low >= SELF_INIT and high < 1 << 64 and low >> shift == high >> shift:
-            groups = {low >> shift: leaves}  # the usual frame: one spout task's roots
+            groups = {low >> shift: leaves}  # one spout task's roots
         else:
             groups = {}
             for root in leaves:
@@ -701,16 +759,14 @@ class Executor:
                     self._ack(wire.ACK_ACK, root, root)
         mask = (1 << 63 - shift) - 1
         for key, roots in groups.items():
-            pairs = [wire.ACKED_OK] * (2 * len(roots))
-            pairs[0::2] = roots
-            self._send(self._leaf_header(key & mask), wire.encode_batch(pairs))
+            self._send(self._leaf_header(key & mask), wire.encode_batch([0, 0, roots]))
         leaves.clear()
 
     def _leaf_header(self, spout_task: int) -> bytes:
         header = self._leaf_headers.get(spout_task)
         if header is None:
             header = self._leaf_headers[spout_task] = wire.data_header(
-                wire.ACKED, 0, spout_task, self.task)
+                wire.COMPLETED, 0, spout_task, self.task)
         return header
 
     # -- taps (running.sample) ----------------------------------------------------------
@@ -815,14 +871,54 @@ def _default_stream_first(emit, n: int, items: list, out: StreamOut, size: int,
     """``emit`` with the commonest calls made cheap: the default stream, the right arity,
     and no ``msg_id`` -- or, with ``tracking`` (a spout executor with acking on, whose
     default stream goes to one task whatever the values), a ``msg_id`` on an unrecorded
-    stream: ``_emit_root``'s self-initialising case, written out. Anything else goes
-    through ``emit`` itself, which checks it all."""
+    stream. Anything else goes through ``emit`` itself, which checks it all.
+
+    The tracked case numbers its tuples: they get consecutive self-initialising roots and
+    wait, values only, in ``out.run``, their msg_ids and emit times beside them; when the
+    run ends (it is full, or flushed) it is sent as one RUN frame, ``[first root,
+    values]``, and the tracker keeps it whole (``SpoutTracker.add_run``). Per tuple that
+    leaves three appends: no random draw, no pending entry, no root on the wire
+    (docs/internals/acker.md, "Runs of roots"). The run's length counts as in flight
+    already (``SpoutTracker.unsent``)."""
     append, flush = items.append, out.flush
     if tracking is not None:
-        (batch,) = out.fixed_copies
-        track, tracker, clock = batch.append, tracking.tracker, tracking.monotonic
-        prefix, bits = tracking._roots.prefix, tracking._roots.random_bits
-        batch_size = 2 * size  # values, root
+        ((outlet, i),) = [(o, i) for o in out.outlets for i in o.fixed]  # the one target
+        tracked_header = outlet.tracked_headers[i]
+        run_header = wire.retyped(tracked_header, wire.RUN)
+        tracker, roots, clock = tracking.tracker, tracking._roots, tracking.monotonic
+        run = out.run
+        run_append = run.append
+        base, end = roots.run_start(), roots.run_end - size
+        tracker.unsent = run
+        stamp = clock()  # the emit time of what the spout emits now (see mark)
+        msg_ids: list = []  # the run's, and their emit times
+        stamps: list = []
+        id_append, stamp_append = msg_ids.append, stamps.append
+
+        def end_run() -> None:
+            """Send the run as one RUN frame, its first root and the values, and hand
+            its msg_ids and emit times to the tracker."""
+            nonlocal base, msg_ids, stamps, id_append, stamp_append
+            k = len(run)
+            if not k:
+                return
+            out.ship_run(run_header, base, run, tracked_header)
+            run.clear()  # before add_run counts them in flight: a report read between
+            tracker.add_run(base, msg_ids, stamps)  # the two must not count them twice
+            msg_ids, stamps = [], []
+            id_append, stamp_append = msg_ids.append, stamps.append
+            out.emitted += k
+            base += k
+            if base >= end:  # (after 2 ** 46 roots at the very least)
+                base = roots.run_start()
+
+        def mark() -> None:
+            """Read the clock for the emits to come: each chunk of ``next_tuple`` calls,
+            and each other call into the spout, starts with one (STEP_CHUNK)."""
+            nonlocal stamp
+            stamp = clock()
+
+        out.end_run, tracking._restamp = end_run, mark
 
     def emit_default(values, stream=DEFAULT_STREAM, msg_id=None):
         if stream is DEFAULT_STREAM:
@@ -835,19 +931,27 @@ def _default_stream_first(emit, n: int, items: list, out: StreamOut, size: int,
                 if len(items) >= size:
                     flush()
                 return None
-            if ok and tracking is not None and out.recorder is None:
-                root = prefix | (_getrandbits(bits) or 1)
-                track(values)
-                track(root)  # its own edge id
-                tracker.fresh[root] = (msg_id, clock())
-                tracker.in_flight += 1
-                out.emitted += 1
-                if len(batch) >= batch_size:
-                    out.flush_tracked()
-                return None
         return emit(values, stream, msg_id)
 
-    return emit_default
+    if tracking is None:
+        return emit_default
+
+    def emit_tracked(values, stream=DEFAULT_STREAM, msg_id=None):
+        if stream is DEFAULT_STREAM and msg_id is not None and out.recorder is None:
+            try:
+                ok = len(values) == n
+            except TypeError:
+                ok = False
+            if ok:
+                id_append(msg_id)
+                stamp_append(stamp)
+                run_append(values)
+                if len(run) >= size:
+                    out.flush_tracked()
+                return None
+        return emit_default(values, stream, msg_id)
+
+    return emit_tracked
 
 
 def _untracked_steps(next_tuple, calls: int, waiting: Sized) -> None:
@@ -865,6 +969,22 @@ def _untracked_steps(next_tuple, calls: int, waiting: Sized) -> None:
             next_tuple()
 
 
+def _marked_steps(next_tuple, calls: int, waiting: Sized, mark: Callable[[], None]) -> None:
+    """:func:`_untracked_steps` that also calls ``mark`` before each chunk: the tuples
+    a chunk emits take the time it started as their emit time (it lasts 8 calls)."""
+    chunks, rest = divmod(calls, STEP_CHUNK)
+    for _ in repeat(None, chunks):
+        if waiting:
+            return
+        mark()
+        next_tuple(); next_tuple(); next_tuple(); next_tuple()  # noqa: E702
+        next_tuple(); next_tuple(); next_tuple(); next_tuple()  # noqa: E702
+    if rest and not waiting:
+        mark()
+        for _ in repeat(None, rest):
+            next_tuple()
+
+
 def _tracked_tuples(batch: list, source: TupleSource) -> list[Tuple]:
     """A TRACKED batch, ``values, ids, values, ids, ...``: ``ids`` is ``{root: edge}``, or
     an int root that is its own edge id (a spout tuple's only copy)."""
@@ -874,11 +994,21 @@ def _tracked_tuples(batch: list, source: TupleSource) -> list[Tuple]:
     return list(map(Tuple, it, repeat(source), it))
 
 
+def _run_tuples(batch: list, source: TupleSource) -> list[Tuple]:
+    """A RUN batch, ``[first, [values, ...]]``: the n-th tuple's ids are the
+    self-initialising root ``first + n``, its own edge id."""
+    if (len(batch) != 2 or type(batch[0]) is not int or type(batch[1]) is not list
+            or batch[0] < SELF_INIT or batch[0] + len(batch[1]) > 1 << 64):
+        raise wire.WireError("a run must be [first self-initialising root, [values, ...]]")
+    first, values = batch
+    return list(map(Tuple, values, repeat(source), count(first)))
+
+
+_TUPLE_KINDS = (wire.DATA, wire.TRACKED, wire.RUN)
 _ID_TYPES = {int, dict}
 _INT = {int}
 _OUTCOMES = {wire.ACKED_OK, wire.ACKED_FAILED, wire.ACKED_TIMEOUT, wire.ACKED_RENEWED}
 _NO_OP = {"ack": Spout.ack, "fail": Spout.fail}  # a spout that keeps these is not called
-_getrandbits = draw_bits  # the ids' generator, reseeded in forked children
 
 
 def roots_of(ids) -> dict[int, int]:

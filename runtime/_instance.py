@@ -281,6 +281,7 @@ class Instance:
         hook = getattr(ex.user, where, None) if ex.kind == "spout" else None
         if hook is None:
             return
+        ex.restamp()
         try:
             hook()
         except Exception as exc:

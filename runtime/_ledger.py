@@ -53,7 +53,6 @@ TASK_BITS = 16  # the width of the spout task field, unless the topology needs f
 
 
 _ids = random.Random(os.urandom(32))
-draw_bits = _ids.getrandbits  # for the spout's hot path (RootIds.new, written out)
 
 
 def new_id() -> int:
@@ -111,6 +110,24 @@ class RootIds:
     def new(self) -> int:
         return self.prefix | (_ids.getrandbits(self.random_bits) or 1)
 
+    def run_start(self) -> int:
+        """The first root of a run of consecutive roots (the spout's fast path numbers its
+        tuples this way: docs/internals/acker.md, "Runs of roots"). It is drawn at random
+        in the lower half of the random field, so 2 ** (random_bits - 1) roots fit after
+        it before :attr:`run_end`.
+
+        >>> ids = RootIds(task=5, bits=4)
+        >>> start = ids.run_start()
+        >>> root_task(start, bits=4), root_task(ids.run_end - 1, bits=4)
+        (5, 5)
+        """
+        return self.prefix | (_ids.getrandbits(self.random_bits - 1) + 1)
+
+    @property
+    def run_end(self) -> int:
+        """The first id past this task's field: a run must start again before it."""
+        return self.prefix + (1 << self.random_bits)
+
 
 def _reseed_ids() -> None:
     _ids.seed(os.urandom(32))
@@ -159,8 +176,15 @@ class RotatingMap(Generic[K, V]):
 
     @property
     def newest(self) -> dict[K, V]:
-        """The newest bucket, where new keys go (a new dict after each :meth:`rotate`)."""
+        """The newest bucket, where new keys go: always the same dict object, so a hot
+        path may hold it (:meth:`rotate` moves its keys on and empties it)."""
         return self._buckets[0]
+
+    @property
+    def buckets(self) -> deque[dict[K, V]]:
+        """The buckets, newest first (for moving keys between two maps rotated together,
+        keeping their age: change them only that way)."""
+        return self._buckets
 
     def remove(self, key: K) -> V | None:
         """Remove ``key`` and return its value (``None`` when absent)."""
@@ -176,9 +200,14 @@ class RotatingMap(Generic[K, V]):
         return sum(map(len, self._buckets))
 
     def rotate(self) -> dict[K, V]:
-        """Drop the oldest bucket, open a new empty one, and return what was dropped."""
-        self._buckets.appendleft({})
-        return self._buckets.pop()
+        """Drop the oldest bucket and return it; the newest bucket's keys move one bucket
+        older, and the newest bucket (the same dict) starts empty."""
+        buckets = self._buckets
+        dropped = buckets.pop()
+        newest = buckets[0]
+        buckets.insert(1, newest.copy())
+        newest.clear()
+        return dropped
 
     def _holder(self, key: K) -> dict[K, V]:
         """The bucket that holds ``key``, or the newest one when none does."""

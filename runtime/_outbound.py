@@ -35,7 +35,7 @@ class StreamOut:
 
     __slots__ = ("name", "arity", "items", "outlets", "direct", "direct_tracked", "send",
                  "on_bad", "emitted", "transferred", "_reported", "_fixed", "tap",
-                 "recorder")
+                 "recorder", "run", "end_run")
 
     def __init__(self, name: str, arity: int, send: Send,
                  on_bad: Callable[[str, list, dict | None], None]) -> None:
@@ -48,6 +48,10 @@ class StreamOut:
         self._reported: set[int] = set()
         self.tap: Tap | None = None  # set while someone samples this stream
         self.recorder = None  # a runtime._recording.Recorder while this stream is recorded
+        # a spout's tracked tuples numbered by consecutive roots, values only, and what
+        # moves them into the tracked batch (runtime._executor._default_stream_first)
+        self.run: list = []
+        self.end_run: Callable[[], None] = _nothing
 
     def tracked_batches(self, values) -> list[list]:
         """The tracked batches one tuple goes into, one per target task."""
@@ -69,7 +73,7 @@ class StreamOut:
 
     def queued(self) -> int:
         """Tuples waiting in this stream's batches (read twice per spout step: no lists)."""
-        n = len(self.items)
+        n = len(self.items) + len(self.run)
         for _, pending in self.direct.values():
             n += len(pending)
         for _, pending in self.direct_tracked.values():
@@ -99,7 +103,8 @@ class StreamOut:
         self._reported.clear()
 
     def flush_tracked(self) -> None:
-        """Send the tracked batches (their tuples were counted as emitted when emitted)."""
+        """Send the tracked batches (their tuples were counted as emitted when emitted,
+        or as their run ended)."""
         for outlet in self.outlets:
             for header, part in zip(outlet.tracked_headers, outlet.tracked):
                 if part:
@@ -109,6 +114,20 @@ class StreamOut:
             if part:
                 self.ship(header, part, tracked=True)
                 part.clear()
+        if self.run:  # newer than any tracked batch: a tracked emit ends the run first
+            self.end_run()
+
+    def ship_run(self, header: bytes, first: int, part: list, tracked_header: bytes) -> None:
+        """Send a run as one RUN frame: ``[first, part]``. A run holding a value msgpack
+        cannot carry goes the tracked way instead, which drops and reports that tuple."""
+        try:
+            body = wire.encode_batch([first, part])
+        except (TypeError, ValueError, OverflowError):
+            return self.ship(tracked_header, _pairs(part, first), tracked=True)
+        self.send(header, body)
+        self.transferred += len(part)
+        if self.tap is not None:
+            self.tap.saw(_pairs(part, first), (wire.dest_of(header),), True)
 
     def ship(self, header: bytes, part: list, tracked: bool = False) -> None:
         """Encode and send one frame; values msgpack cannot carry are dropped and reported."""
@@ -167,6 +186,18 @@ class StreamOut:
         elif id(values) not in self._reported:
             self._reported.add(id(values))
             self.on_bad(self.name, values, None)
+
+
+def _nothing() -> None:
+    pass
+
+
+def _pairs(part: list, first: int) -> list:
+    """A run as a tracked batch: ``values, root, values, root + 1, ...``."""
+    pairs = [None] * (2 * len(part))
+    pairs[0::2] = part
+    pairs[1::2] = range(first, first + len(part))
+    return pairs
 
 
 class Outlet:

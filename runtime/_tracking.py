@@ -13,8 +13,10 @@ True
 
 from __future__ import annotations
 
+from bisect import bisect_left
+from collections.abc import Sized
 from itertools import repeat
-from operator import itemgetter, sub
+from operator import itemgetter
 from typing import Any
 
 from ._constants import AUTO, AUTO_START
@@ -24,6 +26,7 @@ from .tuning import MaxSpoutPendingTuner
 from .wire import ACKED_OK, ACKED_RENEWED, ACKED_TIMEOUT
 
 BUCKETS = 3  # a root times out between timeout and 1.5 x timeout after it was emitted
+_GONE = object()  # what dict.pop answers for a root the newest bucket does not hold
 
 
 class SpoutTracker:
@@ -31,9 +34,15 @@ class SpoutTracker:
 
     def __init__(self, timeout: float, max_pending: int | str | None = None,
                  tune_interval: float = 120.0, now: float = 0.0) -> None:
+        # root -> (msg_id, emit time)
         self.pending: RotatingMap[int, tuple[Any, float]] = RotatingMap(BUCKETS)
-        self.fresh = self.pending.newest  # where emits go (the executor's too)
-        self.in_flight = 0
+        self.fresh = self.pending.newest  # where emits go (the executor's too): one dict
+        # runs of consecutive roots (the executor's fast path), rotated with ``pending``:
+        # first root -> (msg_ids, emit times), one of each per root
+        self.runs: RotatingMap[int, tuple[list, list]] = RotatingMap(BUCKETS)
+        self.in_flight = 0  # roots sent and not settled
+        self.unsent: Sized = ()  # tuples emitted whose roots are not counted yet (a run)
+        self.pending_seen = 0  # in flight and unsent, as of the owner's last snapshot()
         self.rotate_every = timeout / (BUCKETS - 1)
         self.next_rotation = now + self.rotate_every
         self.latency = LatencyHistogram()
@@ -58,7 +67,7 @@ class SpoutTracker:
 
     def full(self) -> bool:
         """Whether ``next_tuple`` must wait: the limit of in-flight roots is reached."""
-        return self.limit is not None and self.in_flight >= self.limit
+        return self.limit is not None and self.in_flight + len(self.unsent) >= self.limit
 
     def tune(self, progress: int, now: float) -> str | None:
         """Every ``tune_interval``: feed the tuner the progress made since its last turn."""
@@ -74,9 +83,49 @@ class SpoutTracker:
 
     # -- roots ----------------------------------------------------------------------------
     def emitted(self, root: int, msg_id: Any, now: float) -> None:
-        """A new root (the executor's spout ``emit`` does the same two lines itself)."""
+        """A new root (the executor's spout ``emit`` does the same itself)."""
         self.fresh[root] = (msg_id, now)
         self.in_flight += 1
+
+    def add_run(self, first: int, msg_ids: list, stamps: list) -> None:
+        """Roots ``first``, ``first + 1``, ... emitted with these msg_ids at these times."""
+        self.runs.newest[first] = (msg_ids, stamps)
+        self.in_flight += len(msg_ids)
+
+    def complete_range(self, first: int, count: int, now: float) -> list:
+        """Roots ``first`` to ``first + count - 1`` completed: their msg_ids, in order.
+        Whole runs, the usual case, are settled as they are, in one step each."""
+        end, runs = first + count, self.runs
+        acked: list = []
+        starts: list = []
+        while first < end:
+            run = runs.get(first)
+            if run is None or first + len(run[0]) > end:
+                break
+            runs.remove(first)
+            acked += run[0]
+            starts += run[1]
+            first += len(run[0])
+        self.latency.record_since(starts, now)
+        self.in_flight -= len(acked)
+        self.acked += len(acked)
+        if first < end:  # part of a run, or no run at all: root by root
+            acked += self.complete(range(first, end), now)
+        return acked
+
+    def _explode(self, roots) -> None:
+        """The runs holding any of ``roots`` become one entry per root in ``pending``,
+        in the bucket of the run's age, so that those roots can be settled one by one."""
+        if not len(self.runs):
+            return
+        ordered = sorted(roots)
+        for age, bucket in enumerate(self.runs.buckets):
+            for first, (msg_ids, stamps) in list(bucket.items()):
+                i = bisect_left(ordered, first)
+                if i < len(ordered) and ordered[i] < first + len(msg_ids):
+                    del bucket[first]
+                    self.pending.buckets[age].update(
+                        zip(range(first, first + len(msg_ids)), zip(msg_ids, stamps)))
 
     def settle(self, outcomes: list, now: float) -> tuple[list, list]:
         """The acker's word, flat ``root, outcome`` pairs: the msg_ids to ack and to
@@ -85,22 +134,30 @@ class SpoutTracker:
         is settled in C."""
         roots = outcomes[0::2]
         if outcomes[1::2].count(ACKED_OK) != len(roots):
+            self._explode(roots)
             it = iter(outcomes)
             return self._settle_each(zip(it, it), now)
-        entries = list(map(self.fresh.pop, roots, repeat(None)))
-        if None in entries:  # older than the newest bucket, or not here at all
+        return self.complete(roots, now), []
+
+    def complete(self, roots, now: float) -> list:
+        """Roots whose trees completed: their msg_ids, in order, settled in C."""
+        self._explode(roots)
+        fresh = self.fresh
+        before = len(fresh)
+        entries = list(map(fresh.pop, roots, repeat(_GONE)))
+        if before - len(fresh) != len(roots):  # older than the newest bucket, or gone
             remove = self.pending.remove
-            entries = [e for e in (e if e is not None else remove(r)
+            entries = [e for e in (e if e is not _GONE else remove(r)
                                    for r, e in zip(roots, entries)) if e is not None]
             self.stale += len(roots) - len(entries)
         acked = list(map(itemgetter(0), entries))
-        self.latency.record_each(list(map(sub, repeat(now), map(itemgetter(1), entries))))
+        self.latency.record_since(list(map(itemgetter(1), entries)), now)
         self.in_flight -= len(acked)
         self.acked += len(acked)
-        return acked, []
+        return acked
 
     def _settle_each(self, outcomes, now: float) -> tuple[list, list]:
-        acked, failed, waited = [], [], []
+        acked, failed, started = [], [], []
         remove, fresh = self.pending.remove, self.fresh
         timed_out = 0
         for root, outcome in outcomes:
@@ -110,7 +167,7 @@ class SpoutTracker:
                 continue
             if outcome == ACKED_OK:
                 acked.append(entry[0])
-                waited.append(now - entry[1])
+                started.append(entry[1])
             elif outcome == ACKED_RENEWED:
                 fresh[root] = entry
             else:
@@ -120,7 +177,7 @@ class SpoutTracker:
         self.acked += len(acked)
         self.failed += len(failed)
         self.timed_out += timed_out
-        self.latency.record_each(waited)
+        self.latency.record_since(started, now)
         return acked, failed
 
     def expire(self, now: float) -> list[Any]:
@@ -129,14 +186,20 @@ class SpoutTracker:
         while now >= self.next_rotation:
             self.next_rotation += self.rotate_every
             expired += [msg_id for msg_id, _ in self.pending.rotate().values()]
-            self.fresh = self.pending.newest
+            for msg_ids, _ in self.runs.rotate().values():
+                expired += msg_ids
         self.in_flight -= len(expired)
         self.failed += len(expired)
         self.timed_out += len(expired)
         return expired
 
+    def snapshot(self) -> None:
+        """Take ``pending_seen`` for the reports: another thread reads them, and the sum
+        of ``in_flight`` and ``unsent`` is only whole between two steps of the spout's."""
+        self.pending_seen = self.in_flight + len(self.unsent)
+
     def record(self) -> dict:
-        return {"pending": self.in_flight, "max_spout_pending": self.limit,
+        return {"pending": self.pending_seen, "max_spout_pending": self.limit,
                 "complete_latency_ms": self.latency.summary(), "timed_out": self.timed_out,
                 "stale_acks": self.stale, "tuner_action": self.tuner_action,
                 "tuner_turns": self.tuner_turns}

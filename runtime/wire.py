@@ -37,12 +37,15 @@ TRACKED = 2  # body: flat values, ids, values, ids... (ids: {root: edge}, or an 
 # that is its own edge id: a spout tuple's only copy) for at-least-once tuples
 ACKS = 3  # body: flat op, root, value triples (ACK ops) for an acker task; an INIT's
 # spout task is the frame's source (docs/internals/acker.md, "Frames")
-ACKED = 4  # body: flat root, outcome pairs (ACKED outcomes) for a spout task, from an
-# acker, or from the bolt that acked a one-tuple tree (docs/internals/acker.md, "Leaves")
+ACKED = 4  # body: flat root, outcome pairs (ACKED outcomes) for a spout task, from an acker
+RUN = 5  # body: [first root, [values, values, ...]]: a spout's tracked tuples numbered by
+# consecutive self-initialising roots, first, first + 1, ... (acker.md, "Runs of roots")
+COMPLETED = 6  # body: flat roots of one-tuple trees a bolt acked, for the spout task
+# written in them (docs/internals/acker.md, "Leaves")
 HELLO = 9  # instance -> its stream manager, once connected: "route my frames to me"
 BACKPRESSURE = 10  # stream manager -> peers: src is the cause task; stream 1 = start, 0 = stop
-KINDS = frozenset({DATA, TRACKED, ACKS, ACKED, HELLO, BACKPRESSURE})
-ROUTED = frozenset({DATA, TRACKED, ACKS, ACKED})  # the kinds a stream manager forwards to a task
+ROUTED = frozenset({DATA, TRACKED, ACKS, ACKED, RUN, COMPLETED})  # what a stream manager
+KINDS = ROUTED | {HELLO, BACKPRESSURE}  # forwards to a task, and every kind there is
 
 # ACKS ops: what a spout or bolt tells the acker about a root (Storm's __ack_* streams)
 ACK_INIT, ACK_ACK, ACK_FAIL, ACK_RESET = 0, 1, 2, 3
@@ -89,6 +92,15 @@ def bp_header(task: int, on: bool) -> bytes:
 
 def bp_transition(header: Header) -> str:
     return "start" if header.stream else "stop"
+
+
+def retyped(raw: bytes, kind: int) -> bytes:
+    """The same data header with another kind.
+
+    >>> parse_header(retyped(data_header(TRACKED, 3, 7, 2), RUN))
+    Header(kind=5, stream=3, dest=7, src=2)
+    """
+    return bytes([kind]) + raw[1:]
 
 
 def dest_of(raw: bytes) -> int:

@@ -945,14 +945,12 @@ def recording_frames(cluster: InMemoryCluster) -> list:
 
 def completions_from_bolts(cluster: InMemoryCluster, sent: list) -> list[tuple[int, int]]:
     """``(spout task, root)`` of every completion a bolt sent straight to a spout."""
-    bolts = set(tasks(cluster, "count")) | set(cluster.plan.component_tasks().get("sink", ()))
     found = []
     for header, body in sent:
         h = wire.parse_header(header)
-        if h.kind == wire.ACKED and h.src in bolts:
-            pairs = wire.decode_batch(body)
-            assert pairs[1::2] == [wire.ACKED_OK] * (len(pairs) // 2)
-            found += [(h.dest, root) for root in pairs[0::2]]
+        if h.kind == wire.COMPLETED:
+            first, count, others = wire.decode_batch(body)
+            found += [(h.dest, root) for root in [*range(first, first + count), *others]]
     return found
 
 
@@ -1087,3 +1085,176 @@ def test_a_malformed_acked_body_is_refused_as_a_wire_error(body):
         with pytest.raises(wire.WireError):
             cluster.executors[spout].on_frame(wire.data_header(wire.ACKED, 0, spout, acker),
                                               wire.pack(body))
+
+
+@pytest.mark.parametrize("body", [["x"], [[1]], [1.5], {"a": 1}, [1, 2], [1 << 63, -1, []],
+                                  [1 << 63, 2, ["x"]], [1 << 63, 2, 3], [1.0, 2, []]])
+def test_a_malformed_completed_body_is_refused_as_a_wire_error(body):
+    topo = feeder_into("bad-completed", ("count", Identity))
+    with InMemoryCluster(topo, ackers=1) as cluster:
+        (spout,), (bolt,) = tasks(cluster, "feed"), tasks(cluster, "count")
+        with pytest.raises(wire.WireError):
+            cluster.executors[spout].on_frame(wire.data_header(wire.COMPLETED, 0, spout, bolt),
+                                              wire.pack(body))
+        with pytest.raises(wire.WireError):  # and a bolt takes none at all
+            cluster.executors[bolt].on_frame(wire.data_header(wire.COMPLETED, 0, bolt, bolt),
+                                             wire.pack([1 << 63, 1, []]))
+
+
+@pytest.mark.parametrize("body", [
+    [12345, [[1]]],  # no self-initialising first root
+    [1 << 63, "x"],
+    [[1 << 63], [[1]]],
+    [(1 << 64) - 1, [[1], [2]]],  # the second root would not fit 64 bits
+    [1 << 63, [[1]], 3],
+])
+def test_a_malformed_run_is_refused_as_a_wire_error(body):
+    topo = feeder_into("bad-run", ("count", Identity))
+    with InMemoryCluster(topo, ackers=1) as cluster:
+        (spout,), (bolt,) = tasks(cluster, "feed"), tasks(cluster, "count")
+        stream = cluster.plan.stream_ids()[("feed", "default")]
+        with pytest.raises(wire.WireError):
+            cluster.executors[bolt].on_frame(wire.data_header(wire.RUN, stream, bolt, spout),
+                                             wire.pack(body))
+        assert obj(cluster, "count") is not None and stat(cluster, "count").executed == 0
+
+
+class Burst(Spout):
+    """Emits ``n`` tracked tuples in one ``next_tuple`` call; every ``slow_every``-th goes
+    by a stream name equal to "default" but built at run time, which takes the checked
+    way of ``emit`` rather than its fast path."""
+
+    outputs = ["n"]
+
+    def __init__(self, n: int, slow_every: int = 0) -> None:
+        self.n, self.slow_every = n, slow_every
+
+    def open(self, config, context):
+        self.done = False
+        self.acked: list = []
+        self.failed: list = []
+
+    def next_tuple(self):
+        if self.done:
+            return
+        self.done = True
+        default = "".join(["def", "ault"])
+        for i in range(self.n):
+            slow = self.slow_every and i % self.slow_every == self.slow_every - 1
+            self.emit([i], stream=default if slow else "default", msg_id=i)
+
+    def ack(self, msg_id):
+        self.acked.append(msg_id)
+
+    def fail(self, msg_id):
+        self.failed.append(msg_id)
+
+
+class Order(Bolt):
+    outputs: list[str] = []
+
+    def prepare(self, config, context):
+        self.seen: list = []
+
+    def process(self, tup):
+        self.seen.append(tup.values[0])
+        self.ack(tup)
+
+
+def burst_into_order(n: int, slow_every: int, **options):
+    topo = Topology("burst")
+    topo.spout("burst", Burst(n, slow_every))
+    topo.bolt("order", Order).shuffle_grouping("burst")
+    return InMemoryCluster(topo, ackers=1, **options)
+
+
+def test_a_spouts_tracked_tuples_travel_as_runs_of_consecutive_roots():
+    with burst_into_order(10, 0, batch_size=4) as cluster:
+        sent = recording_frames(cluster)
+        cluster.run_until_idle()
+        spout = obj(cluster, "burst")
+        assert sorted(spout.acked) == list(range(10)) and spout.failed == []
+        runs = [wire.decode_batch(body) for header, body in sent
+                if wire.parse_header(header).kind == wire.RUN]
+        assert [len(values) for _, values in runs] == [4, 4, 2]  # batch_size per run
+        assert [v for _, values in runs for v in values] == [[i] for i in range(10)]
+        firsts = [first for first, _ in runs]
+        assert firsts[1] == firsts[0] + 4 and firsts[2] == firsts[1] + 4
+        assert all(first >> 63 == 1 for first in firsts)
+        completed = sorted(root for _, root in completions_from_bolts(cluster, sent))
+        assert completed == list(range(firsts[0], firsts[0] + 10))
+        assert not [h for h, _ in sent if wire.parse_header(h).kind == wire.TRACKED]
+        assert stat(cluster, "burst").pending == 0
+        no_crash(cluster)
+
+
+@pytest.mark.parametrize("slow_every", [1, 2, 3])
+def test_runs_and_checked_tracked_emits_keep_the_emit_order(slow_every):
+    with burst_into_order(12, slow_every, batch_size=5) as cluster:
+        sent = recording_frames(cluster)
+        cluster.run_until_idle()
+        assert obj(cluster, "order").seen == list(range(12))
+        spout = obj(cluster, "burst")
+        assert sorted(spout.acked) == list(range(12)) and spout.failed == []
+        kinds = {wire.parse_header(h).kind for h, _ in sent}
+        assert wire.TRACKED in kinds and (wire.RUN in kinds) == (slow_every > 1)
+        no_crash(cluster)
+
+
+def test_a_run_holding_a_value_msgpack_cannot_carry_fails_only_that_tuple():
+    class Bad(Spout):
+        outputs = ["v"]
+
+        def open(self, config, context):
+            self.done, self.acked, self.failed = False, [], []
+
+        def next_tuple(self):
+            if not self.done:
+                self.done = True
+                for i in range(5):
+                    self.emit([object() if i == 2 else i], msg_id=i)
+
+        def ack(self, msg_id):
+            self.acked.append(msg_id)
+
+        def fail(self, msg_id):
+            self.failed.append(msg_id)
+
+    topo = Topology("bad-run-value")
+    topo.spout("bad", Bad())
+    topo.bolt("order", Order).shuffle_grouping("bad")
+    with InMemoryCluster(topo, ackers=1) as cluster:
+        cluster.run_until_idle()
+        spout = obj(cluster, "bad")
+        assert (sorted(spout.acked), spout.failed) == ([0, 1, 3, 4], [2])
+        assert obj(cluster, "order").seen == [0, 1, 3, 4]
+        assert stat(cluster, "bad").dropped == 1
+
+
+class ReplayInFail(Numbers):
+    """``Numbers`` that emits a failed tuple again from ``fail`` itself (not from a later
+    ``next_tuple``)."""
+
+    def fail(self, msg_id):
+        super().fail(msg_id)
+        self.emit([msg_id], msg_id=msg_id)
+
+
+def test_a_tuple_emitted_from_fail_is_timed_from_that_emit():
+    """The emit time of a run's tuple is read before each chunk of next_tuple calls and
+    before each call into the spout: a replay emitted by ``fail`` long after the last
+    chunk is timed from the replay, not from that chunk."""
+    topo = Topology("replay-in-fail")
+    topo.spout("feed", ReplayInFail(1))
+    topo.bolt("drop", DropFirst).shuffle_grouping("feed")
+    with InMemoryCluster(topo, ackers=1, message_timeout=TIMEOUT) as cluster:
+        cluster.run_until_idle()
+        feed = obj(cluster, "feed")
+        while not feed.failed:
+            cluster.advance(0.5)
+        assert cluster.clock() >= TIMEOUT
+        cluster.run_until_idle()  # the replay, emitted by fail, is acked with no delay
+        assert (feed.acked, feed.failed) == ([0], [0])
+        latency = stat(cluster, "feed").complete_latency_ms
+        assert latency["count"] == 1 and latency["p99"] < 1.0  # ms: not the timeout
+        no_crash(cluster)

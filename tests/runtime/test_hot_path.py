@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from runtime import BasicBolt, Bolt, Spout, Topology, wire
-from runtime._executor import STEP_CHUNK, UserCodeError, _untracked_steps
+from runtime._executor import STEP_CHUNK, UserCodeError, _marked_steps, _untracked_steps
 from runtime.testing import InMemoryCluster, ListSink, ListSpout
 
 
@@ -29,6 +29,29 @@ def test_untracked_steps_stop_at_the_next_look_once_output_waits(held_after):
     _untracked_steps(next_tuple, 100, waiting)
     looks = -(-held_after // STEP_CHUNK)  # the chunk in which it became held is finished
     assert len(made) == looks * STEP_CHUNK
+
+
+@pytest.mark.parametrize("calls", [0, 1, STEP_CHUNK - 1, STEP_CHUNK, STEP_CHUNK + 1, 500])
+def test_marked_steps_mark_before_every_chunk_and_make_the_calls_asked_for(calls):
+    log = []
+    _marked_steps(lambda: log.append("call"), calls, [], lambda: log.append("mark"))
+    assert log.count("call") == calls
+    expected = []
+    for start in range(0, calls, STEP_CHUNK):
+        expected += ["mark"] + ["call"] * min(STEP_CHUNK, calls - start)
+    assert log == expected
+
+
+def test_marked_steps_stop_at_the_next_look_once_output_waits():
+    waiting, log = [], []
+
+    def next_tuple():
+        log.append("call")
+        if log.count("call") == 3:
+            waiting.append("held")
+
+    _marked_steps(next_tuple, 100, waiting, lambda: log.append("mark"))
+    assert log == ["mark"] + ["call"] * STEP_CHUNK
 
 
 def test_nothing_is_called_while_output_waits():

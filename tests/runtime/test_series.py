@@ -277,3 +277,24 @@ def test_emits_are_also_counted_per_stream_and_summed_over_instances():
     assert split["stream_emitted_per_s"] == pytest.approx(
         {"big": 300 / 9.5, "small": 305 / 9.5}, abs=1e-3)
     assert sum(split["stream_emitted_per_s"].values()) == pytest.approx(split["emitted_per_s"])
+
+
+def test_a_histogram_of_start_times_counts_what_one_of_latencies_would():
+    """``record_since(starts, now)`` is ``record_each`` of ``now - start``: the same
+    buckets, count and total, for starts in any order and latencies of any size."""
+    import random
+
+    from runtime._metrics import LatencyHistogram
+
+    rng = random.Random(3)
+    for _ in range(200):
+        now = rng.uniform(0.0, 1e5)
+        starts = [now - rng.choice([rng.uniform(0, 1e-6), rng.uniform(0, 0.01),
+                                    rng.expovariate(50), rng.uniform(0, 100)])
+                  for _ in range(rng.randint(0, 300))]
+        by_start, by_latency = LatencyHistogram(), LatencyHistogram()
+        by_start.record_since(starts, now)
+        by_latency.record_each([now - s for s in starts])
+        assert by_start.counts == by_latency.counts
+        assert by_start.count == by_latency.count == len(starts)
+        assert by_start.total == pytest.approx(by_latency.total, rel=1e-9, abs=1e-9)

@@ -1,0 +1,142 @@
+"""A spout task's tracker (runtime/_tracking.py), pure: roots one by one and in runs of
+consecutive roots, settled whole or root by root, renewed, failed and timed out."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+
+from runtime._ledger import RootIds
+from runtime._tracking import SpoutTracker
+from runtime.wire import ACKED_FAILED, ACKED_OK, ACKED_RENEWED, ACKED_TIMEOUT
+
+TIMEOUT = 30.0
+
+
+def tracker_with_runs(*lengths: int, now: float = 0.0):
+    """A tracker holding runs of these lengths, back to back; msg_ids count from 0."""
+    t = SpoutTracker(TIMEOUT, now=now)
+    first = start = RootIds(task=3, bits=4).run_start()
+    n = 0
+    for length in lengths:
+        t.add_run(first, list(range(n, n + length)), [now] * length)
+        first, n = first + length, n + length
+    return t, start
+
+
+def test_whole_runs_complete_in_order_with_their_latencies():
+    t, first = tracker_with_runs(3, 2)
+    assert t.in_flight == 5
+    assert t.complete_range(first, 5, now=0.004) == [0, 1, 2, 3, 4]
+    assert (t.in_flight, t.acked, t.stale, len(t.runs)) == (0, 5, 0, 0)
+    assert t.latency.count == 5 and t.latency.total == pytest.approx(5 * 0.004)
+
+
+def test_part_of_a_run_completes_root_by_root_and_the_rest_stays_pending():
+    t, first = tracker_with_runs(4)
+    assert t.complete_range(first + 1, 2, now=1.0) == [1, 2]
+    assert t.in_flight == 2 and len(t.runs) == 0 and len(t.pending) == 2
+    assert t.complete([first + 3, first], now=2.0) == [3, 0]
+    assert (t.in_flight, t.acked, t.stale) == (0, 4, 0)
+    assert t.latency.count == 4
+
+
+def test_a_range_over_a_whole_run_and_part_of_the_next():
+    t, first = tracker_with_runs(2, 3)
+    assert t.complete_range(first, 3, now=1.0) == [0, 1, 2]
+    assert t.in_flight == 2
+    assert t.complete_range(first + 3, 2, now=1.0) == [3, 4]
+    assert (t.in_flight, t.acked, t.stale, len(t.pending), len(t.runs)) == (0, 5, 0, 0, 0)
+
+
+def test_completing_twice_counts_the_second_as_stale():
+    t, first = tracker_with_runs(3)
+    assert t.complete_range(first, 3, now=1.0) == [0, 1, 2]
+    assert t.complete_range(first, 3, now=1.0) == []
+    assert t.complete([first + 1], now=1.0) == []
+    assert (t.in_flight, t.acked, t.stale) == (0, 3, 4)
+
+
+def test_outcomes_from_the_acker_reach_roots_inside_runs():
+    t, first = tracker_with_runs(4)
+    acked, failed = t.settle([first, ACKED_OK, first + 1, ACKED_FAILED,
+                              first + 2, ACKED_TIMEOUT, first + 3, ACKED_RENEWED], now=1.0)
+    assert (acked, failed) == ([0], [1, 2])
+    assert (t.in_flight, t.timed_out, len(t.pending)) == (1, 1, 1)
+    assert t.complete_range(first + 3, 1, now=2.0) == [3]  # the renewed root, alone now
+    assert t.in_flight == 0
+
+
+def test_a_run_times_out_as_a_whole_and_never_early():
+    t, first = tracker_with_runs(3, now=0.0)
+    assert t.expire(TIMEOUT - 0.001) == []
+    expired = t.expire(1.5 * TIMEOUT)
+    assert expired == [0, 1, 2]
+    assert (t.in_flight, t.failed, t.timed_out, len(t.runs)) == (0, 3, 3, 0)
+    assert t.complete_range(first, 3, now=50.0) == [] and t.stale == 3
+
+
+def test_a_run_taken_apart_keeps_its_age():
+    """Roots of a run settled one by one move to the bucket the run was in: they time
+    out when the run would have, not later."""
+    t, first = tracker_with_runs(3, now=0.0)
+    t.expire(TIMEOUT / 2)  # one rotation: the run is one bucket old now
+    assert t.complete([first], now=TIMEOUT / 2) == [0]
+    assert t.expire(TIMEOUT) == []
+    assert t.expire(1.5 * TIMEOUT) == [1, 2]  # the third rotation after the emit
+    assert t.in_flight == 0
+
+
+def test_a_renewed_root_of_a_run_starts_its_age_again():
+    t, first = tracker_with_runs(2, now=0.0)
+    t.expire(TIMEOUT / 2)
+    t.settle([first, ACKED_RENEWED], now=TIMEOUT / 2)
+    assert t.expire(TIMEOUT) == []
+    assert t.expire(1.5 * TIMEOUT) == [1]  # the other root, with the run's age
+    assert t.expire(2 * TIMEOUT) == [0]
+
+
+def test_runs_and_single_roots_together_keep_the_count_right():
+    """A random mix of runs and single roots, settled at random in ranges, lists and
+    outcomes: every msg_id is acked or failed exactly once, and in_flight ends at 0."""
+    rng = random.Random(7)
+    t = SpoutTracker(TIMEOUT)
+    ids = RootIds(task=1, bits=3)
+    first, n, roots = ids.run_start(), 0, []
+    for _ in range(200):
+        if rng.random() < 0.7:
+            length = rng.randint(1, 20)
+            t.add_run(first, list(range(n, n + length)), [0.0] * length)
+            roots += [(first + i, n + i) for i in range(length)]
+            first, n = first + length, n + length
+        else:
+            root = ids.new()
+            t.emitted(root, n, 0.0)
+            roots.append((root, n))
+            n += 1
+    rng.shuffle(roots)
+    left = {r for r, _ in roots}
+    settled: list = []
+    while roots:
+        k = rng.randint(1, 30)
+        take, roots = [r for r, _ in roots[:k]], roots[k:]
+        way = rng.random()
+        if way < 0.3:  # a range: the first root taken and those right after it still left
+            start = end = take[0]
+            while end + 1 in left:
+                end += 1
+            settled += t.complete_range(start, end - start + 1, now=1.0)
+            done = set(range(start, end + 1))
+            roots = [(r, m) for r, m in roots if r not in done]
+            take = [r for r in take[1:] if r not in done]
+            left -= done
+        if way < 0.6:
+            settled += t.complete(take, now=1.0)
+        else:
+            outcomes = [x for r in take for x in (r, rng.choice([ACKED_OK, ACKED_FAILED]))]
+            acked, failed = t.settle(outcomes, now=1.0)
+            settled += acked + failed
+        left -= set(take)
+    assert sorted(settled) == list(range(n))
+    assert t.in_flight == 0 and t.stale == 0 and len(t.pending) == 0 and len(t.runs) == 0
