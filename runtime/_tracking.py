@@ -110,19 +110,32 @@ class SpoutTracker:
         self.in_flight -= len(acked)
         self.acked += len(acked)
         if first < end:  # part of a run, or no run at all: root by root
-            acked += self.complete(range(first, end), now)
+            if end - first <= self.in_flight:
+                acked += self.complete(range(first, end), now)
+            else:  # more than could be in flight (a stale or broken frame): only those
+                self._explode_where(lambda lo, hi: lo < end and hi > first)  # that are
+                roots = sorted(r for b in self.pending.buckets for r in b if first <= r < end)
+                self.stale += end - first - len(roots)
+                acked += self.complete(roots, now)
         return acked
 
     def _explode(self, roots) -> None:
         """The runs holding any of ``roots`` become one entry per root in ``pending``,
         in the bucket of the run's age, so that those roots can be settled one by one."""
-        if not len(self.runs):
-            return
-        ordered = sorted(roots)
+        if len(self.runs):
+            ordered = sorted(roots)
+
+            def holds(lo: int, hi: int) -> bool:
+                i = bisect_left(ordered, lo)
+                return i < len(ordered) and ordered[i] < hi
+
+            self._explode_where(holds)
+
+    def _explode_where(self, chosen) -> None:
+        """Take apart the runs ``[lo, hi)`` for which ``chosen(lo, hi)`` is true."""
         for age, bucket in enumerate(self.runs.buckets):
             for first, (msg_ids, stamps) in list(bucket.items()):
-                i = bisect_left(ordered, first)
-                if i < len(ordered) and ordered[i] < first + len(msg_ids):
+                if chosen(first, first + len(msg_ids)):
                     del bucket[first]
                     self.pending.buckets[age].update(
                         zip(range(first, first + len(msg_ids)), zip(msg_ids, stamps)))

@@ -58,6 +58,17 @@ def test_completing_twice_counts_the_second_as_stale():
     assert (t.in_flight, t.acked, t.stale) == (0, 3, 4)
 
 
+def test_a_range_longer_than_what_is_in_flight_settles_what_is_there_at_once():
+    """A broken or stale COMPLETED frame may claim any count: the work is bounded by
+    what is in flight, never by the count."""
+    t, first = tracker_with_runs(3, 2)
+    assert t.complete_range(first + 1, 1, now=1.0) == [1]  # a run taken apart
+    t.emitted(first + 100, "inside", 0.0)
+    t.emitted(first - 1, "outside", 0.0)
+    assert t.complete_range(first, 10**15, now=2.0) == [0, 2, 3, 4, "inside"]
+    assert (t.in_flight, t.stale, len(t.runs)) == (1, 10**15 - 5, 0)
+
+
 def test_outcomes_from_the_acker_reach_roots_inside_runs():
     t, first = tracker_with_runs(4)
     acked, failed = t.settle([first, ACKED_OK, first + 1, ACKED_FAILED,
