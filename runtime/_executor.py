@@ -244,9 +244,8 @@ class Executor:
         if DEFAULT_STREAM not in streams:
             return emit
         n, items, out = streams[DEFAULT_STREAM]
-        fixed = out.fixed_copies if acking else None
-        single = self if fixed is not None and len(fixed) == 1 else None
-        return _default_stream_first(emit, n, items, out, size, single)
+        runs = acking and len(out.outlets) == 1 and out.outlets[0].pick is not None
+        return _default_stream_first(emit, n, items, out, size, self if runs else None)
 
     def _bolt_emit(self, streams, checked, comp, size, acking):
         current, basic = self._current, isinstance(self.user, BasicBolt)
@@ -274,8 +273,8 @@ class Executor:
         self-initialising root, which is also its edge id: the acker needs no init. Sent
         to several tasks (or none), it gets a plain root, an edge id per copy, and an
         init with their XOR, as in Storm (docs/internals/acker.md)."""
-        if out.run:  # what waits goes first, in emit order: the tracked batches, then
-            out.flush_tracked()  # the run (newer than they are)
+        if any(out.runs):  # what waits goes first, in emit order: the tracked batches,
+            out.flush_tracked()  # then the runs (newer than they are)
         copies = self._copies(out, values, direct)
         if len(copies) == 1:
             root = self._roots.new()
@@ -869,56 +868,20 @@ class Executor:
 def _default_stream_first(emit, n: int, items: list, out: StreamOut, size: int,
                           tracking: Executor | None = None):
     """``emit`` with the commonest calls made cheap: the default stream, the right arity,
-    and no ``msg_id`` -- or, with ``tracking`` (a spout executor with acking on, whose
-    default stream goes to one task whatever the values), a ``msg_id`` on an unrecorded
-    stream. Anything else goes through ``emit`` itself, which checks it all.
+    and no ``msg_id`` -- or, with ``tracking`` (a spout executor with acking on whose
+    default stream has one subscriber, which takes each tuple on one of its tasks), a
+    ``msg_id`` on an unrecorded stream. Anything else goes through ``emit`` itself, which
+    checks it all.
 
-    The tracked case numbers its tuples: they get consecutive self-initialising roots and
-    wait, values only, in ``out.run``, their msg_ids and emit times beside them; when the
-    run ends (it is full, or flushed) it is sent as one RUN frame, ``[first root,
-    values]``, and the tracker keeps it whole (``SpoutTracker.add_run``). Per tuple that
-    leaves three appends: no random draw, no pending entry, no root on the wire
-    (docs/internals/acker.md, "Runs of roots"). The run's length counts as in flight
+    The tracked case numbers its tuples: each target task has a run of consecutive
+    self-initialising roots, from a random start of its own. A tuple waits, values only,
+    in its target's run, its msg_id and emit time beside it; when the runs end (one is
+    full, or they are flushed) each is sent as one RUN frame, ``[first root, values]``,
+    and the tracker keeps it whole (``SpoutTracker.add_run``). Per tuple that leaves the
+    grouping's choice and three appends: no random draw, no pending entry, no root on
+    the wire (docs/internals/acker.md, "Runs of roots"). The runs count as in flight
     already (``SpoutTracker.unsent``)."""
     append, flush = items.append, out.flush
-    if tracking is not None:
-        ((outlet, i),) = [(o, i) for o in out.outlets for i in o.fixed]  # the one target
-        tracked_header = outlet.tracked_headers[i]
-        run_header = wire.retyped(tracked_header, wire.RUN)
-        tracker, roots, clock = tracking.tracker, tracking._roots, tracking.monotonic
-        run = out.run
-        run_append = run.append
-        base, end = roots.run_start(), roots.run_end - size
-        tracker.unsent = run
-        stamp = clock()  # the emit time of what the spout emits now (see mark)
-        msg_ids: list = []  # the run's, and their emit times
-        stamps: list = []
-        id_append, stamp_append = msg_ids.append, stamps.append
-
-        def end_run() -> None:
-            """Send the run as one RUN frame, its first root and the values, and hand
-            its msg_ids and emit times to the tracker."""
-            nonlocal base, msg_ids, stamps, id_append, stamp_append
-            k = len(run)
-            if not k:
-                return
-            out.ship_run(run_header, base, run, tracked_header)
-            run.clear()  # before add_run counts them in flight: a report read between
-            tracker.add_run(base, msg_ids, stamps)  # the two must not count them twice
-            msg_ids, stamps = [], []
-            id_append, stamp_append = msg_ids.append, stamps.append
-            out.emitted += k
-            base += k
-            if base >= end:  # (after 2 ** 46 roots at the very least)
-                base = roots.run_start()
-
-        def mark() -> None:
-            """Read the clock for the emits to come: each chunk of ``next_tuple`` calls,
-            and each other call into the spout, starts with one (STEP_CHUNK)."""
-            nonlocal stamp
-            stamp = clock()
-
-        out.end_run, tracking._restamp = end_run, mark
 
     def emit_default(values, stream=DEFAULT_STREAM, msg_id=None):
         if stream is DEFAULT_STREAM:
@@ -936,22 +899,80 @@ def _default_stream_first(emit, n: int, items: list, out: StreamOut, size: int,
     if tracking is None:
         return emit_default
 
-    def emit_tracked(values, stream=DEFAULT_STREAM, msg_id=None):
+    (outlet,) = out.outlets
+    tracker, roots, clock = tracking.tracker, tracking._roots, tracking.monotonic
+    targets = range(len(outlet.tasks))
+    headers = [(wire.retyped(h, wire.RUN), h) for h in outlet.tracked_headers]
+    runs = out.runs = [[] for _ in targets]  # per target: values, msg_ids, emit times
+    run_ids, run_stamps = [[] for _ in targets], [[] for _ in targets]
+    bases, end = [roots.run_start() for _ in targets], roots.run_end - size
+    tracker.unsent = runs
+    stamp = clock()  # the emit time of what the spout emits now (see mark)
+
+    def end_runs() -> None:
+        """Send each run as one RUN frame, its first root and the values, and hand its
+        msg_ids and emit times to the tracker."""
+        for i, run in enumerate(runs):
+            k = len(run)
+            if not k:
+                continue
+            base = bases[i]
+            out.ship_run(*headers[i], base, run)
+            run.clear()  # before add_run counts them in flight: a report read between
+            tracker.add_run(base, run_ids[i][:], run_stamps[i][:])  # must not count twice
+            run_ids[i].clear()
+            run_stamps[i].clear()
+            out.emitted += k
+            bases[i] = base + k if base + k < end else roots.run_start()  # (2 ** 46 on)
+
+    def mark() -> None:
+        """Read the clock for the emits to come: each chunk of ``next_tuple`` calls, and
+        each other call into the spout, starts with one (STEP_CHUNK)."""
+        nonlocal stamp
+        stamp = clock()
+
+    out.end_runs, tracking._restamp = end_runs, mark
+    if len(targets) == 1:  # one task: no choice to make, and the lists at hand
+        (run,), (ids,), (stamps,) = runs, run_ids, run_stamps
+        run_append, id_append, stamp_append = run.append, ids.append, stamps.append
+
+        def emit_tracked(values, stream=DEFAULT_STREAM, msg_id=None):
+            if stream is DEFAULT_STREAM and msg_id is not None and out.recorder is None:
+                try:
+                    ok = len(values) == n
+                except TypeError:
+                    ok = False
+                if ok:
+                    id_append(msg_id)
+                    stamp_append(stamp)
+                    run_append(values)
+                    if len(run) >= size:
+                        out.flush_tracked()
+                    return None
+            return emit_default(values, stream, msg_id)
+
+        return emit_tracked
+
+    pick = outlet.pick
+
+    def emit_picked(values, stream=DEFAULT_STREAM, msg_id=None):
         if stream is DEFAULT_STREAM and msg_id is not None and out.recorder is None:
             try:
                 ok = len(values) == n
-            except TypeError:
+                i = pick(values)
+            except Exception:  # the checked way reports it (a wrong arity, a bad key)
                 ok = False
             if ok:
-                id_append(msg_id)
-                stamp_append(stamp)
-                run_append(values)
+                run_ids[i].append(msg_id)
+                run_stamps[i].append(stamp)
+                run = runs[i]
+                run.append(values)
                 if len(run) >= size:
                     out.flush_tracked()
                 return None
         return emit_default(values, stream, msg_id)
 
-    return emit_tracked
+    return emit_picked
 
 
 def _untracked_steps(next_tuple, calls: int, waiting: Sized) -> None:

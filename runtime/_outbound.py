@@ -35,7 +35,7 @@ class StreamOut:
 
     __slots__ = ("name", "arity", "items", "outlets", "direct", "direct_tracked", "send",
                  "on_bad", "emitted", "transferred", "_reported", "_fixed", "tap",
-                 "recorder", "run", "end_run")
+                 "recorder", "runs", "end_runs")
 
     def __init__(self, name: str, arity: int, send: Send,
                  on_bad: Callable[[str, list, dict | None], None]) -> None:
@@ -48,10 +48,10 @@ class StreamOut:
         self._reported: set[int] = set()
         self.tap: Tap | None = None  # set while someone samples this stream
         self.recorder = None  # a runtime._recording.Recorder while this stream is recorded
-        # a spout's tracked tuples numbered by consecutive roots, values only, and what
-        # moves them into the tracked batch (runtime._executor._default_stream_first)
-        self.run: list = []
-        self.end_run: Callable[[], None] = _nothing
+        # a spout's tracked tuples numbered by consecutive roots, values only, one run
+        # per target task, and what sends them (runtime._executor._default_stream_first)
+        self.runs: list[list] = []
+        self.end_runs: Callable[[], None] = _nothing
 
     def tracked_batches(self, values) -> list[list]:
         """The tracked batches one tuple goes into, one per target task."""
@@ -73,7 +73,7 @@ class StreamOut:
 
     def queued(self) -> int:
         """Tuples waiting in this stream's batches (read twice per spout step: no lists)."""
-        n = len(self.items) + len(self.run)
+        n = len(self.items) + sum(map(len, self.runs))
         for _, pending in self.direct.values():
             n += len(pending)
         for _, pending in self.direct_tracked.values():
@@ -114,10 +114,10 @@ class StreamOut:
             if part:
                 self.ship(header, part, tracked=True)
                 part.clear()
-        if self.run:  # newer than any tracked batch: a tracked emit ends the run first
-            self.end_run()
+        if any(self.runs):  # newer than any tracked batch: a tracked emit ends them first
+            self.end_runs()
 
-    def ship_run(self, header: bytes, first: int, part: list, tracked_header: bytes) -> None:
+    def ship_run(self, header: bytes, tracked_header: bytes, first: int, part: list) -> None:
         """Send a run as one RUN frame: ``[first, part]``. A run holding a value msgpack
         cannot carry goes the tracked way instead, which drops and reports that tuple."""
         try:
@@ -203,7 +203,8 @@ def _pairs(part: list, first: int) -> list:
 class Outlet:
     """One subscriber of a stream: its tasks, and how a batch is split among them."""
 
-    __slots__ = ("tasks", "headers", "take", "targets", "fixed", "tracked", "tracked_headers")
+    __slots__ = ("tasks", "headers", "take", "targets", "fixed", "pick", "tracked",
+                 "tracked_headers")
 
     def __init__(self, grouping, tasks, stream_id: int, src: int) -> None:
         self.tasks = list(tasks)
@@ -211,6 +212,7 @@ class Outlet:
         self.take = _splitter(grouping, self)
         self.targets = _targets(grouping, self.tasks)
         self.fixed = _fixed_targets(grouping, self.tasks)
+        self.pick = _picker(grouping, self.tasks)
         self.tracked: list[list] = [[] for _ in self.tasks]
         self.tracked_headers = [wire.data_header(wire.TRACKED, stream_id, t, src)
                                 for t in self.tasks]
@@ -221,6 +223,19 @@ def _fixed_targets(grouping, tasks: list[int]) -> tuple[int, ...] | None:
     if isinstance(grouping, AllGrouping):
         return tuple(range(len(tasks)))
     return (0,) if getattr(grouping, "single", False) and len(tasks) == 1 else None
+
+
+def _picker(grouping, tasks: list[int]) -> Callable[[list], int] | None:
+    """``pick(values)``: the index of the one task a tuple goes to, when every tuple goes
+    to exactly one task; None when a tuple may go to several (or to a custom choice)."""
+    if len(tasks) == 1 and (getattr(grouping, "single", False)
+                            or isinstance(grouping, AllGrouping)):
+        return _first
+    return grouping.pick if getattr(grouping, "single", False) else None
+
+
+def _first(values) -> int:
+    return 0
 
 
 def _targets(grouping, tasks: list[int]) -> Callable[[list], tuple | list]:

@@ -41,7 +41,8 @@ class SpoutTracker:
         # first root -> (msg_ids, emit times), one of each per root
         self.runs: RotatingMap[int, tuple[list, list]] = RotatingMap(BUCKETS)
         self.in_flight = 0  # roots sent and not settled
-        self.unsent: Sized = ()  # tuples emitted whose roots are not counted yet (a run)
+        # tuples emitted whose roots are not counted yet: the runs, one list per target
+        self.unsent: list[Sized] = []
         self.pending_seen = 0  # in flight and unsent, as of the owner's last snapshot()
         self.rotate_every = timeout / (BUCKETS - 1)
         self.next_rotation = now + self.rotate_every
@@ -67,7 +68,8 @@ class SpoutTracker:
 
     def full(self) -> bool:
         """Whether ``next_tuple`` must wait: the limit of in-flight roots is reached."""
-        return self.limit is not None and self.in_flight + len(self.unsent) >= self.limit
+        return (self.limit is not None
+                and self.in_flight + sum(map(len, self.unsent)) >= self.limit)
 
     def tune(self, progress: int, now: float) -> str | None:
         """Every ``tune_interval``: feed the tuner the progress made since its last turn."""
@@ -209,7 +211,7 @@ class SpoutTracker:
     def snapshot(self) -> None:
         """Take ``pending_seen`` for the reports: another thread reads them, and the sum
         of ``in_flight`` and ``unsent`` is only whole between two steps of the spout's."""
-        self.pending_seen = self.in_flight + len(self.unsent)
+        self.pending_seen = self.in_flight + sum(map(len, self.unsent))
 
     def record(self) -> dict:
         return {"pending": self.pending_seen, "max_spout_pending": self.limit,

@@ -1258,3 +1258,32 @@ def test_a_tuple_emitted_from_fail_is_timed_from_that_emit():
         latency = stat(cluster, "feed").complete_latency_ms
         assert latency["count"] == 1 and latency["p99"] < 1.0  # ms: not the timeout
         no_crash(cluster)
+
+
+def test_a_spout_sending_to_several_tasks_keeps_a_run_per_task():
+    topo = Topology("runs-per-task")
+    topo.spout("words", Burst(60))
+    topo.bolt("count", Order, parallelism=3).fields_grouping("words", ["n"])
+    with InMemoryCluster(topo, ackers=1, batch_size=8) as cluster:
+        sent = recording_frames(cluster)
+        cluster.run_until_idle()
+        spout = obj(cluster, "words")
+        assert sorted(spout.acked) == list(range(60)) and not spout.failed
+        runs: dict[int, list] = {}
+        for header, body in sent:
+            h = wire.parse_header(header)
+            if h.kind == wire.RUN:
+                runs.setdefault(h.dest, []).append(wire.decode_batch(body))
+        assert set(runs) == set(tasks(cluster, "count"))
+        for task, frames in runs.items():  # consecutive roots per task, across its frames
+            roots = [first + i for first, values in frames for i in range(len(values))]
+            assert roots == list(range(roots[0], roots[0] + len(roots)))
+            numbers = [values[0] for _, batch in frames for values in batch]
+            assert numbers == cluster.user_object(task).seen  # in emit order
+        starts = sorted(frames[0][0] for frames in runs.values())  # far apart: own ranges
+        assert all(b - a > 60 for a, b in zip(starts, starts[1:]))
+        completed = completions_from_bolts(cluster, sent)
+        assert len(completed) == 60 and not [h for h, _ in sent
+                                             if wire.parse_header(h).kind == wire.TRACKED]
+        assert stat(cluster, "words").pending == 0 and acker_pending(cluster) == 0
+        no_crash(cluster)
