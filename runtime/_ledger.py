@@ -176,8 +176,7 @@ class RotatingMap(Generic[K, V]):
 
     @property
     def newest(self) -> dict[K, V]:
-        """The newest bucket, where new keys go: always the same dict object, so a hot
-        path may hold it (:meth:`rotate` moves its keys on and empties it)."""
+        """The newest bucket, where new keys go (a new dict after each :meth:`rotate`)."""
         return self._buckets[0]
 
     @property
@@ -200,14 +199,9 @@ class RotatingMap(Generic[K, V]):
         return sum(map(len, self._buckets))
 
     def rotate(self) -> dict[K, V]:
-        """Drop the oldest bucket and return it; the newest bucket's keys move one bucket
-        older, and the newest bucket (the same dict) starts empty."""
-        buckets = self._buckets
-        dropped = buckets.pop()
-        newest = buckets[0]
-        buckets.insert(1, newest.copy())
-        newest.clear()
-        return dropped
+        """Drop the oldest bucket, open a new empty one, and return what was dropped."""
+        self._buckets.appendleft({})
+        return self._buckets.pop()
 
     def _holder(self, key: K) -> dict[K, V]:
         """The bucket that holds ``key``, or the newest one when none does."""

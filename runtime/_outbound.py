@@ -204,18 +204,19 @@ class Outlet:
     """One subscriber of a stream: its tasks, and how a batch is split among them."""
 
     __slots__ = ("tasks", "headers", "take", "targets", "fixed", "pick", "tracked",
-                 "tracked_headers")
+                 "tracked_headers", "run_headers")
 
     def __init__(self, grouping, tasks, stream_id: int, src: int) -> None:
         self.tasks = list(tasks)
         self.headers = [wire.data_header(wire.DATA, stream_id, t, src) for t in self.tasks]
         self.take = _splitter(grouping, self)
-        self.targets = _targets(grouping, self.tasks)
-        self.fixed = _fixed_targets(grouping, self.tasks)
         self.pick = _picker(grouping, self.tasks)
+        self.targets = _targets(grouping, self.tasks, self.pick)
+        self.fixed = _fixed_targets(grouping, self.tasks)
         self.tracked: list[list] = [[] for _ in self.tasks]
         self.tracked_headers = [wire.data_header(wire.TRACKED, stream_id, t, src)
                                 for t in self.tasks]
+        self.run_headers = [wire.data_header(wire.RUN, stream_id, t, src) for t in self.tasks]
 
 
 def _fixed_targets(grouping, tasks: list[int]) -> tuple[int, ...] | None:
@@ -238,15 +239,14 @@ def _first(values) -> int:
     return 0
 
 
-def _targets(grouping, tasks: list[int]) -> Callable[[list], tuple | list]:
-    """``targets(values)``: the indexes (into ``tasks``) one tuple goes to, chosen now."""
-    n, single = len(tasks), getattr(grouping, "single", False)
-    if isinstance(grouping, AllGrouping):
-        every = tuple(range(n))
-        return lambda values: every
-    if single:
-        pick = (lambda values: 0) if n == 1 else grouping.pick
+def _targets(grouping, tasks: list[int], pick) -> Callable[[list], tuple | list]:
+    """``targets(values)``: the indexes (into ``tasks``) one tuple goes to, chosen now
+    (``pick``: the grouping's :func:`_picker`)."""
+    if pick is not None:
         return lambda values: (pick(values),)
+    if isinstance(grouping, AllGrouping):
+        every = tuple(range(len(tasks)))
+        return lambda values: every
     index, choose = {t: i for i, t in enumerate(tasks)}, grouping.choose_tasks
 
     def chosen(values):

@@ -32,8 +32,6 @@ import time
 from itertools import repeat
 from operator import itemgetter
 
-import msgpack
-
 from . import wire
 
 log = logging.getLogger("tupleflow.recording")
@@ -152,10 +150,7 @@ def _rows(kind: int, body: bytes, text: bool = True) -> tuple[list, list | None]
 
 
 def _unpack_quick(body: bytes):
-    try:
-        found = msgpack.unpackb(body, raw=True, use_list=False, strict_map_key=False)
-    except Exception as exc:  # msgpack raises several unrelated types on bad input
-        raise ValueError(str(exc)) from None
+    found = wire.unpack_raw(body)
     if type(found) is not tuple:
         raise ValueError(f"a record must be an array, got {type(found).__name__}")
     return found

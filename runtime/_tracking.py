@@ -26,7 +26,6 @@ from .tuning import MaxSpoutPendingTuner
 from .wire import ACKED_OK, ACKED_RENEWED, ACKED_TIMEOUT
 
 BUCKETS = 3  # a root times out between timeout and 1.5 x timeout after it was emitted
-_GONE = object()  # what dict.pop answers for a root the newest bucket does not hold
 
 
 class SpoutTracker:
@@ -34,9 +33,8 @@ class SpoutTracker:
 
     def __init__(self, timeout: float, max_pending: int | str | None = None,
                  tune_interval: float = 120.0, now: float = 0.0) -> None:
-        # root -> (msg_id, emit time)
+        # root -> (msg_id, emit time), for roots emitted one by one
         self.pending: RotatingMap[int, tuple[Any, float]] = RotatingMap(BUCKETS)
-        self.fresh = self.pending.newest  # where emits go (the executor's too): one dict
         # runs of consecutive roots (the executor's fast path), rotated with ``pending``:
         # first root -> (msg_ids, emit times), one of each per root
         self.runs: RotatingMap[int, tuple[list, list]] = RotatingMap(BUCKETS)
@@ -85,8 +83,8 @@ class SpoutTracker:
 
     # -- roots ----------------------------------------------------------------------------
     def emitted(self, root: int, msg_id: Any, now: float) -> None:
-        """A new root (the executor's spout ``emit`` does the same itself)."""
-        self.fresh[root] = (msg_id, now)
+        """A new root, emitted on its own (a run's go through :meth:`add_run`)."""
+        self.pending.newest[root] = (msg_id, now)
         self.in_flight += 1
 
     def add_run(self, first: int, msg_ids: list, stamps: list) -> None:
@@ -157,12 +155,11 @@ class SpoutTracker:
     def complete(self, roots, now: float) -> list:
         """Roots whose trees completed: their msg_ids, in order, settled in C."""
         self._explode(roots)
-        fresh = self.fresh
-        before = len(fresh)
-        entries = list(map(fresh.pop, roots, repeat(_GONE)))
-        if before - len(fresh) != len(roots):  # older than the newest bucket, or gone
+        fresh = self.pending.newest
+        entries = list(map(fresh.pop, roots, repeat(None)))
+        if None in entries:  # older than the newest bucket, or not here at all
             remove = self.pending.remove
-            entries = [e for e in (e if e is not _GONE else remove(r)
+            entries = [e for e in (e if e is not None else remove(r)
                                    for r, e in zip(roots, entries)) if e is not None]
             self.stale += len(roots) - len(entries)
         acked = list(map(itemgetter(0), entries))
@@ -173,7 +170,7 @@ class SpoutTracker:
 
     def _settle_each(self, outcomes, now: float) -> tuple[list, list]:
         acked, failed, started = [], [], []
-        remove, fresh = self.pending.remove, self.fresh
+        remove, fresh = self.pending.remove, self.pending.newest
         timed_out = 0
         for root, outcome in outcomes:
             entry = remove(root)

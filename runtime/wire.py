@@ -40,8 +40,8 @@ ACKS = 3  # body: flat op, root, value triples (ACK ops) for an acker task; an I
 ACKED = 4  # body: flat root, outcome pairs (ACKED outcomes) for a spout task, from an acker
 RUN = 5  # body: [first root, [values, values, ...]]: a spout's tracked tuples numbered by
 # consecutive self-initialising roots, first, first + 1, ... (acker.md, "Runs of roots")
-COMPLETED = 6  # body: flat roots of one-tuple trees a bolt acked, for the spout task
-# written in them (docs/internals/acker.md, "Leaves")
+COMPLETED = 6  # body: [first root, count, [root, ...]]: one-tuple trees a bolt acked, for
+# the spout task written in their roots (docs/internals/acker.md, "Leaves")
 HELLO = 9  # instance -> its stream manager, once connected: "route my frames to me"
 BACKPRESSURE = 10  # stream manager -> peers: src is the cause task; stream 1 = start, 0 = stop
 ROUTED = frozenset({DATA, TRACKED, ACKS, ACKED, RUN, COMPLETED})  # what a stream manager
@@ -92,15 +92,6 @@ def bp_header(task: int, on: bool) -> bytes:
 
 def bp_transition(header: Header) -> str:
     return "start" if header.stream else "stop"
-
-
-def retyped(raw: bytes, kind: int) -> bytes:
-    """The same data header with another kind.
-
-    >>> parse_header(retyped(data_header(TRACKED, 3, 7, 2), RUN))
-    Header(kind=5, stream=3, dest=7, src=2)
-    """
-    return bytes([kind]) + raw[1:]
 
 
 def dest_of(raw: bytes) -> int:
@@ -213,6 +204,19 @@ def pack(obj: Any) -> bytes:
 
 def unpack(raw: bytes) -> Any:
     return msgpack.unpackb(raw, raw=False, strict_map_key=False)
+
+
+def unpack_raw(raw: bytes) -> Any:
+    """:func:`unpack` that leaves strings as their UTF-8 ``bytes`` and makes arrays
+    tuples (the recording converter's quick way). ValueError for what is no msgpack.
+
+    >>> unpack_raw(pack([["storm", 1]]))
+    ((b'storm', 1),)
+    """
+    try:
+        return msgpack.unpackb(raw, raw=True, use_list=False, strict_map_key=False)
+    except Exception as exc:  # msgpack raises several unrelated types on bad input
+        raise ValueError(str(exc)) from None
 
 
 def iter_records(stream: IO[bytes]) -> Iterator[Any]:

@@ -159,7 +159,6 @@ def test_a_spout_without_a_default_stream_is_told_so():
         assert cluster.sink("sink") == [["y"]]
 
 
-
 # -- the bolt side: a sink's frames -------------------------------------------------------
 class Fragile(Bolt):
     """A sink that counts what it processed and raises on the value -1."""
@@ -233,7 +232,7 @@ class AckingSink(Bolt):
         self.ack(tup)
 
 
-def test_tracked_input_to_a_sink_is_acked_and_failed_through_the_acker():
+def test_tracked_input_to_a_sink_is_acked_and_failed_once_each():
     topo = Topology("tracked-sink", ackers=1)
     topo.spout("numbers", ListSpout([[i] for i in range(50)] + [[-1]], fields=["n"]))
     topo.bolt("b", AckingSink, parallelism=2).shuffle_grouping("numbers")

@@ -63,7 +63,11 @@ def table(board: Dashboard) -> dict[str, dict[str, str]]:
 
 
 def totals(running, component: str, field: str) -> int:
-    return sum(getattr(s, field) for s in running.statistics() if s.component == component)
+    return totals_of(running.statistics(), component, field)
+
+
+def totals_of(stats, component: str, field: str) -> int:
+    return sum(getattr(s, field) for s in stats if s.component == component)
 
 
 FINAL = [("src", "emitted"), ("dbl", "executed"), ("dbl", "emitted"), ("sink", "executed")]
@@ -287,7 +291,3 @@ def test_each_edge_shows_the_rate_of_the_streams_it_subscribes_to():
         assert edges[("src", "split")] == f"{_panels._number(split['executed_per_s'])}/s"
         labels = "".join(board._parts.graph.value.split())
         assert edges[("split", "bigs")].replace(" ", "") in labels
-
-
-def totals_of(stats, component: str, field: str) -> int:
-    return sum(getattr(s, field) for s in stats if s.component == component)
