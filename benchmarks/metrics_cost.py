@@ -89,7 +89,7 @@ def counting_executor(metrics: bool, batch: int):
     spout, bolt = plan.component_tasks()["words"][0], plan.component_tasks()["count"][0]
     header = wire.data_header(wire.DATA, plan.stream_ids()[("words", "default")], bolt, spout)
     words = vocabulary()
-    body = wire.encode_batch([[words[i]] for i in range(batch)])
+    body = wire.encode_batch([words[i] for i in range(batch)])  # one field: bare values
     return cluster, cluster.executors[bolt], header, body
 
 

@@ -98,7 +98,7 @@ def dealer(zctx: zmq.Context, endpoint: str, task: int) -> zmq.Socket:
 
 def body_of(batch: int) -> bytes:
     words, choose = vocabulary(), word_chooser(WORD_SEED)
-    return wire.encode_batch([[choose(words)] for _ in range(batch)])
+    return wire.encode_batch([choose(words) for _ in range(batch)])  # one field: bare
 
 
 def cpu_of(proc: psutil.Process) -> tuple[float, float]:

@@ -188,6 +188,26 @@ class Tuple:
                 f"stream={s.stream!r})")
 
 
+class OneFieldTuple(Tuple):
+    """A :class:`Tuple` of a one-field stream, made from the bare value its frame
+    carries (``runtime/wire.py``, "One-field streams"): the one-element ``values`` list is
+    built in the same call that makes the Tuple. It is a Tuple in every other way.
+
+    >>> src = TupleSource.of("words", 3, "default", ["word"])
+    >>> t = OneFieldTuple("storm", src)
+    >>> t.values, t["word"], isinstance(t, Tuple)
+    (['storm'], 'storm', True)
+    """
+
+    __slots__ = ()
+
+    def __init__(self, value: Any, source: TupleSource, ids: Any = None) -> None:
+        self.values = [value]
+        self.source = source
+        self.ids = ids
+        self.ack_val = 0
+
+
 @dataclass(frozen=True)
 class Context:
     """What an instance knows about itself and the topology, passed to open/prepare."""

@@ -26,7 +26,15 @@ from operator import lt
 from typing import Any
 
 from . import wire
-from ._api import BasicBolt, Context, FailedException, Spout, Tuple, TupleSource
+from ._api import (
+    BasicBolt,
+    Context,
+    FailedException,
+    OneFieldTuple,
+    Spout,
+    Tuple,
+    TupleSource,
+)
 from ._constants import (
     ACKER,
     ACKERS,
@@ -167,7 +175,7 @@ class Executor:
             prepare(self.context, sub.stream, tasks)
         else:
             grouping.target_tasks = list(tasks)
-        out.outlets.append(Outlet(grouping, tasks, stream_id, self.task))
+        out.outlets.append(Outlet(grouping, tasks, stream_id, self.task, out.bare))
 
     def _report_unencodable(self, stream: str, values, ids: dict | None) -> None:
         for root in roots_of(ids) if ids is not None else ():
@@ -206,7 +214,8 @@ class Executor:
         comp, size, acking = self.spec.id, self._batch_size, self.acking
 
         def checked(values, stream):
-            """The stream's batch and outlet, once the stream and the arity are right."""
+            """The stream's arity, batch and outlet, once the stream and the arity are
+            right."""
             try:
                 n, items, out = streams[stream]
                 ok = len(values) == n
@@ -216,7 +225,7 @@ class Executor:
                 ok = False
             if not ok:
                 raise _wrong_arity(comp, stream, values, streams[stream][0])
-            return items, out
+            return n, items, out
 
         if self.kind == "spout":
             return self._spout_emit(streams, checked, comp, size, acking)
@@ -232,12 +241,15 @@ class Executor:
             except (KeyError, TypeError):
                 ok = False
             if not ok:
-                items, out = checked(values, stream)
+                n, items, out = checked(values, stream)
             if msg_id is not None:
                 if acking:
                     return self._emit_root(out, values, msg_id)
                 acks.append(msg_id)
-            items.append(values)
+            try:
+                items.append(values[0] if n == 1 else values)
+            except (TypeError, LookupError):
+                raise _not_a_list(comp, stream, values) from None
             if len(items) >= size:
                 out.flush()
 
@@ -258,11 +270,14 @@ class Executor:
             except (KeyError, TypeError):
                 ok = False
             if not ok:
-                items, out = checked(values, stream)
+                n, items, out = checked(values, stream)
             if acking and (anchors is not None or basic) and anchored(
                     out, values, current if anchors is None else anchors):
                 return
-            items.append(values)
+            try:
+                items.append(values[0] if n == 1 else values)
+            except (TypeError, LookupError):
+                raise _not_a_list(comp, stream, values) from None
             if len(items) >= size:
                 out.flush()
 
@@ -275,11 +290,11 @@ class Executor:
         init with their XOR, as in Storm (docs/internals/acker.md)."""
         if any(out.runs):  # what waits goes first, in emit order: the tracked batches,
             out.flush_tracked()  # then the runs (newer than they are)
-        copies = self._copies(out, values, direct)
+        copies, entry = self._copies(out, values, direct), self._entry(out, values)
         if len(copies) == 1:
             root = self._roots.new()
             batch = copies[0]
-            batch.append(values)
+            batch.append(entry)
             batch.append(root)  # an int stands for {root: root}
             if len(batch) >= 2 * self._batch_size:
                 out.flush_tracked()
@@ -288,7 +303,7 @@ class Executor:
             for batch in copies:
                 edge = new_id()
                 xor ^= edge
-                batch.append(values)
+                batch.append(entry)
                 batch.append({root: edge})
                 if len(batch) >= size:
                     out.flush_tracked()
@@ -305,7 +320,7 @@ class Executor:
         tracked = [a for a in anchors if a is not None and a.ids]
         if not tracked:
             return False
-        size = 2 * self._batch_size
+        size, entry = 2 * self._batch_size, self._entry(out, values)
         for batch in self._copies(out, values, direct):
             ids: dict[int, int] = {}
             for anchor in tracked:
@@ -313,7 +328,7 @@ class Executor:
                 anchor.ack_val ^= edge
                 for root in roots_of(anchor.ids):
                     ids[root] = ids.get(root, 0) ^ edge
-            batch.append(values)
+            batch.append(entry)
             batch.append(ids)
             if len(batch) >= size:
                 out.flush_tracked()
@@ -321,6 +336,16 @@ class Executor:
         if out.recorder is not None:  # a tuple of several trees is recorded with its first
             out.recorder.tracked(values, next(iter(roots_of(tracked[0].ids))))
         return True
+
+    def _entry(self, out: StreamOut, values):
+        """What ``out``'s batches hold for ``values``: the list, or on a one-field stream
+        the bare value (runtime/wire.py, "One-field streams")."""
+        if not out.bare:
+            return values
+        try:
+            return values[0]
+        except (TypeError, LookupError):
+            raise _not_a_list(self.spec.id, out.name, values) from None
 
     @staticmethod
     def _copies(out: StreamOut, values, direct: int | None) -> list[list]:
@@ -352,7 +377,7 @@ class Executor:
             anchors = self._current if anchors is None else anchors
             if self._emit_anchored(out, values, anchors, direct=task):
                 return None
-        target[1].append(values)
+        target[1].append(self._entry(out, values))
         if len(target[1]) >= self._batch_size:
             out.flush()
         if msg_id is not None and spout:
@@ -550,9 +575,9 @@ class Executor:
         if h.kind == wire.DATA:
             if self._sink and not self.output_waiting:
                 return self._execute_sink(batch, source)
-            return self._run(list(map(Tuple, batch, repeat(source))))  # (a list display:
+            return self._run(list(map(_maker(source), batch, repeat(source))))  # (a list
         tuples = (_run_tuples if h.kind == wire.RUN else _tracked_tuples)(batch, source)
-        try:                                                          # +15 ns a tuple)
+        try:                                                # display: +15 ns a tuple)
             return self._run(tuples)
         finally:  # the acks of a tracked frame go at once: they are few frames, and
             self.send_acks()  # waiting for the flush timer would add to complete latency
@@ -606,7 +631,7 @@ class Executor:
         process, done = self.user.process, 0
         started = self._started_batch()
         try:
-            for done, tup in enumerate(map(Tuple, batch, repeat(source))):  # noqa: B007
+            for done, tup in enumerate(map(_maker(source), batch, repeat(source))):  # noqa: B007
                 process(tup)
             done = len(batch)
         except Exception as exc:
@@ -773,7 +798,8 @@ class Executor:
             log.warning("tap of unknown stream %r of %r ignored", stream, self.spec.id)
             return
         until = self.monotonic() + seconds
-        out.tap = Tap(n, until, self.wall) if out.tap is None else out.tap.resized(n, until)
+        out.tap = (Tap(n, until, self.wall, out.bare) if out.tap is None
+                   else out.tap.resized(n, until))
 
     def tap_samples(self) -> dict[str, list[dict]]:
         """What each tapped stream sent lately, oldest first; a tap whose time is up is
@@ -877,16 +903,17 @@ def _default_stream_first(emit, n: int, items: list, out: StreamOut, size: int,
     grouping's choice and three appends: no random draw, no pending entry, no root on
     the wire (docs/internals/acker.md, "Runs of roots"). The runs count as in flight
     already (``SpoutTracker.unsent``)."""
-    append, flush = items.append, out.flush
+    append, flush, bare = items.append, out.flush, out.bare
 
     def emit_default(values, stream=DEFAULT_STREAM, msg_id=None):
         if stream is DEFAULT_STREAM:
             try:
                 ok = len(values) == n
-            except TypeError:
+                entry = values[0] if bare else values
+            except (TypeError, LookupError):  # the checked way reports it
                 ok = False
             if ok and msg_id is None:
-                append(values)
+                append(entry)
                 if len(items) >= size:
                     flush()
                 return None
@@ -937,12 +964,13 @@ def _default_stream_first(emit, n: int, items: list, out: StreamOut, size: int,
             if stream is DEFAULT_STREAM and msg_id is not None and out.recorder is None:
                 try:
                     ok = len(values) == n
-                except TypeError:
+                    entry = values[0] if bare else values
+                except (TypeError, LookupError):
                     ok = False
                 if ok:
                     id_append(msg_id)
                     stamp_append(stamp)
-                    run_append(values)
+                    run_append(entry)
                     if len(run) >= size:
                         out.flush_tracked()
                     return None
@@ -956,6 +984,7 @@ def _default_stream_first(emit, n: int, items: list, out: StreamOut, size: int,
         if stream is DEFAULT_STREAM and msg_id is not None and out.recorder is None:
             try:
                 ok = len(values) == n
+                entry = values[0] if bare else values
                 i = pick(values)
             except Exception:  # the checked way reports it (a wrong arity, a bad key)
                 ok = False
@@ -963,7 +992,7 @@ def _default_stream_first(emit, n: int, items: list, out: StreamOut, size: int,
                 run_ids[i].append(msg_id)
                 run_stamps[i].append(stamp)
                 run = runs[i]
-                run.append(values)
+                run.append(entry)
                 if len(run) >= size:
                     out.flush_tracked()
                 return None
@@ -1003,23 +1032,29 @@ def _marked_steps(next_tuple, calls: int, waiting: Sized, mark: Callable[[], Non
             next_tuple()
 
 
+def _maker(source: TupleSource) -> type[Tuple]:
+    """What makes the Tuples of a frame from ``source``, from each batch entry: a
+    one-field stream's entries are bare values (runtime/wire.py, "One-field streams")."""
+    return OneFieldTuple if len(source.fields) == 1 else Tuple
+
+
 def _tracked_tuples(batch: list, source: TupleSource) -> list[Tuple]:
-    """A TRACKED batch, ``values, ids, values, ids, ...``: ``ids`` is ``{root: edge}``, or
+    """A TRACKED batch, ``entry, ids, entry, ids, ...``: ``ids`` is ``{root: edge}``, or
     an int root that is its own edge id (a spout tuple's only copy)."""
     if len(batch) % 2 or not set(map(type, batch[1::2])) <= _ID_TYPES:
         raise wire.WireError("a tracked batch must hold values, ids pairs (ids: int or map)")
     it = iter(batch)
-    return list(map(Tuple, it, repeat(source), it))
+    return list(map(_maker(source), it, repeat(source), it))
 
 
 def _run_tuples(batch: list, source: TupleSource) -> list[Tuple]:
-    """A RUN batch, ``[first, [values, ...]]``: the n-th tuple's ids are the
+    """A RUN batch, ``[first, [entry, ...]]``: the n-th tuple's ids are the
     self-initialising root ``first + n``, its own edge id."""
     if (len(batch) != 2 or type(batch[0]) is not int or type(batch[1]) is not list
             or batch[0] < SELF_INIT or batch[0] + len(batch[1]) > 1 << 64):
         raise wire.WireError("a run must be [first self-initialising root, [values, ...]]")
-    first, values = batch
-    return list(map(Tuple, values, repeat(source), count(first)))
+    first, entries = batch
+    return list(map(_maker(source), entries, repeat(source), count(first)))
 
 
 _TUPLE_KINDS = (wire.DATA, wire.TRACKED, wire.RUN)
@@ -1044,6 +1079,12 @@ def _arity(values) -> int:
         return len(values)
     except TypeError:
         return -1
+
+
+def _not_a_list(comp: str, stream: str, values) -> ValueError:
+    return ValueError(f"component {comp!r} stream {stream!r}: emitted a "
+                      f"{type(values).__name__}, whose values cannot be read by position; "
+                      "emit a list of values, e.g. emit([v1])")
 
 
 def _wrong_arity(comp: str, stream: str, values, n: int) -> ValueError:

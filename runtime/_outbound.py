@@ -6,6 +6,11 @@ subscriber's tasks, and each part is encoded once and sent as one frame. Groupin
 batch rather than per emit keeps the per-tuple work in tight loops: a subscriber with
 a single task takes the batch whole, and an all-grouping encodes it once for every task.
 
+On a stream of one field every batch holds the tuples' bare values, not one-element
+lists: that is how they travel (``runtime/wire.py``, "One-field streams"). Whatever
+hands tuples to something else (a custom grouping, a tap, a report of a tuple that
+cannot be sent) wraps a bare value back into its list first.
+
 Tracked tuples (at least once) are the exception: each copy sent to a task needs its
 own edge id, which the anchors must know before they are acked, so their targets are
 chosen at emit time (``Outlet.targets``) and they wait in per-task ``tracked`` batches
@@ -23,9 +28,17 @@ import time
 import zlib
 from collections import deque
 from collections.abc import Callable
+from typing import Any
 
 from . import wire
-from .groupings import AllGrouping, FieldsGrouping, stable_hash
+from .groupings import (
+    AllGrouping,
+    FieldsGrouping,
+    GlobalGrouping,
+    LocalOrShuffleGrouping,
+    ShuffleGrouping,
+    stable_hash,
+)
 
 Send = Callable[[bytes, bytes], None]
 
@@ -33,13 +46,14 @@ Send = Callable[[bytes, bytes], None]
 class StreamOut:
     """One declared stream of this component: its pending batch and its subscribers."""
 
-    __slots__ = ("name", "arity", "items", "outlets", "direct", "direct_tracked", "send",
-                 "on_bad", "emitted", "transferred", "_reported", "_fixed", "tap",
+    __slots__ = ("name", "arity", "bare", "items", "outlets", "direct", "direct_tracked",
+                 "send", "on_bad", "emitted", "transferred", "_reported", "_fixed", "tap",
                  "recorder", "runs", "end_runs")
 
     def __init__(self, name: str, arity: int, send: Send,
                  on_bad: Callable[[str, list, dict | None], None]) -> None:
         self.name, self.arity, self.send, self.on_bad = name, arity, send, on_bad
+        self.bare = arity == 1  # batches hold bare values (runtime/wire.py)
         self.items: list = []
         self.outlets: list[Outlet] = []
         self.direct: dict[int, tuple[bytes, list]] = {}  # task -> (header, pending values)
@@ -165,11 +179,11 @@ class StreamOut:
         good = []
         if tracked:
             it = iter(part)
-            for values, ids in zip(it, it):
-                if wire.encodable(values):
-                    good += (values, ids)
+            for entry, ids in zip(it, it):
+                if wire.encodable(entry):
+                    good += (entry, ids)
                 else:
-                    self.drop(values, ids)
+                    self.drop(entry, ids)
             return good
         for entry in part:
             if wire.encodable(entry):
@@ -178,13 +192,14 @@ class StreamOut:
                 self.drop(entry)
         return good
 
-    def drop(self, values: list, ids: dict | int | None = None) -> None:
-        """A tuple that cannot be sent: reported once per flush, however many subscribers
-        (a tracked copy also fails its roots, each copy once)."""
+    def drop(self, entry, ids: dict | int | None = None) -> None:
+        """A tuple (its batch entry) that cannot be sent: reported once per flush, however
+        many subscribers (a tracked copy also fails its roots, each copy once)."""
+        values = [entry] if self.bare else entry
         if ids:
             self.on_bad(self.name, values, ids)
-        elif id(values) not in self._reported:
-            self._reported.add(id(values))
+        elif id(entry) not in self._reported:
+            self._reported.add(id(entry))
             self.on_bad(self.name, values, None)
 
 
@@ -193,7 +208,7 @@ def _nothing() -> None:
 
 
 def _pairs(part: list, first: int) -> list:
-    """A run as a tracked batch: ``values, root, values, root + 1, ...``."""
+    """A run as a tracked batch: ``entry, root, entry, root + 1, ...``."""
     pairs = [None] * (2 * len(part))
     pairs[0::2] = part
     pairs[1::2] = range(first, first + len(part))
@@ -206,10 +221,10 @@ class Outlet:
     __slots__ = ("tasks", "headers", "take", "targets", "fixed", "pick", "tracked",
                  "tracked_headers", "run_headers")
 
-    def __init__(self, grouping, tasks, stream_id: int, src: int) -> None:
+    def __init__(self, grouping, tasks, stream_id: int, src: int, bare: bool = False) -> None:
         self.tasks = list(tasks)
         self.headers = [wire.data_header(wire.DATA, stream_id, t, src) for t in self.tasks]
-        self.take = _splitter(grouping, self)
+        self.take = _splitter(grouping, self, bare)
         self.pick = _picker(grouping, self.tasks)
         self.targets = _targets(grouping, self.tasks, self.pick)
         self.fixed = _fixed_targets(grouping, self.tasks)
@@ -259,17 +274,32 @@ def _targets(grouping, tasks: list[int], pick) -> Callable[[list], tuple | list]
     return chosen
 
 
-def _splitter(grouping, outlet: Outlet) -> Callable[[list, StreamOut], None]:
-    """``take(items, out)`` for this grouping, specialised by shape."""
+def _splitter(grouping, outlet: Outlet, bare: bool) -> Callable[[list, StreamOut], None]:
+    """``take(items, out)`` for this grouping, specialised by shape (``bare``: the items
+    are bare values, of a one-field stream)."""
     headers, n = outlet.headers, len(outlet.tasks)
     single = getattr(grouping, "single", False)  # a duck-typed custom grouping has none
     if isinstance(grouping, AllGrouping) or (single and n == 1):
         return _whole(headers)
     if isinstance(grouping, FieldsGrouping) and len(grouping.indexes) == 1:
-        return _by_field(headers, grouping.indexes[0])
+        return _by_field(headers, None if bare else grouping.indexes[0])
     if single:
-        return _by_pick(headers, grouping.pick)
-    return _by_choice(headers, outlet.tasks, grouping)
+        pick = grouping.pick
+        if bare and type(grouping) not in _VALUE_BLIND:
+            pick = _on_list(pick)
+        return _by_pick(headers, pick)
+    choose = grouping.choose_tasks
+    return _by_choice(headers, outlet.tasks, grouping, _on_list(choose) if bare else choose)
+
+
+# groupings whose pick never looks at the values (it may be handed a bare value); not
+# their subclasses, which may
+_VALUE_BLIND = (ShuffleGrouping, GlobalGrouping, LocalOrShuffleGrouping)
+
+
+def _on_list(fn: Callable[[list], Any]) -> Callable[[Any], Any]:
+    """``fn``, which takes a tuple's values, for a bare value."""
+    return lambda value: fn([value])
 
 
 def _whole(headers: list[bytes]):
@@ -279,20 +309,25 @@ def _whole(headers: list[bytes]):
     return lambda items, out: out.ship_to_all(headers, items)
 
 
-def _by_field(headers: list[bytes], field: int):
-    """A fields grouping on one field: the same choice as ``FieldsGrouping.pick``."""
+def _by_field(headers: list[bytes], field: int | None):
+    """A fields grouping on one field: the same choice as ``FieldsGrouping.pick``
+    (``field`` None: the items are that field's bare values)."""
     n, crc, stable = len(headers), zlib.crc32, stable_hash
 
-    def key(values):
-        v = values[field]
+    def key(entry):
+        v = entry if field is None else entry[field]
         return (crc(v.encode()) if type(v) is str else stable(v)) % n
 
     def take(items, out):
         parts = [[] for _ in headers]
         try:
-            for values in items:
-                v = values[field]
-                parts[(crc(v.encode()) if type(v) is str else stable(v)) % n].append(values)
+            if field is None:
+                for v in items:
+                    parts[(crc(v.encode()) if type(v) is str else stable(v)) % n].append(v)
+            else:
+                for values in items:
+                    v = values[field]
+                    parts[(crc(v.encode()) if type(v) is str else stable(v)) % n].append(values)
         except (TypeError, ValueError):  # a key msgpack could not carry either: go carefully
             parts = _split_carefully(items, key, len(headers), out)
         _ship_parts(headers, parts, out)
@@ -313,30 +348,31 @@ def _by_pick(headers: list[bytes], pick: Callable[[list], int]):
     return take
 
 
-def _split_carefully(items: list, pick: Callable[[list], int], n: int, out: StreamOut):
+def _split_carefully(items: list, pick: Callable[[Any], int], n: int, out: StreamOut):
     """The slow path of a split, for a batch holding a key that cannot be hashed (and so
     cannot be sent either): that tuple is dropped and reported, the others go on."""
     parts = [[] for _ in range(n)]
-    for values in items:
+    for entry in items:
         try:
-            parts[pick(values)].append(values)
+            parts[pick(entry)].append(entry)
         except (TypeError, ValueError):
-            out.drop(values)
+            out.drop(entry)
     return parts
 
 
-def _by_choice(headers: list[bytes], tasks: list[int], grouping):
-    index, choose = {t: i for i, t in enumerate(tasks)}, grouping.choose_tasks
+def _by_choice(headers: list[bytes], tasks: list[int], grouping,
+               choose: Callable[[Any], list[int]]):
+    index = {t: i for i, t in enumerate(tasks)}
 
     def take(items, out):
         parts = [[] for _ in headers]
-        for values in items:
-            for task in choose(values):
+        for entry in items:
+            for task in choose(entry):
                 i = index.get(task)
                 if i is None:
                     raise ValueError(f"grouping {grouping!r} chose task {task}, which "
                                      f"is not one of the subscriber's tasks {tasks}")
-                parts[i].append(values)
+                parts[i].append(entry)
         _ship_parts(headers, parts, out)
 
     return take
@@ -358,35 +394,42 @@ class Tap:
     """The last ``n`` tuples a stream sent, each ``(values, ids, to, time)``: ``ids`` the
     ``{root: edge}`` of a tracked tuple (None otherwise), ``to`` the destination tasks,
     ``time`` the wall-clock time of the frame. It is on until ``until`` (a monotonic time).
+    ``bare``: the stream has one field, and its batches hold bare values.
 
     >>> tap = Tap(2, until=5.0, clock=lambda: 1.5)
     >>> tap.saw([[1], [2], [3]], (7,), tracked=False)
     >>> list(tap.samples)
     [([2], None, (7,), 1.5), ([3], None, (7,), 1.5)]
+    >>> tap = Tap(2, until=5.0, clock=lambda: 1.5, bare=True)
+    >>> tap.saw(["a", 3, "b", {3: 3}], (7,), tracked=True)
+    >>> list(tap.samples)
+    [(['a'], {3: 3}, (7,), 1.5), (['b'], {3: 3}, (7,), 1.5)]
     """
 
-    __slots__ = ("n", "until", "clock", "samples")
+    __slots__ = ("n", "until", "clock", "samples", "bare")
 
-    def __init__(self, n: int, until: float, clock: Callable[[], float] = time.time) -> None:
-        self.n, self.until, self.clock = n, until, clock
+    def __init__(self, n: int, until: float, clock: Callable[[], float] = time.time,
+                 bare: bool = False) -> None:
+        self.n, self.until, self.clock, self.bare = n, until, clock, bare
         self.samples: deque[tuple] = deque(maxlen=n)
 
     def saw(self, part: list, to: tuple[int, ...], tracked: bool) -> None:
         """One frame was sent: keep copies of its last ``n`` entries (the part is reused)."""
-        now = self.clock()
-        if tracked:  # values, ids, ... flat; an int ids is a root that is its own edge
+        now, bare = self.clock(), self.bare
+        if tracked:  # entry, ids, ... flat; an int ids is a root that is its own edge
             last = iter(part[-2 * self.n:])
-            self.samples.extend((values, {ids: ids} if type(ids) is int else ids, to, now)
-                                for values, ids in zip(last, last))
+            self.samples.extend(([entry] if bare else entry,
+                                 {ids: ids} if type(ids) is int else ids, to, now)
+                                for entry, ids in zip(last, last))
         else:
             last = part[-self.n:]
-            self.samples.extend((values, None, to, now) for values in last)
+            self.samples.extend(([entry] if bare else entry, None, to, now) for entry in last)
 
     def resized(self, n: int, until: float) -> Tap:
         """This tap, kept on until ``until`` and holding ``n`` (what it holds is kept)."""
         if n == self.n:
             self.until = until
             return self
-        tap = Tap(n, until, self.clock)
+        tap = Tap(n, until, self.clock, self.bare)
         tap.samples.extend(self.samples)
         return tap

@@ -33,7 +33,7 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 from . import wire
-from ._recording_raw import TRACKED, UNTRACKED, RawAppender, record
+from ._recording_raw import BARE, TRACKED, UNTRACKED, RawAppender, record
 
 log = logging.getLogger("tupleflow.recording")
 
@@ -126,13 +126,15 @@ class Recorder:
     tuples, and no pyarrow in this process."""
 
     __slots__ = ("raw", "converter", "rows_limit", "seconds", "clock", "report", "n", "first",
-                 "encoded", "rows", "roots")
+                 "encoded", "rows", "roots", "untracked")
 
     def __init__(self, raw: RawAppender, converter, *, segment_rows: int = SEGMENT_ROWS,
                  segment_seconds: float = SEGMENT_SECONDS,
                  clock: Callable[[], float] = time.time,
-                 report: Callable[[str], None] = log.error) -> None:
+                 report: Callable[[str], None] = log.error, bare: bool = False) -> None:
         self.raw, self.converter = raw, converter
+        # a one-field stream's batches hold bare values, as its frames do (runtime/wire.py)
+        self.untracked = BARE if bare else UNTRACKED
         self.rows_limit, self.seconds = segment_rows, segment_seconds
         self.clock, self.report = clock, report
         self.encoded: bytes | None = None  # the msgpack of this flush's whole batch, if sent
@@ -153,7 +155,7 @@ class Recorder:
         parts = []
         for i, batch in enumerate(batches):
             if batch:
-                parts.append((UNTRACKED, body if i == 0 and body else _encoded(batch)))
+                parts.append((self.untracked, body if i == 0 and body else _encoded(batch)))
                 self.n += len(batch)
         if self.rows:
             parts.append((TRACKED, _tracked_body(self.rows, self.roots)))
@@ -537,7 +539,8 @@ def open_recorder(run_dir: str, component: str, stream: str, task: int, fields: 
     log_path = os.path.join(run_dir, "logs", f"{component}-{task}-recorder-{stream}.log")
     converter = Converter(folder, task, list(fields), types, prefix, log_path)
     return Recorder(RawAppender(folder, prefix), converter, segment_rows=segment_rows,
-                    segment_seconds=segment_seconds, clock=clock, report=report)
+                    segment_seconds=segment_seconds, clock=clock, report=report,
+                    bare=len(fields) == 1)
 
 
 def check_stream(streams, component: str, stream: str) -> tuple[str, str]:

@@ -17,7 +17,9 @@ raw file gone. An empty raw file is never removed by a converter (its writer may
 about to lock it); its own writer removes it.
 
 Kinds of record: ``UNTRACKED``, a msgpack array of value lists (a DATA frame's body);
-``TRACKED``, a msgpack ``[value lists, signed root ids]``. A truncated last record (a
+``BARE``, the same for a stream of one field, whose DATA bodies hold bare values
+(``runtime/wire.py``, "One-field streams"); ``TRACKED``, a msgpack ``[value lists,
+signed root ids]``. A truncated last record (a
 process killed in the middle of a write) is ignored: every complete record is kept.
 """
 
@@ -37,7 +39,7 @@ from . import wire
 log = logging.getLogger("tupleflow.recording")
 
 RAW_SUFFIX = ".raw"
-UNTRACKED, TRACKED = 1, 2
+UNTRACKED, TRACKED, BARE = 1, 2, 3
 _RECORD = struct.Struct("<BId")  # kind, body length, flush time (UTC seconds)
 
 
@@ -116,11 +118,16 @@ def chunks_of(data: bytes, arity: int, *, text: bool = True, bytes_ok: bool = Tr
         if not bytes_ok and not text and _may_hold_bytes(body):
             raise NeedsText("a record that may hold a bytes value")
         batch, ids = _rows(kind, body, text)
-        try:  # rows are checked at emit: a row too short here means a file that is not ours
-            for column, get in zip(columns, getters):
-                column.extend(map(get, batch))
-        except (IndexError, TypeError, KeyError) as exc:
-            raise BadSegment(f"a row that is not a list of {arity} values: {exc}") from None
+        if kind == BARE:
+            if arity != 1:
+                raise BadSegment(f"bare values in a segment of {arity} fields")
+            columns[0].extend(batch)
+        else:
+            try:  # rows are checked at emit: a row too short here means a file not ours
+                for column, get in zip(columns, getters):
+                    column.extend(map(get, batch))
+            except (IndexError, TypeError, KeyError) as exc:
+                raise BadSegment(f"a row that is not a list of {arity} values: {exc}") from None
         roots.extend(repeat(None, len(batch)) if ids is None else ids)
         if columns and len(roots) != len(columns[0]):
             raise BadSegment("a tracked record whose root ids do not match its rows")
@@ -139,7 +146,7 @@ def chunks_of(data: bytes, arity: int, *, text: bool = True, bytes_ok: bool = Tr
 
 def _rows(kind: int, body: bytes, text: bool = True) -> tuple[list, list | None]:
     try:
-        if kind == UNTRACKED:
+        if kind in (UNTRACKED, BARE):
             return (wire.decode_batch(body) if text else _unpack_quick(body)), None
         if kind == TRACKED:
             rows, ids = wire.unpack(body) if text else _unpack_quick(body)

@@ -10,6 +10,15 @@ Header(kind=1, stream=3, dest=7, src=2)
 >>> decode_batch(encode_batch([["a", 1], ["b", 2]]))
 [['a', 1], ['b', 2]]
 
+One-field streams: in the bodies of tuple frames (DATA, TRACKED, RUN), a tuple is the
+list of its values, except on a stream declared with one field, where it is that value,
+bare (a batch of words is ``["a", "b"]``, not ``[["a"], ["b"]]``). The receiver knows
+the stream's fields from the plan, by the header's stream id, and wraps each value back
+into its list as it makes the Tuple (``runtime._api.OneFieldTuple``). A one-element list
+per tuple would cost the sender ~100-200 ns a tuple: it is kept alive until its batch
+is sent, then packed as a container of its own (docs/internals/performance.md,
+"One-field streams").
+
 Control plane (everyone <-> topology master, and the client) uses sealed messages:
 ``[body, mac]`` where body is a msgpack map with a ``"t"`` type and mac is an
 HMAC-SHA256 of the body under the topology's secret. A message whose mac does not
@@ -32,13 +41,13 @@ import msgpack
 
 # -- data plane ---------------------------------------------------------------------------
 
-DATA = 1  # body: a batch of tuples, each a list of values (at most once)
-TRACKED = 2  # body: flat values, ids, values, ids... (ids: {root: edge}, or an int root
+DATA = 1  # body: a batch of tuples, each a list of values, or bare (a one-field stream)
+TRACKED = 2  # body: flat tuple, ids, tuple, ids... (ids: {root: edge}, or an int root
 # that is its own edge id: a spout tuple's only copy) for at-least-once tuples
 ACKS = 3  # body: flat op, root, value triples (ACK ops) for an acker task; an INIT's
 # spout task is the frame's source (docs/internals/acker.md, "Frames")
 ACKED = 4  # body: flat root, outcome pairs (ACKED outcomes) for a spout task, from an acker
-RUN = 5  # body: [first root, [values, values, ...]]: a spout's tracked tuples numbered by
+RUN = 5  # body: [first root, [tuple, tuple, ...]]: a spout's tracked tuples numbered by
 # consecutive self-initialising roots, first, first + 1, ... (acker.md, "Runs of roots")
 COMPLETED = 6  # body: [first root, count, [root, ...]]: one-tuple trees a bolt acked, for
 # the spout task written in their roots (docs/internals/acker.md, "Leaves")

@@ -1177,7 +1177,7 @@ def test_a_spouts_tracked_tuples_travel_as_runs_of_consecutive_roots():
         runs = [wire.decode_batch(body) for header, body in sent
                 if wire.parse_header(header).kind == wire.RUN]
         assert [len(values) for _, values in runs] == [4, 4, 2]  # batch_size per run
-        assert [v for _, values in runs for v in values] == [[i] for i in range(10)]
+        assert [v for _, values in runs for v in values] == list(range(10))  # one field: bare
         firsts = [first for first, _ in runs]
         assert firsts[1] == firsts[0] + 4 and firsts[2] == firsts[1] + 4
         assert all(first >> 63 == 1 for first in firsts)
@@ -1278,7 +1278,7 @@ def test_a_spout_sending_to_several_tasks_keeps_a_run_per_task():
         for task, frames in runs.items():  # consecutive roots per task, across its frames
             roots = [first + i for first, values in frames for i in range(len(values))]
             assert roots == list(range(roots[0], roots[0] + len(roots)))
-            numbers = [values[0] for _, batch in frames for values in batch]
+            numbers = [n for _, batch in frames for n in batch]  # one field: bare values
             assert numbers == cluster.user_object(task).seen  # in emit order
         starts = sorted(frames[0][0] for frames in runs.values())  # far apart: own ranges
         assert all(b - a > 60 for a, b in zip(starts, starts[1:]))

@@ -88,7 +88,7 @@ def test_a_held_spout_stops_calling_next_tuple_and_a_held_bolt_sets_input_aside(
         header = wire.data_header(wire.DATA, stream, sink_task, spout_task)
         sink.output_waiting = ["held"]
         before = sink.executed
-        sink.on_frame(header, wire.encode_batch([[1], [2], [3]]))
+        sink.on_frame(header, wire.encode_batch([1, 2, 3]))  # one field: bare values
         assert sink.executed == before + 1 and [t.values for t in sink.leftover] == [[2], [3]]
         sink.output_waiting = []
         sink.run_leftover()

@@ -167,6 +167,56 @@ def test_outbound_field_split_matches_fields_grouping(batch_keys, n):
     assert sum(map(len, splits(g, tasks, batch).values())) == len(batch)
 
 
+def bare_splits(grouping, tasks, values: list) -> dict[int, list]:
+    """:func:`splits` for a one-field stream, whose batches hold bare values."""
+    got: dict[int, list] = {}
+    out = StreamOut("default", 1, lambda h, b: got.setdefault(wire.parse_header(h).dest, [])
+                    .extend(wire.decode_batch(b)), on_bad=None)
+    out.outlets.append(Outlet(grouping, tasks, stream_id=1, src=1, bare=out.bare))
+    out.items.extend(values)
+    out.flush()
+    return got
+
+
+@given(st.lists(keys, min_size=1, max_size=30), st.integers(2, 7))
+def test_a_one_field_streams_bare_values_split_as_fields_grouping_picks(batch_keys, n):
+    """The same task for a value whether it goes untracked (split by value from a batch
+    of bare values) or tracked (picked at emit from its list of values)."""
+    tasks = list(range(10, 10 + n))
+    g = prepared(FieldsGrouping(["k"], fields_of_stream=["k"]), tasks)
+    got = bare_splits(g, tasks, batch_keys)
+    for task, received in got.items():
+        for value in received:
+            assert g.choose_tasks([value]) == [task]
+    assert sum(map(len, got.values())) == len(batch_keys)
+
+
+def test_groupings_that_read_values_are_given_lists_on_a_one_field_stream():
+    seen = []
+
+    class Recording(Grouping):
+        def choose_tasks(self, values):
+            seen.append(values)
+            return [self.target_tasks[values[0] % 2]]
+
+    class OddShuffle(ShuffleGrouping):  # a subclass's pick may read the values
+        def prepare(self, context, stream, target_tasks):
+            super().prepare(context, stream, target_tasks)
+            self.pick = lambda values: seen.append(values) or values[0] % 2
+
+    assert bare_splits(prepared(Recording()), TASKS, [0, 1, 2]) == {4: [0, 2], 5: [1]}
+    assert bare_splits(prepared(OddShuffle()), TASKS, [3]) == {5: [3]}
+    assert seen == [[0], [1], [2], [3]]
+
+
+def test_value_blind_groupings_split_a_one_field_streams_bare_values():
+    got = bare_splits(prepared(ShuffleGrouping()), TASKS, list(range(9)))
+    assert sorted(v for part in got.values() for v in part) == list(range(9))
+    assert {len(part) for part in got.values()} == {3}
+    assert bare_splits(prepared(GlobalGrouping(), tasks=[7, 3, 5]), [7, 3, 5],
+                       ["a", "b"]) == {3: ["a", "b"]}
+
+
 # -- shuffle, global, all, local-or-shuffle, direct -----------------------------------------
 
 def test_shuffle_is_exactly_balanced():

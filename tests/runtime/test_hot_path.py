@@ -96,8 +96,8 @@ def test_a_full_batch_leaves_at_once_and_the_rest_waits():
         for i in range(7):
             spout.user.emit([f"w{i}"])
         assert len(cluster.frames) == 2
-        assert [wire.decode_batch(b) for _, b in cluster.frames] == [
-            [["w0"], ["w1"], ["w2"]], [["w3"], ["w4"], ["w5"]]]
+        assert [wire.decode_batch(b) for _, b in cluster.frames] == [  # one field: bare
+            ["w0", "w1", "w2"], ["w3", "w4", "w5"]]
         assert spout.streams["default"].queued() == 1 and spout.queued_or_sent() == 7
 
 
@@ -207,11 +207,11 @@ def test_a_sink_counts_what_it_processed_and_reports_what_raised():
     cluster, sink, header = _bolt(Fragile)
     with cluster:
         sink.user.seen = []
-        sink.on_frame(header, wire.encode_batch([[1], [2]]))
+        sink.on_frame(header, wire.encode_batch([1, 2]))  # one field: bare values
         assert sink.executed == 2
         assert sink.user.seen == [(1, "numbers", "default"), (2, "numbers", "default")]
         with pytest.raises(UserCodeError, match="Fragile.process"):
-            sink.on_frame(header, wire.encode_batch([[3], [-1], [4]]))
+            sink.on_frame(header, wire.encode_batch([3, -1, 4]))
         assert sink.executed == 3  # the one before the raise, not the one that raised
         assert [n for n, _, _ in sink.user.seen] == [1, 2, 3]
 

@@ -516,4 +516,4 @@ def test_a_malformed_frame_is_refused(header, problem):
     topo = numbers(1)
     topo.bolt("sink", ListSink).shuffle_grouping("nums")
     with InMemoryCluster(topo) as cluster, pytest.raises(wire.WireError, match=problem):
-        cluster.executors[2].on_frame(header, wire.encode_batch([[1]]))
+        cluster.executors[2].on_frame(header, wire.encode_batch([1]))

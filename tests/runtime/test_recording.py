@@ -87,8 +87,8 @@ def test_rows_that_do_not_fit_the_columns_are_kept_as_text_and_reported(tmp_path
     reported = []
     rec = open_recorder(str(tmp_path), "c", "default", 1, ["n"], {}, segment_rows=2,
                         report=reported.append)
-    rec.flushed([[[1], [2]]])  # the first segment makes "n" an int64 column
-    rec.flushed([[["three"], [4]]])
+    rec.flushed([[1, 2]])  # the first segment makes "n" an int64 column (one field: bare)
+    rec.flushed([["three", 4]])
     rec.close()
     assert sorted(read_table(tmp_path, "c").column("n").to_pylist()) == [1, 2]
     rejected = read_table(tmp_path, "c", rejected=True)

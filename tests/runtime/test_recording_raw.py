@@ -19,6 +19,7 @@ import pytest
 from runtime import _recording_raw, wire
 from runtime._recording import BACKLOG, SegmentSink, open_recorder, recording_dir
 from runtime._recording_raw import (
+    BARE,
     TRACKED,
     UNTRACKED,
     BadSegment,
@@ -50,6 +51,28 @@ def test_columns_of_untracked_and_tracked_records_with_runs_of_flush_times():
     assert columns == [["a", "b", "c", "d"], [1, 2, 3, 4]]
     assert roots == [None, None, -5, None]
     assert stamps == ([3, 4], [10.0, 11.0])
+
+
+def test_a_one_field_streams_bare_records_are_its_column(tmp_path, ways):
+    data = (record(BARE, wire.encode_batch(["a", "b"]), 10.0)
+            + record(TRACKED, wire.pack([[["c"]], [-5]]), 10.0))
+    assert columns_of(data, 1) == ([["a", "b", "c"]], [None, None, -5], ([3], [10.0]))
+    sink = SegmentSink(str(tmp_path), 1, ["word"], {})
+    path = tmp_path / raw_name("part-00001-1-000000.parquet")
+    path.write_bytes(data)
+    assert [r["word"] for r in table_of(convert_file(str(path), sink))] == ["a", "b", "c"]
+    assert ways == [False]  # the quick way took it
+    lists = SegmentSink(str(tmp_path / "lists"), 1, ["xs"], {})
+    path.write_bytes(record(BARE, wire.encode_batch([["a", "b"], []]), 10.0))
+    assert [r["xs"] for r in table_of(convert_file(str(path), lists))] == [["a", "b"], []]
+
+
+def test_bare_records_in_a_segment_of_several_fields_are_refused(tmp_path):
+    path = tmp_path / raw_name("part-00001-1-000000.parquet")
+    path.write_bytes(record(BARE, wire.encode_batch(["a", "b"]), 1.0))
+    with pytest.raises(BadSegment, match="bare values in a segment of 2 fields"):
+        convert_file(str(path), SegmentSink(str(tmp_path), 1, ["word", "n"], {}))
+    assert path.exists()
 
 
 # -- the quick decoding (strings left as UTF-8 bytes for Arrow to check) --------------------
@@ -218,9 +241,11 @@ def test_a_reader_never_converts_the_segment_a_live_recorder_is_writing(tmp_path
     clock = FakeClock(100.0)
     rec = open_recorder(str(tmp_path), "w", "default", 2, ["word"], {}, segment_seconds=60.0,
                         clock=clock)
-    rec.flushed([[["a"], ["b"]]])
+    rec.flushed([["a", "b"]])  # one field: bare values, as its batches hold
     folder = recording_dir(str(tmp_path), "w", "default")
     assert len(leftovers(folder)) == 1
+    with open(leftovers(folder)[0], "rb") as f:
+        assert [kind for kind, _, _ in records(f.read())] == [BARE]
     assert segments(tmp_path, "w") == []  # locked by its writer: left alone
     assert len(leftovers(folder)) == 1
     rec.close()
@@ -331,7 +356,7 @@ def test_a_full_backlog_holds_the_tuple_path_until_the_converter_dies_and_nothin
 
     def emit_all():
         for n in range(BACKLOG + 2):  # one segment per flush
-            rec.flushed([[[n]]])
+            rec.flushed([[n]])
             done.append(n)
 
     thread = threading.Thread(target=emit_all, daemon=True)

@@ -33,6 +33,7 @@ def test_resizing_a_tap_keeps_what_it_holds_and_extending_it_keeps_the_object():
 
 
 def stream_out(sent):
+    """A one-field stream's outlet: its batches hold bare values."""
     out = StreamOut("default", 1, lambda h, b: sent.append((h, b)),
                     on_bad=lambda *a: None)
     return out
@@ -43,26 +44,26 @@ def test_an_untapped_stream_copies_nothing(monkeypatch):
     monkeypatch.setattr(Tap, "saw", lambda *a: calls.append(a))
     sent = []
     out = stream_out(sent)
-    out.ship(wire.data_header(wire.DATA, 1, 4, 2), [[1], [2], [3]])
-    out.ship_to_all([wire.data_header(wire.DATA, 1, t, 2) for t in (4, 5)], [[1]])
+    out.ship(wire.data_header(wire.DATA, 1, 4, 2), [1, 2, 3])
+    out.ship_to_all([wire.data_header(wire.DATA, 1, t, 2) for t in (4, 5)], [1])
     assert len(sent) == 3 and calls == [] and out.tap is None
 
 
 def test_a_tapped_stream_copies_once_per_frame_not_per_tuple():
     sent = []
     out = stream_out(sent)
-    out.tap = Tap(10, until=1.0, clock=lambda: 3.0)
-    out.ship(wire.data_header(wire.DATA, 1, 4, 2), [[1], [2]])
-    out.ship_to_all([wire.data_header(wire.DATA, 1, t, 2) for t in (5, 6)], [[3]])
-    out.ship(wire.data_header(wire.TRACKED, 1, 4, 2), [[4], {9: 8}], tracked=True)
+    out.tap = Tap(10, until=1.0, clock=lambda: 3.0, bare=True)  # samples are value lists
+    out.ship(wire.data_header(wire.DATA, 1, 4, 2), [1, 2])
+    out.ship_to_all([wire.data_header(wire.DATA, 1, t, 2) for t in (5, 6)], [3])
+    out.ship(wire.data_header(wire.TRACKED, 1, 4, 2), [4, {9: 8}], tracked=True)
     assert list(out.tap.samples) == [([1], None, (4,), 3.0), ([2], None, (4,), 3.0),
                                      ([3], None, (5, 6), 3.0), ([4], {9: 8}, (4,), 3.0)]
 
 
 def test_a_tuple_that_could_not_be_sent_is_not_sampled():
     out = StreamOut("default", 1, lambda h, b: None, on_bad=lambda *a: None)
-    out.tap = Tap(10, until=1.0, clock=lambda: 0.0)
-    out.ship(wire.data_header(wire.DATA, 1, 4, 2), [[object()], [2]])
+    out.tap = Tap(10, until=1.0, clock=lambda: 0.0, bare=True)
+    out.ship(wire.data_header(wire.DATA, 1, 4, 2), [object(), 2])
     assert [s[0] for s in out.tap.samples] == [[2]]
 
 

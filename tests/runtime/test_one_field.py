@@ -1,0 +1,186 @@
+"""One-field streams send bare values (runtime/wire.py, "One-field streams"): what a bolt
+sees, what is sent, and every path a tuple of such a stream can take. In memory."""
+
+from __future__ import annotations
+
+import pytest
+
+from runtime import Bolt, Spout, Topology, Tuple, wire
+from runtime.testing import InMemoryCluster, ListSink, ListSpout
+
+
+class Seen(Bolt):
+    """Keeps what it was given: the Tuple's class check, its values and a field by name."""
+
+    outputs: list[str] = []
+
+    def prepare(self, config, context):
+        self.seen = []
+
+    def process(self, tup):
+        self.seen.append((isinstance(tup, Tuple), type(tup.values), tup.values,
+                          tup[tup.fields[0]], tup.stream))
+        self.ack(tup)
+
+
+def sent_frames(cluster: InMemoryCluster) -> list[tuple[wire.Header, list]]:
+    """Every frame sent from now on, decoded (the cluster's executors send through it)."""
+    sent, send = [], cluster._send
+
+    def tee(header, body):
+        sent.append((wire.parse_header(header), wire.decode_batch(body)))
+        send(header, body)
+
+    cluster._send = tee
+    for ex in cluster.executors.values():
+        ex._send = tee
+        for out in getattr(ex, "streams", {}).values():
+            out.send = tee
+    return sent
+
+
+class TwoStreams(Spout):
+    outputs = {"default": ["word"], "pairs": ["word", "n"]}
+
+    def open(self, config, context):
+        self.left = 3
+
+    def next_tuple(self):
+        if self.left:
+            self.left -= 1
+            self.emit([f"w{self.left}"])
+            self.emit([f"w{self.left}", self.left], stream="pairs")
+
+
+def seen_by(cluster, component):
+    (task,) = cluster.plan.component_tasks()[component]
+    return cluster.user_object(task).seen
+
+
+@pytest.mark.parametrize("ackers", [0, 1])
+def test_a_one_field_stream_travels_bare_and_bolts_get_value_lists(ackers):
+    topo = Topology("bare")
+    topo.spout("words", TwoStreams)
+    topo.bolt("one", Seen).shuffle_grouping("words")
+    topo.bolt("two", Seen).shuffle_grouping("words", "pairs")
+    with InMemoryCluster(topo, ackers=ackers) as cluster:
+        sent = sent_frames(cluster)
+        cluster.run_until_idle()
+        tuples = {h.stream: batch for h, batch in sent if h.kind == wire.DATA}
+        ids = cluster.plan.stream_ids()
+        assert tuples[ids[("words", "default")]] == ["w2", "w1", "w0"]
+        assert tuples[ids[("words", "pairs")]] == [["w2", 2], ["w1", 1], ["w0", 0]]
+        assert seen_by(cluster, "one") == [(True, list, [w], w, "default")
+                                           for w in ("w2", "w1", "w0")]
+        assert [s[2] for s in seen_by(cluster, "two")] == [["w2", 2], ["w1", 1], ["w0", 0]]
+        assert cluster.exceptions == []
+
+
+@pytest.mark.parametrize("ackers", [0, 1])
+def test_a_value_that_is_itself_a_list_arrives_whole(ackers):
+    values = [[[1, 2]], [[]], [[["x"]]], [None]]
+    topo = Topology("nested")
+    topo.spout("lists", ListSpout(values, fields=["xs"]))
+    topo.bolt("sink", ListSink).shuffle_grouping("lists")
+    with InMemoryCluster(topo, ackers=ackers) as cluster:
+        cluster.run_until_idle()
+        assert sorted(cluster.sink("sink"), key=repr) == sorted(values, key=repr)
+        assert cluster.exceptions == []
+
+
+class TrackedAndNot(Spout):
+    """Emits every word twice: tracked (a run) and untracked (a batch)."""
+
+    outputs = ["word"]
+
+    def open(self, config, context):
+        self.words = [f"word{i}" for i in range(40)]
+
+    def next_tuple(self):
+        if self.words:
+            word = self.words.pop()
+            self.emit([word], msg_id=word)
+            self.emit([word])
+
+
+def test_a_word_goes_to_the_same_task_tracked_or_not():
+    topo = Topology("same-task")
+    topo.spout("words", TrackedAndNot)
+    topo.bolt("count", Seen, parallelism=3).fields_grouping("words", ["word"])
+    with InMemoryCluster(topo, ackers=1) as cluster:
+        sent = sent_frames(cluster)
+        cluster.run_until_idle()
+        kinds = {h.kind for h, _ in sent}
+        assert {wire.RUN, wire.DATA} <= kinds  # both ways were taken
+        where: dict[str, set[int]] = {}
+        for task in cluster.plan.component_tasks()["count"]:
+            for _, _, values, word, _ in cluster.user_object(task).seen:
+                assert values == [word]
+                where.setdefault(word, set()).add(task)
+        assert len(where) == 40 and all(len(tasks) == 1 for tasks in where.values())
+        assert sum(len(cluster.user_object(t).seen)
+                   for t in cluster.plan.component_tasks()["count"]) == 80
+
+
+class Splitter(Bolt):
+    """Anchors each word of a sentence to it (tracked frames of a one-field stream)."""
+
+    outputs = ["word"]
+
+    def process(self, tup):
+        for word in tup["sentence"].split():
+            self.emit([word], anchors=[tup])
+        self.ack(tup)
+
+
+def test_anchored_emits_on_a_one_field_stream_complete_their_trees():
+    topo = Topology("anchored")
+    topo.spout("sentences", ListSpout([["a b"], ["c d e"]], fields=["sentence"]))
+    topo.bolt("split", Splitter).shuffle_grouping("sentences")
+    topo.bolt("sink", ListSink, parallelism=2).shuffle_grouping("split")
+    with InMemoryCluster(topo, ackers=1) as cluster:
+        sent = sent_frames(cluster)
+        cluster.run_until_idle()
+        tracked = [batch for h, batch in sent if h.kind == wire.TRACKED]
+        assert tracked and all(type(entry) is str for batch in tracked for entry in batch[::2])
+        assert sorted(cluster.sink("sink")) == [["a"], ["b"], ["c"], ["d"], ["e"]]
+        (spout,) = [cluster.user_object(t) for t in cluster.plan.component_tasks()["sentences"]]
+        assert sorted(spout.acked) == [0, 1] and spout.failed == []
+        assert cluster.exceptions == []
+
+
+@pytest.mark.parametrize("ackers", [0, 1])
+def test_a_value_that_cannot_be_sent_is_dropped_and_reported_by_field(ackers):
+    topo = Topology("unsendable")
+    topo.spout("numbers", ListSpout([[1], [object()], [3]], fields=["n"]))
+    topo.bolt("sink", ListSink).shuffle_grouping("numbers")
+    with InMemoryCluster(topo, ackers=ackers) as cluster:
+        cluster.run_until_idle()
+        assert sorted(cluster.sink("sink")) == [[1], [3]]
+        (report,) = cluster.exceptions
+        assert not report["fatal"] and "cannot send field(s) n (object)" in report["error"]
+
+
+class Emits(Spout):
+    outputs = ["word"]
+
+    def __init__(self, values, msg_id=None):
+        self.values, self.msg_id = values, msg_id
+
+    def next_tuple(self):
+        self.emit(self.values, msg_id=self.msg_id)
+
+
+@pytest.mark.parametrize("values", [{"a"}, {"k": "a"}])
+@pytest.mark.parametrize(("ackers", "msg_id"), [(0, None), (0, 7), (1, 7)])
+def test_emitting_values_that_cannot_be_read_by_position_is_a_clear_error(values, ackers,
+                                                                            msg_id):
+    topo = Topology("unreadable")
+    topo.spout("words", Emits(values, msg_id))
+    topo.bolt("sink", ListSink).shuffle_grouping("words")
+    with InMemoryCluster(topo, ackers=ackers) as cluster:
+        cluster.step(1)
+        assert cluster.exceptions and cluster.exceptions[0]["fatal"]
+        error = cluster.exceptions[0]["error"]
+        assert "stream 'default': emitted a " in error and "emit a list of values" in error
+        assert cluster.sink("sink") == []
