@@ -20,10 +20,10 @@ one-tuple trees never reach it; docs/internals/acker.md, "Leaves").
 
 Reading the output (one line each, wrapped here)::
 
-    RESULT name=hot-path workload=wordcount tuples=200000 rounds=9 spout_ns=733
-           floor_ns=615 engine_ns=118 bolt_ns=520
-    RESULT name=hot-path-acking workload=wordcount tuples=200000 rounds=9 spout_ns=1055
-           spout_acked_ns=26 bolt_ns=1089 acker_ns=1 total_ns=2171
+    RESULT name=hot-path workload=wordcount tuples=200000 rounds=5 spout_ns=647
+           floor_ns=606 engine_ns=41 bolt_ns=588
+    RESULT name=hot-path-acking workload=wordcount tuples=200000 rounds=5 spout_ns=890
+           spout_acked_ns=24 bolt_ns=947 acker_ns=0 total_ns=1862
 
     python benchmarks/hot_path.py --tuples 200000 --rounds 9 [--acking on]
 """

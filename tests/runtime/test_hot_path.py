@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from runtime import BasicBolt, Bolt, Spout, Topology, wire
+from runtime import Bolt, Spout, Topology, wire
 from runtime._executor import STEP_CHUNK, UserCodeError, _marked_steps, _untracked_steps
 from runtime.testing import InMemoryCluster, ListSink, ListSpout
 
@@ -159,7 +159,7 @@ def test_a_spout_without_a_default_stream_is_told_so():
         assert cluster.sink("sink") == [["y"]]
 
 
-# -- the bolt side: a sink's frames -------------------------------------------------------
+# -- the bolt side: a frame made into Tuples ------------------------------------------------
 class Fragile(Bolt):
     """A sink that counts what it processed and raises on the value -1."""
 
@@ -172,19 +172,10 @@ class Fragile(Bolt):
         self.seen.append((tup["n"], tup.component, tup.stream))
 
 
-class Relay(BasicBolt):
-    outputs = []
-
-    def process(self, tup):
-        pass
-
-
-def _bolt(bolt_class, *, subscribed: bool = False):
+def _bolt(bolt_class):
     topo = Topology("sink")
     topo.spout("numbers", ListSpout([[1]], fields=["n"]))
     topo.bolt("b", bolt_class).shuffle_grouping("numbers")
-    if subscribed:
-        topo.bolt("after", ListSink).shuffle_grouping("b")
     cluster = InMemoryCluster(topo)
     tasks, streams = cluster.plan.component_tasks(), cluster.plan.stream_ids()
     header = wire.data_header(wire.DATA, streams[("numbers", "default")], tasks["b"][0],
@@ -192,15 +183,65 @@ def _bolt(bolt_class, *, subscribed: bool = False):
     return cluster, cluster.executors[tasks["b"][0]], header
 
 
-def test_only_a_plain_bolt_that_sends_nothing_takes_the_sink_path():
-    assert _bolt(Fragile)[1]._sink
-    assert not _bolt(Relay)[1]._sink  # a BasicBolt acks each input itself
+class Keeper(Bolt):
+    """Keeps every third tuple it is given (as a bolt that acks later, or windows, does)."""
 
-    class Talker(Fragile):
-        outputs = ["n"]
+    outputs = []
 
-    assert not _bolt(Talker)[1]._sink
-    assert not _bolt(Fragile, subscribed=True)[1]._sink  # a zero-field stream, subscribed
+    def prepare(self, config, context):
+        self.kept, self.seen, self.objects = [], [], set()
+
+    def process(self, tup):
+        self.seen.append((list(tup.values), tup.ids, tup.ack_val))
+        self.objects.add(id(tup))
+        if tup.values[0] % 3 == 0:
+            self.kept.append(tup)
+
+
+@pytest.mark.parametrize("kind", [wire.DATA, wire.RUN, wire.TRACKED])
+def test_a_tuple_a_bolt_kept_is_never_changed_and_the_others_are_made_anew(kind):
+    cluster, bolt, header = _bolt(Keeper)
+    with cluster:
+        header = wire.data_header(kind, *wire.parse_header(header)[1:])
+        first = 1 << 63 | 5
+        body = {wire.DATA: list(range(12)), wire.RUN: [first, list(range(12))],
+                wire.TRACKED: [x for n in range(12) for x in (n, {first: n + 1})]}[kind]
+        bolt.on_frame(header, wire.encode_batch(body))
+        ids = {wire.DATA: [None] * 12, wire.RUN: [first + n for n in range(12)],
+               wire.TRACKED: [{first: n + 1} for n in range(12)]}[kind]
+        assert bolt.user.seen == [([n], ids[n], 0) for n in range(12)]
+        assert [(t.values, t.ids) for t in bolt.user.kept] == [
+            ([n], ids[n]) for n in (0, 3, 6, 9)]  # as they were given, after the batch
+        assert len({id(t) for t in bolt.user.kept}) == 4
+        assert len(bolt.user.objects) < 12  # the others were made again in place
+
+
+class Relayer(Bolt):
+    """Sends each input on, and keeps nothing."""
+
+    outputs = ["n"]
+
+    def process(self, tup):
+        self.emit([tup.values[0] * 10], anchors=[tup])
+        self.ack(tup)
+
+
+def test_input_set_aside_while_output_waits_keeps_its_values_and_ids():
+    topo = Topology("held-run", ackers=1)
+    topo.spout("numbers", ListSpout([[1]], fields=["n"]))
+    topo.bolt("b", Relayer).shuffle_grouping("numbers")
+    topo.bolt("after", ListSink).shuffle_grouping("b")
+    with InMemoryCluster(topo) as cluster:
+        tasks, streams = cluster.plan.component_tasks(), cluster.plan.stream_ids()
+        bolt = cluster.executors[tasks["b"][0]]
+        header = wire.data_header(wire.RUN, streams[("numbers", "default")], tasks["b"][0],
+                                  tasks["numbers"][0])
+        first = 1 << 63 | tasks["numbers"][0] << 40
+        bolt.output_waiting = ["held"]
+        bolt.on_frame(header, wire.encode_batch([first, [7, 8, 9]]))
+        assert bolt.executed == 1
+        assert [(t.values, t.ids, t.ack_val) for t in bolt.leftover] == [
+            ([8], first + 1, 0), ([9], first + 2, 0)]
 
 
 def test_a_sink_counts_what_it_processed_and_reports_what_raised():
