@@ -20,7 +20,7 @@ from __future__ import annotations
 import copy
 import logging
 import time
-from collections.abc import Callable, Iterator, Mapping, Sized
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sized
 from itertools import count, islice, repeat
 from operator import lt
 from sys import getrefcount
@@ -108,7 +108,8 @@ class Executor:
         self.process_latency = LatencyHistogram() if self.metrics_on else None
         self._arrived = 0.0  # when the frame being executed was taken off the socket
         self.output_waiting: Sized = ()  # the driver's unsent frames (a spout stops at any)
-        self.leftover: list[Tuple] = []  # input set aside while output waited (_execute)
+        # input set aside while output waited: (entries, source, ids) (_execute_frame)
+        self.leftover: tuple = ()
         self.streams = self._build_streams(send)
         self.acking = int(self.config[ACKERS]) > 0
         self._acker_tasks = plan.component_tasks().get(ACKER, ())
@@ -574,18 +575,10 @@ class Executor:
         else:
             entries, ids = (_run_parts if h.kind == wire.RUN else _tracked_parts)(batch)
         try:
-            if isinstance(self.user, BasicBolt):
-                return self._execute_basic(list(map(
-                    _maker(source), entries, repeat(source), repeat(None) if ids is None else ids)))
             return self._execute_frame(entries, source, ids)
         finally:  # the acks of a tracked frame go at once: they are few frames, and waiting
             if ids is not None:  # for the flush timer would add to complete latency
                 self.send_acks()
-
-    def _run(self, tuples: list[Tuple]) -> None:
-        if isinstance(self.user, BasicBolt):
-            return self._execute_basic(tuples)
-        return self._execute(tuples)
 
     def _source(self, src: int, stream: int) -> TupleSource:
         key = (src, stream)
@@ -604,83 +597,51 @@ class Executor:
             raise wire.WireError(f"task {src} does not belong to {comp!r}")
         return TupleSource.of(comp, src, name, self.specs[comp].streams[name])
 
-    def _execute(self, tuples: list[Tuple]) -> None:
-        """``process`` each tuple; once output waits unsent, the rest is set aside in
-        ``leftover`` (a bolt emitting 10,000 tuples per input must not turn a whole
-        frame of inputs into output at once)."""
-        process, waiting = self.user.process, self.output_waiting
-        started = self._started_batch()
-        done = 0
-        try:
-            for tup in tuples:
-                process(tup)
-                done += 1
-                if waiting:
-                    break
-        except Exception as exc:
-            raise UserCodeError(f"{self.spec.class_name}.process", exc) from exc
-        finally:
-            self._ended_batch(started, done)
-        if done < len(tuples):
-            self.leftover = tuples[done:]
+    def _execute_frame(self, entries: list, source: TupleSource,
+                       ids: Iterable | None = None) -> None:
+        """``process`` each entry of a frame's batch as a Tuple from ``source`` (``ids``:
+        the entries' tracking ids in order, None for untracked ones). A BasicBolt's input
+        is acked when ``process`` returns, failed when it raises FailedException, and
+        its emits anchor to it.
 
-    def _execute_frame(self, entries: list, source: TupleSource, ids: Iterator | None) -> None:
-        """:meth:`_execute` for a frame's batch entries (``ids``: their tracking ids in
-        order, None for untracked ones), making each Tuple as it comes.
+        Once output waits unsent, the rest is set aside in ``leftover`` (a bolt emitting
+        10,000 tuples per input must not turn a whole frame of inputs into output at
+        once); :meth:`run_leftover` takes it up again.
 
-        A Tuple that ``process`` did not keep is made again for the next entry: when
-        nothing but this loop holds it (its reference count is what it was when it was
-        made), nobody can see it change, so its fields are set anew instead of a new
-        Tuple being allocated, as CPython's ``zip`` and ``enumerate`` reuse their result
-        tuples. A bolt that keeps its input (to ack later, or in a window) gets a new
-        Tuple each time. In-process, with the word count's bolt: ~150-200 ns a tuple
-        less (docs/internals/performance.md, "Tuples made once")."""
-        process, waiting = self.user.process, self.output_waiting
+        Each Tuple is made as its entry comes, and one that ``process`` did not keep is
+        made again for the next entry: when nothing but this loop holds it (its
+        reference count is what it was when it was made), nobody can see it change, so
+        its fields are set anew instead of a new Tuple being allocated, as CPython's
+        ``zip`` and ``enumerate`` reuse their result tuples. A bolt that keeps its input
+        (to ack later, or in a window) gets a new Tuple each time. In-process, with the
+        word count's bolt: ~150-200 ns a tuple less (docs/internals/performance.md,
+        "Tuples made once")."""
+        user, waiting, current = self.user, self.output_waiting, self._current
+        process, basic = user.process, isinstance(user, BasicBolt)
         bare = len(source.fields) == 1
         make = OneFieldTuple if bare else Tuple
-        ids = repeat(None) if ids is None else ids
+        tids = repeat(None) if ids is None else iter(ids)
         tup, alone, done = None, 0, 0
         started = self._started_batch()
         try:
-            for entry, tid in zip(entries, ids):
+            for entry, tid in zip(entries, tids):
                 if tup is not None and getrefcount(tup) == alone:  # nobody kept it
                     tup.values = [entry] if bare else entry
                     tup.ids, tup.ack_val = tid, 0
                 else:
                     tup = make(entry, source, tid)
                     alone = getrefcount(tup)
-                process(tup)
-                done += 1
-                if waiting:
-                    break
-        except Exception as exc:
-            raise UserCodeError(f"{self.spec.class_name}.process", exc) from exc
-        finally:
-            self._ended_batch(started, done)
-        if done < len(entries):  # zip took no more ids than it gave out
-            self.leftover = list(map(make, entries[done:], repeat(source), ids))
-
-    def run_leftover(self) -> None:
-        """Process the input set aside while output waited (the driver calls this once
-        nothing waits any more, before it reads another frame)."""
-        tuples, self.leftover = self.leftover, []
-        return self._run(tuples)
-
-    def _execute_basic(self, tuples: list[Tuple]) -> None:
-        """A BasicBolt: emits anchor to the input; it is acked when ``process`` returns,
-        failed when it raises FailedException."""
-        process, current, waiting = self.user.process, self._current, self.output_waiting
-        started = self._started_batch()
-        done = 0
-        try:
-            for tup in tuples:
-                current[0] = tup
-                try:
-                    process(tup)
-                except FailedException:
-                    self._bolt_fail(tup)
+                if basic:
+                    current[0] = tup
+                    try:
+                        process(tup)
+                    except FailedException:
+                        self._bolt_fail(tup)
+                    else:
+                        self._bolt_ack(tup)
+                    current[0] = None
                 else:
-                    self._bolt_ack(tup)
+                    process(tup)
                 done += 1
                 if waiting:
                     break
@@ -689,8 +650,17 @@ class Executor:
         finally:
             current[0] = None
             self._ended_batch(started, done)
-        if done < len(tuples):
-            self.leftover = tuples[done:]
+        rest = len(entries) - done
+        if rest:  # zip took no more ids than it gave out: the rest are the next ones
+            self.leftover = (entries[done:], source,
+                             None if ids is None else list(islice(tids, rest)))
+
+    def run_leftover(self) -> None:
+        """Process the input set aside while output waited (the driver calls this once
+        nothing waits any more, before it reads another frame)."""
+        leftover, self.leftover = self.leftover, ()
+        if leftover:
+            self._execute_frame(*leftover)
 
     def _started_batch(self) -> float:
         """When a batch starts (one clock read per batch, never per tuple)."""

@@ -89,7 +89,7 @@ def test_a_held_spout_stops_calling_next_tuple_and_a_held_bolt_sets_input_aside(
         sink.output_waiting = ["held"]
         before = sink.executed
         sink.on_frame(header, wire.encode_batch([1, 2, 3]))  # one field: bare values
-        assert sink.executed == before + 1 and [t.values for t in sink.leftover] == [[2], [3]]
+        assert sink.executed == before + 1 and sink.leftover[0] == [2, 3]  # the entries
         sink.output_waiting = []
         sink.run_leftover()
-        assert sink.executed == before + 3 and sink.leftover == []
+        assert sink.executed == before + 3 and not sink.leftover

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from runtime import Bolt, Spout, Topology, wire
+from runtime import BasicBolt, Bolt, Spout, Topology, wire
 from runtime._executor import STEP_CHUNK, UserCodeError, _marked_steps, _untracked_steps
 from runtime.testing import InMemoryCluster, ListSink, ListSpout
 
@@ -216,32 +216,42 @@ def test_a_tuple_a_bolt_kept_is_never_changed_and_the_others_are_made_anew(kind)
         assert len(bolt.user.objects) < 12  # the others were made again in place
 
 
-class Relayer(Bolt):
-    """Sends each input on, and keeps nothing."""
+class BasicKeeper(BasicBolt):
+    """:class:`Keeper` as a BasicBolt (acked by the runtime), sending each input on."""
 
     outputs = ["n"]
 
+    def prepare(self, config, context):
+        self.kept, self.seen = [], []
+
     def process(self, tup):
-        self.emit([tup.values[0] * 10], anchors=[tup])
-        self.ack(tup)
+        self.seen.append((list(tup.values), tup.ids, tup.ack_val))
+        if tup.values[0] % 3 == 0:
+            self.kept.append(tup)
+        self.emit([tup.values[0] * 10])
 
 
-def test_input_set_aside_while_output_waits_keeps_its_values_and_ids():
-    topo = Topology("held-run", ackers=1)
-    topo.spout("numbers", ListSpout([[1]], fields=["n"]))
-    topo.bolt("b", Relayer).shuffle_grouping("numbers")
-    topo.bolt("after", ListSink).shuffle_grouping("b")
-    with InMemoryCluster(topo) as cluster:
-        tasks, streams = cluster.plan.component_tasks(), cluster.plan.stream_ids()
-        bolt = cluster.executors[tasks["b"][0]]
-        header = wire.data_header(wire.RUN, streams[("numbers", "default")], tasks["b"][0],
-                                  tasks["numbers"][0])
-        first = 1 << 63 | tasks["numbers"][0] << 40
+@pytest.mark.parametrize("bolt_class", [Keeper, BasicKeeper])
+@pytest.mark.parametrize("kind", [wire.DATA, wire.RUN, wire.TRACKED])
+def test_input_set_aside_while_output_waits_is_taken_up_with_its_values_and_ids(
+        bolt_class, kind):
+    cluster, bolt, header = _bolt(bolt_class)
+    with cluster:
+        header = wire.data_header(kind, *wire.parse_header(header)[1:])
+        first = 1 << 63 | 5
+        body = {wire.DATA: [3, 4, 5, 6], wire.RUN: [first, [3, 4, 5, 6]],
+                wire.TRACKED: [x for n in (3, 4, 5, 6) for x in (n, {first: n})]}[kind]
+        ids = {wire.DATA: [None] * 4, wire.RUN: [first + i for i in range(4)],
+               wire.TRACKED: [{first: n} for n in (3, 4, 5, 6)]}[kind]
         bolt.output_waiting = ["held"]
-        bolt.on_frame(header, wire.encode_batch([first, [7, 8, 9]]))
-        assert bolt.executed == 1
-        assert [(t.values, t.ids, t.ack_val) for t in bolt.leftover] == [
-            ([8], first + 1, 0), ([9], first + 2, 0)]
+        bolt.on_frame(header, wire.encode_batch(body))
+        assert bolt.executed == 1 and bolt.user.seen == [([3], ids[0], 0)]
+        bolt.output_waiting = []
+        bolt.run_leftover()
+        assert bolt.executed == 4 and not bolt.leftover
+        assert bolt.user.seen == [([n], i, 0) for n, i in zip((3, 4, 5, 6), ids)]
+        assert bolt.acked == (4 if bolt_class is BasicKeeper else 0)  # acked on return
+        assert [t.values for t in bolt.user.kept] == [[3], [6]]
 
 
 def test_a_sink_counts_what_it_processed_and_reports_what_raised():
