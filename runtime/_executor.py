@@ -618,7 +618,7 @@ class Executor:
         "Tuples made once")."""
         user, waiting, current = self.user, self.output_waiting, self._current
         process, basic = user.process, isinstance(user, BasicBolt)
-        bare = len(source.fields) == 1
+        bare = len(source.fields) == 1  # its entries are bare values (wire.py)
         make = OneFieldTuple if bare else Tuple
         tids = repeat(None) if ids is None else iter(ids)
         tup, alone, done = None, 0, 0
@@ -1021,12 +1021,6 @@ def _marked_steps(next_tuple, calls: int, waiting: Sized, mark: Callable[[], Non
         mark()
         for _ in repeat(None, rest):
             next_tuple()
-
-
-def _maker(source: TupleSource) -> type[Tuple]:
-    """What makes the Tuples of a frame from ``source``, from each batch entry: a
-    one-field stream's entries are bare values (runtime/wire.py, "One-field streams")."""
-    return OneFieldTuple if len(source.fields) == 1 else Tuple
 
 
 def _tracked_parts(batch: list) -> tuple[list, Iterator]:
