@@ -707,11 +707,8 @@ class Executor:
         pending count the reports read (every turn of the instance's loop comes here)."""
         tracker, user = self.tracker, self.user
         expired = tracker.expire(now)
-        if expired:
-            self.restamp()
-        for msg_id in expired:
-            self.failed += 1
-            self._call("fail", user.fail, msg_id)
+        self.failed += len(expired)
+        self._call_each("fail", user.fail, expired)
         if tracker.tuner is not None:
             progress = self._call("progress", user.progress)
             tracker.tune(tracker.acked if progress is None else progress, now)
@@ -887,13 +884,13 @@ def _default_stream_first(emit, n: int, items: list, out: StreamOut, size: int,
     checks it all.
 
     The tracked case numbers its tuples: each target task has a run of consecutive
-    self-initialising roots, from a random start of its own. A tuple waits, values only,
-    in its target's run, its msg_id and emit time beside it; when the runs end (one is
-    full, or they are flushed) each is sent as one RUN frame, ``[first root, values]``,
-    and the tracker keeps it whole (``SpoutTracker.add_run``). Per tuple that leaves the
-    grouping's choice and three appends: no random draw, no pending entry, no root on
-    the wire (docs/internals/acker.md, "Runs of roots"). The runs count as in flight
-    already (``SpoutTracker.unsent``)."""
+    self-initialising roots, from a random start of its own. A tuple waits, its batch
+    entry only, in its target's run, its msg_id and emit time beside it; when the runs
+    end (one is full, or they are flushed) each is sent as one RUN frame, ``[first root,
+    entries]``, and the tracker keeps it whole (``SpoutTracker.add_run``). Per tuple that
+    leaves the grouping's choice and three appends: no random draw, no pending entry, no
+    root on the wire (docs/internals/acker.md, "Runs of roots"). The runs count as in
+    flight already (``SpoutTracker.unsent``)."""
     append, flush, bare = items.append, out.flush, out.bare
 
     def emit_default(values, stream=DEFAULT_STREAM, msg_id=None):
@@ -917,14 +914,14 @@ def _default_stream_first(emit, n: int, items: list, out: StreamOut, size: int,
     tracker, roots, clock = tracking.tracker, tracking._roots, tracking.monotonic
     targets = range(len(outlet.tasks))
     headers = list(zip(outlet.run_headers, outlet.tracked_headers))
-    runs = out.runs = [[] for _ in targets]  # per target: values, msg_ids, emit times
-    run_ids, run_stamps = [[] for _ in targets], [[] for _ in targets]
+    runs = out.runs = [[] for _ in targets]  # per target: the entries of its run,
+    run_ids, run_stamps = [[] for _ in targets], [[] for _ in targets]  # msg_ids, times
     bases, end = [roots.run_start() for _ in targets], roots.run_end - size
     tracker.unsent = runs
     stamp = clock()  # the emit time of what the spout emits now (see mark)
 
     def end_runs() -> None:
-        """Send each run as one RUN frame, its first root and the values, and hand its
+        """Send each run as one RUN frame, its first root and its entries, and hand its
         msg_ids and emit times to the tracker."""
         for i, run in enumerate(runs):
             k = len(run)

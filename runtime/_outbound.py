@@ -62,8 +62,8 @@ class StreamOut:
         self._reported: set[int] = set()
         self.tap: Tap | None = None  # set while someone samples this stream
         self.recorder = None  # a runtime._recording.Recorder while this stream is recorded
-        # a spout's tracked tuples numbered by consecutive roots, values only, one run
-        # per target task, and what sends them (runtime._executor._default_stream_first)
+        # a spout's tracked tuples numbered by consecutive roots, batch entries only, one
+        # run per target task, and what sends them (runtime._executor._default_stream_first)
         self.runs: list[list] = []
         self.end_runs: Callable[[], None] = _nothing
 
