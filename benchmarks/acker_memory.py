@@ -27,7 +27,7 @@ import argparse
 import gc
 import tracemalloc
 
-from runtime._ledger import AckLedger, new_id
+from runtime.acking._ledger import AckLedger, new_id
 
 SPOUT_TASKS = 16  # roots are spread over this many spout tasks
 

@@ -39,8 +39,8 @@ import time
 from wordcount import build_topology
 
 from runtime import wire
-from runtime._acker import AckerExecutor
-from runtime._executor import Executor
+from runtime.acking._acker import AckerExecutor
+from runtime.engine.executor import Executor
 
 CYCLE = 5000  # tuples per spout -> bolt -> acker -> spout cycle of the acking rounds
 
@@ -147,7 +147,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rounds", type=int, default=9, help="rounds (medians are reported)")
     parser.add_argument("--acking", choices=["off", "on"], default="off")
     args = parser.parse_args(argv)
-    gc.freeze()  # as an instance does (runtime._instance.tune_interpreter)
+    gc.freeze()  # as an instance does (runtime.processes.instance.tune_interpreter)
     gc.set_threshold(50_000, 20, 100)
     if args.acking == "on":
         tuples = max(CYCLE, args.tuples // CYCLE * CYCLE)

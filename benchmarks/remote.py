@@ -40,7 +40,7 @@ import psutil
 import wordcount
 from _common import BenchmarkError, Measurement, base_parser, selected
 
-from runtime._spark_scheduler import CONTAINER_ENV, spark_session
+from runtime.processes.spark_scheduler import CONTAINER_ENV, spark_session
 
 cloudpickle.register_pickle_by_value(wordcount)  # its spout and bolt go by value
 
@@ -104,7 +104,7 @@ def stream_manager(container: int, run_root: str) -> psutil.Process:
     for proc in psutil.process_iter():
         with contextlib.suppress(psutil.Error):
             env = proc.environ()
-            if ("runtime._stmgr" in " ".join(proc.cmdline())
+            if ("runtime.processes.stmgr" in " ".join(proc.cmdline())
                     and env.get(CONTAINER_ENV) == str(container)
                     and env.get("TUPLEFLOW_RUN_ROOT") == run_root):
                 return proc

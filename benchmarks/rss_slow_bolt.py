@@ -98,9 +98,10 @@ class RssWatch:
 
 def _role(cmdline: list[str]) -> str:
     line = " ".join(cmdline)
-    for role in ("_tmaster", "_stmgr", "_instance"):
-        if role in line:
-            return role.strip("_")
+    for module, role in (("processes.master", "tmaster"), ("processes.stmgr", "stmgr"),
+                         ("processes.instance", "instance")):
+        if module in line:
+            return role
     return "other"
 
 

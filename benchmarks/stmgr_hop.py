@@ -1,6 +1,6 @@
 """The stream manager's CPU per forwarded frame, with no spout or bolt code around it.
 
-A real :class:`runtime._stmgr.StreamManager` (its own process, its real loop; only the
+A real :class:`runtime.processes.stmgr.StreamManager` (its own process, its real loop; only the
 master's handshake and the starting of instance processes are left out) sits between
 two sockets of this process that play a spout task and a bolt task: the "spout" sends
 frames of ``--batch`` encoded words to the stream manager's spout socket, the "bolt"
@@ -39,7 +39,7 @@ import zmq
 from _common import WORD_SEED, Measurement, vocabulary, word_chooser
 
 from runtime import Bolt, Spout, Topology, wire
-from runtime._stmgr import StreamManager
+from runtime.processes.stmgr import StreamManager
 
 SECRET = b"b" * 32
 

@@ -10,10 +10,11 @@
 Declarer('words')
 """
 
-from ._api import BasicBolt, Bolt, Context, FailedException, Spout, Tuple
-from ._client import RunningTopology, TopologyDead
-from ._stats import InstanceStats
-from ._topology import ComponentSpec, Declarer, Subscription, Topology, TopologyError
+from runtime.model.api import BasicBolt, Bolt, Context, FailedException, Spout, Tuple
+from runtime.model.topology import ComponentSpec, Declarer, Subscription, Topology, TopologyError
+from runtime.observe.stats import InstanceStats
+from runtime.processes.client import RunningTopology, TopologyDead
+
 from .groupings import Grouping, stable_hash
 from .trident import (
     BatchLogSpout,

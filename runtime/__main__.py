@@ -20,8 +20,8 @@ from collections.abc import Sequence
 
 import cloudpickle
 
-from ._stats import InstanceStats
-from ._topology import Topology, TopologyError
+from runtime.model.topology import Topology, TopologyError
+from runtime.observe.stats import InstanceStats
 
 
 def load_topology(target: str) -> Topology:

@@ -1,7 +1,7 @@
 """A public test kit: a list spout, a list sink, a fake clock, and an in-memory twin of
 the runtime that runs a whole topology in one thread.
 
-The twin drives the very same :class:`~runtime._executor.Executor` objects as the
+The twin drives the very same :class:`~runtime.engine.executor.Executor` objects as the
 instance processes, and its frames are encoded and decoded by :mod:`runtime.wire`, so
 a topology that works here differs from the multiprocess run only in scheduling.
 
@@ -33,12 +33,13 @@ from typing import Any
 
 import cloudpickle
 
+from runtime.acking._acker import AckerExecutor
+from runtime.engine.executor import Executor, UserCodeError
+from runtime.model.api import Bolt, Spout
+from runtime.model.constants import ACKER
+from runtime.processes.scheduler import pickle_components
+
 from . import wire
-from ._acker import AckerExecutor
-from ._api import Bolt, Spout
-from ._constants import ACKER
-from ._executor import Executor, UserCodeError
-from ._scheduler import pickle_components
 
 log = logging.getLogger("tupleflow.testing")
 

@@ -14,7 +14,7 @@ One-field streams: in the bodies of tuple frames (DATA, TRACKED, RUN), a tuple i
 list of its values, except on a stream declared with one field, where it is that value,
 bare (a batch of words is ``["a", "b"]``, not ``[["a"], ["b"]]``). The receiver knows
 the stream's fields from the plan, by the header's stream id, and wraps each value back
-into its list as it makes the Tuple (``runtime._api.OneFieldTuple``). A one-element list
+into its list as it makes the Tuple (``runtime.model.api.OneFieldTuple``). A one-element list
 per tuple would cost the sender ~100-200 ns a tuple: it is kept alive until its batch
 is sent, then packed as a container of its own (docs/internals/performance.md,
 "One-field streams").

@@ -22,8 +22,13 @@ settings.register_profile("tupleflow", deadline=None)
 settings.register_profile("ci", deadline=None, print_blob=True)
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "tupleflow"))
 
-RUN_ROOT_ENV = "TUPLEFLOW_RUN_ROOT"  # runtime._scheduler.RUN_ROOT_ENV
-ROLES = ("runtime._tmaster", "runtime._stmgr", "runtime._instance", "runtime._recording_convert")
+RUN_ROOT_ENV = "TUPLEFLOW_RUN_ROOT"  # runtime.processes.scheduler.RUN_ROOT_ENV
+ROLES = (
+    "runtime.processes.master",
+    "runtime.processes.stmgr",
+    "runtime.processes.instance",
+    "runtime.recording._convert",
+)
 GRACE = 5.0  # seconds a leftover process gets to exit after its topology was killed
 
 
@@ -66,7 +71,7 @@ def topology_guard(request, tmp_path_factory, monkeypatch):
     Cheap for tests that start no topology: the process table is read only for tests
     marked ``slow`` or that submitted something.
     """
-    from runtime import _scheduler
+    from runtime.processes import scheduler as _scheduler
 
     run_root = str(tmp_path_factory.mktemp("runs"))
     monkeypatch.setenv(RUN_ROOT_ENV, run_root)
@@ -114,7 +119,7 @@ def offline_master(tmp_path):
     """A factory of topology masters with no processes behind them: the clock is a
     FakeClock at 1000 s, and what a master would send is recorded in ``master.sent`` as
     ``(identity, kind, fields)``. Sockets are closed after the test."""
-    from runtime._tmaster import TopologyMaster
+    from runtime.processes.master import TopologyMaster
     from runtime.testing import FakeClock
 
     made = []

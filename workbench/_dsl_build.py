@@ -33,8 +33,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from runtime import Bolt, Declarer, Spout, Topology, TopologyError
-from runtime import _constants as c
-from runtime._options import option_problem
+from runtime.model import constants as c
+from runtime.model.options import option_problem
 
 from ._dsl import ComponentLine, Input, Line, Option, Token, did_you_mean, parse_cell
 

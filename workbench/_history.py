@@ -5,7 +5,7 @@ the refresh's wall-clock time, it keeps per component a bounded list of points
 ``(t, emitted/s, acked/s, failed/s, latency ms, pending)`` for the sparklines (pending: a
 spout's tuples in flight, summed over its tasks; None for a bolt). Counters are
 cumulative per incarnation, so a restarted instance (new incarnation) or a counter that
-went down counts from 0 again: no rate is ever negative (as ``runtime._series.deltas``).
+went down counts from 0 again: no rate is ever negative (as ``runtime.observe.series.deltas``).
 
 Latency is a bolt's execute latency over the interval (busy time / executed tuples), and
 for a spout the p99 complete latency it last reported; None when nothing was measured.

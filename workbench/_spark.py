@@ -1,7 +1,7 @@
 """The Spark bridge: what a topology recorded (and its metrics and events) as PySpark
 DataFrames, batch or streaming.
 
-The runtime writes recordings as Parquet segments (``runtime/_recording.py``); this
+The runtime writes recordings as Parquet segments (``runtime/recording/_parquet.py``); this
 module only reads them, with Spark. ``RunningTopology.to_spark`` and friends import it
 inside the method, so ``import runtime`` and ``import workbench`` never import pyspark,
 and a notebook that never asks for a DataFrame never starts a JVM. The dependency
@@ -21,8 +21,8 @@ import time
 from datetime import UTC, datetime
 from typing import Any
 
-from runtime._recording import read_fields
 from runtime.recording import segments
+from runtime.recording._parquet import read_fields
 
 SHUFFLE_PARTITIONS = 4  # a laptop's worth: the default 200 makes small queries slow
 _lock = threading.Lock()
@@ -95,7 +95,7 @@ def spark_stream(running, component: str, stream: str = "default", *, spark=None
 
 
 def _recorded(running, component: str, stream: str) -> str:
-    from runtime._recording import check_stream
+    from runtime.recording._parquet import check_stream
 
     check_stream(running.plan.streams, component, stream)
     return running.recording_dir(component, stream)

@@ -27,7 +27,7 @@ from typing import Any
 
 import networkx as nx
 
-DEFAULT_STREAM = "default"  # runtime._constants.DEFAULT_STREAM
+DEFAULT_STREAM = "default"  # runtime.model.constants.DEFAULT_STREAM
 COLOURS = {  # kind -> (fill, stroke)
     "spout": ("#fdebd3", "#d9822b"),
     "bolt": ("#dbe8f8", "#2f6db5"),

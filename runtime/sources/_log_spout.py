@@ -22,7 +22,8 @@ import os
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-from .._constants import ACKERS
+from runtime.model.constants import ACKERS
+
 from ._log import EmbeddedLog, default_root
 from ._offset_spout import DEFAULT_MAX_RETRIES, OffsetSpout
 

@@ -20,7 +20,8 @@ import time
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from .._api import Spout
+from runtime.model.api import Spout
+
 from ._offsets import OffsetStatistics, OffsetTracker
 
 log = logging.getLogger("runtime.sources")

@@ -22,7 +22,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from .._api import Spout
+from runtime.model.api import Spout
+
 from ._log import default_root
 from ._offset_spout import (
     DEFAULT_MAX_RETRIES,

@@ -35,7 +35,8 @@ except ImportError as exc:  # an optional dependency: the embedded sources do wi
     raise ImportError("RedisQueue and RedisQueueSpout need redis-py: pip install "
                       "'tupleflow[sources]' (or 'redis>=5')") from exc
 
-from .._api import Spout
+from runtime.model.api import Spout
+
 from ._offset_spout import DEFAULT_MAX_RETRIES, DecodeError, check_options, decode_values
 from ._queue import QueueItem
 

@@ -11,8 +11,9 @@ from IPython.utils.capture import capture_output
 from traitlets.config import Config
 
 import kernel_ext
-from runtime import Topology, TopologyDead, _scheduler
-from runtime._plan import PhysicalPlan
+from runtime import Topology, TopologyDead
+from runtime.model.plan import PhysicalPlan
+from runtime.processes import scheduler as _scheduler
 from workbench import TopologyView
 
 SETUP = """

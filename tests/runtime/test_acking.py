@@ -18,7 +18,7 @@ from collections import Counter, deque
 import pytest
 
 from runtime import BasicBolt, Bolt, FailedException, Spout, Topology, Tuple, wire
-from runtime._api import TupleSource
+from runtime.model.api import TupleSource
 from runtime.testing import InMemoryCluster, ListSink, ListSpout
 
 TIMEOUT = 10.0  # message_timeout of the timeout tests (Storm's tests use 10 s too)

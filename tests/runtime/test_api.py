@@ -8,7 +8,7 @@ import pytest
 
 import runtime
 from runtime import BasicBolt, Bolt, Spout, Tuple
-from runtime._api import TupleSource
+from runtime.model.api import TupleSource
 
 
 def test_all_is_sorted():

@@ -2,7 +2,7 @@
 
 import pytest
 
-from runtime._backpressure import START, STOP, Backpressure, WaterMarks
+from runtime.processes.backpressure import START, STOP, Backpressure, WaterMarks
 
 
 def test_crossing_the_high_mark_starts_once_and_the_low_mark_stops_once():

@@ -9,8 +9,8 @@ from __future__ import annotations
 import pytest
 
 from runtime import Spout, Topology
-from runtime._controls import check_max_spout_pending
-from runtime._exceptions import ExceptionLog, signature
+from runtime.model.controls import check_max_spout_pending
+from runtime.observe.exceptions import ExceptionLog, signature
 from runtime.testing import ListSink, ListSpout
 
 

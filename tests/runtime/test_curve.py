@@ -10,7 +10,13 @@ from __future__ import annotations
 
 import zmq
 
-from runtime._curve import MAX_MESSAGE_BYTES, Gatekeeper, TopologyKeys, make_client, make_server
+from runtime.processes.curve import (
+    MAX_MESSAGE_BYTES,
+    Gatekeeper,
+    TopologyKeys,
+    make_client,
+    make_server,
+)
 from runtime.testing import wait_for
 
 
@@ -128,7 +134,7 @@ def _sm_hello(container: int, generation: int, port: int) -> dict:
 
 
 def test_the_master_takes_a_newer_generation_as_a_restarted_container(tmp_path):
-    from runtime._tmaster import TopologyMaster
+    from runtime.processes.master import TopologyMaster
 
     plan, keys = _two_container_plan(), TopologyKeys.generate()
     master = TopologyMaster({"secret": b"s" * 32, "run_dir": str(tmp_path), "bundle": b"",
@@ -171,7 +177,7 @@ def test_the_master_takes_a_newer_generation_as_a_restarted_container(tmp_path):
 
 def test_a_stream_manager_follows_a_peer_that_moved(tmp_path):
     from runtime import wire
-    from runtime._stmgr import StreamManager
+    from runtime.processes.stmgr import StreamManager
 
     plan, keys = _two_container_plan(), TopologyKeys.generate()
     sm = StreamManager({"secret": b"s" * 32, "container": 0, "run_dir": str(tmp_path),

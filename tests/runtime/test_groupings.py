@@ -1,5 +1,5 @@
 """Groupings, tested as the pure classes they are (issue 2, item 2), plus the executor's
-batch splitter (``runtime._outbound``), which must make the same choices."""
+batch splitter (``runtime.engine.outbound``), which must make the same choices."""
 
 from __future__ import annotations
 
@@ -16,8 +16,7 @@ from hypothesis import strategies as st
 
 import runtime
 from runtime import wire
-from runtime._api import Context
-from runtime._outbound import Outlet, StreamOut
+from runtime.engine.outbound import Outlet, StreamOut
 from runtime.groupings import (
     AllGrouping,
     DirectGrouping,
@@ -28,6 +27,7 @@ from runtime.groupings import (
     ShuffleGrouping,
     stable_hash,
 )
+from runtime.model.api import Context
 
 TASKS = [4, 5, 6]
 WORDS = [f"w{i}" for i in range(300)]

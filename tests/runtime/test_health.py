@@ -1,11 +1,11 @@
-"""The master's pure decisions (runtime._health): who is hung, when a spout is headed for a
+"""The master's pure decisions (runtime.observe.health): who is hung, when a spout is headed for a
 replay storm, and when the tuner acted. Numbers in, values out; no clock, no process."""
 
 from __future__ import annotations
 
 import pytest
 
-from runtime._health import (
+from runtime.observe.health import (
     STORM_OFF,
     STORM_ON,
     hung,

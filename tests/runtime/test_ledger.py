@@ -23,7 +23,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from runtime._ledger import (
+from runtime.acking._ledger import (
     ACK,
     FAIL,
     INIT,

@@ -22,7 +22,7 @@ import pytest
 import zmq
 
 from runtime import Topology, wire
-from runtime._stmgr import QUEUE_FRAMES
+from runtime.processes.stmgr import QUEUE_FRAMES
 from runtime.testing import ListSink, PacedSpout
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(60)]

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from runtime import Topology
-from runtime._topology import TopologyError
+from runtime.model.topology import TopologyError
 from runtime.testing import Doubler, ListSink, ListSpout, wait_for
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(60)]

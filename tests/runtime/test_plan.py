@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from runtime import Bolt, Topology, TopologyError, wire
-from runtime._constants import DEFAULTS, SYSTEM, TICK
-from runtime._plan import PhysicalPlan
+from runtime.model.constants import DEFAULTS, SYSTEM, TICK
+from runtime.model.plan import PhysicalPlan
 from runtime.testing import ListSink, ListSpout
 
 

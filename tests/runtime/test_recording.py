@@ -10,7 +10,8 @@ import pyarrow as pa
 import pytest
 
 from runtime import Topology, TopologyError
-from runtime._recording import (
+from runtime.recording import read_table, segments
+from runtime.recording._parquet import (
     FieldError,
     SegmentSink,
     open_recorder,
@@ -19,7 +20,6 @@ from runtime._recording import (
     signed64,
     split_field,
 )
-from runtime.recording import read_table, segments
 from runtime.testing import FakeClock, InMemoryCluster, ListSink, ListSpout
 
 

@@ -32,7 +32,7 @@ def converters(run_root: str) -> list[psutil.Process]:
     found = []
     for proc in psutil.process_iter():
         with contextlib.suppress(psutil.Error):
-            if ("runtime._recording_convert" in " ".join(proc.cmdline())
+            if ("runtime.recording._convert" in " ".join(proc.cmdline())
                     and proc.status() != psutil.STATUS_ZOMBIE
                     and proc.environ().get("TUPLEFLOW_RUN_ROOT") == run_root):
                 found.append(proc)

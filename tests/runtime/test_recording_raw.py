@@ -16,9 +16,11 @@ import psutil
 import pyarrow.parquet as pq
 import pytest
 
-from runtime import _recording_raw, wire
-from runtime._recording import BACKLOG, SegmentSink, open_recorder, recording_dir
-from runtime._recording_raw import (
+from runtime import wire
+from runtime.recording import _raw as _recording_raw
+from runtime.recording import read_table, segments
+from runtime.recording._parquet import BACKLOG, SegmentSink, open_recorder, recording_dir
+from runtime.recording._raw import (
     BARE,
     TRACKED,
     UNTRACKED,
@@ -32,7 +34,6 @@ from runtime._recording_raw import (
     record,
     records,
 )
-from runtime.recording import read_table, segments
 from runtime.testing import FakeClock, wait_for
 
 
@@ -216,7 +217,7 @@ def test_every_task_takes_the_column_types_the_first_segment_fixed(tmp_path):
 @pytest.mark.parametrize("way", ["exact", "quick"])
 def test_a_writer_that_loses_the_race_for_the_schema_takes_the_winners(tmp_path, monkeypatch,
                                                                         way):
-    from runtime import _recording
+    from runtime.recording import _parquet as _recording
 
     winner = SegmentSink(str(tmp_path), 1, ["x"], {})
     winner.write([[1.5]], [None], ([1], [1.0]))
@@ -269,7 +270,7 @@ def test_the_leftovers_of_a_dead_writer_are_converted_by_the_reader(tmp_path):
 # -- real kills ------------------------------------------------------------------------------
 WRITER = textwrap.dedent("""
     import sys, time
-    from runtime._recording import open_recorder
+    from runtime.recording._parquet import open_recorder
     rec = open_recorder(sys.argv[1], "w", "default", 3, ["word", "n"], {"n": "int"},
                         segment_seconds=600.0)
     for start in range(0, 3000, 500):

@@ -23,7 +23,7 @@ import cloudpickle
 import pytest
 
 from runtime import BasicBolt, Topology
-from runtime._spark_scheduler import spark_session
+from runtime.processes.spark_scheduler import spark_session
 from runtime.testing import ListSpout, WordCount
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(400)]

@@ -25,8 +25,8 @@ import pytest
 import zmq
 
 from runtime import BasicBolt, Topology, wire
-from runtime._curve import TopologyKeys, make_client
-from runtime._spark_scheduler import CONTAINER_ENV, spark_session
+from runtime.processes.curve import TopologyKeys, make_client
+from runtime.processes.spark_scheduler import CONTAINER_ENV, spark_session
 from runtime.testing import ListSink, ListSpout, PacedSpout, WordCount, wait_for
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(400)]  # the first test starts Spark
@@ -89,7 +89,7 @@ def stream_managers(processes) -> dict[int, psutil.Process]:
     found = {}
     for proc in processes():
         with contextlib.suppress(psutil.Error):
-            if "runtime._stmgr" in " ".join(proc.cmdline()):
+            if "runtime.processes.stmgr" in " ".join(proc.cmdline()):
                 found[int(proc.environ()[CONTAINER_ENV])] = proc
     return found
 

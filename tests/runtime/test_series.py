@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from runtime import Topology
-from runtime._series import MINUTES_KEPT, SECONDS_KEPT, MetricsStore
+from runtime.observe.series import MINUTES_KEPT, SECONDS_KEPT, MetricsStore
 from runtime.testing import ListSink, ListSpout
 
 BOLT = {"component": "sink", "kind": "bolt", "restarts": 0}
@@ -194,7 +194,7 @@ def test_the_master_refuses_an_unknown_window_saying_which_exist(master):
 
 def hist(*latencies_s):
     """Cumulative sparse buckets of some latencies, as an instance reports them."""
-    from runtime._metrics import LatencyHistogram
+    from runtime.observe.metrics import LatencyHistogram
 
     h = LatencyHistogram()
     for s in latencies_s:
@@ -284,7 +284,7 @@ def test_a_histogram_of_start_times_counts_what_one_of_latencies_would():
     buckets, count and total, for starts in any order and latencies of any size."""
     import random
 
-    from runtime._metrics import LatencyHistogram
+    from runtime.observe.metrics import LatencyHistogram
 
     rng = random.Random(3)
     for _ in range(200):

@@ -10,8 +10,8 @@ import os
 import pytest
 
 from runtime import Topology
-from runtime._curve import TopologyKeys
-from runtime._spark_scheduler import (
+from runtime.processes.curve import TopologyKeys
+from runtime.processes.spark_scheduler import (
     CONTAINER_ENV,
     ContainerSupervisor,
     remote_options,
@@ -69,7 +69,7 @@ def test_a_container_task_carries_keys_and_an_address_but_no_user_code(topology_
 def test_reading_a_spark_topologys_recordings_needs_a_record_dir():
     from types import SimpleNamespace
 
-    from runtime._spark_scheduler import SparkTopology
+    from runtime.processes.spark_scheduler import SparkTopology
 
     without = SimpleNamespace(name="t", plan=SimpleNamespace(config={}))
     with pytest.raises(ValueError, match="written on the executors' hosts.*record_dir="):

@@ -15,7 +15,7 @@ import pytest
 import zmq
 
 from runtime import Topology, wire
-from runtime._stmgr import StreamManager, read_tail
+from runtime.processes.stmgr import StreamManager, read_tail
 from runtime.testing import ListSink, ListSpout, wait_for
 
 

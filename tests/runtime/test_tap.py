@@ -6,8 +6,8 @@ from __future__ import annotations
 import pytest
 
 from runtime import Topology, wire
-from runtime._controls import check_keep, check_tap
-from runtime._outbound import StreamOut, Tap
+from runtime.engine.outbound import StreamOut, Tap
+from runtime.model.controls import check_keep, check_tap
 from runtime.testing import FakeClock, InMemoryCluster, ListSink, ListSpout
 
 # -- the buffer and the copy (pure) -------------------------------------------------------

@@ -1,4 +1,4 @@
-"""A spout task's tracker (runtime/_tracking.py), pure: roots one by one and in runs of
+"""A spout task's tracker (runtime/acking/_tracking.py), pure: roots one by one and in runs of
 consecutive roots, settled whole or root by root, renewed, failed and timed out."""
 
 from __future__ import annotations
@@ -7,8 +7,8 @@ import random
 
 import pytest
 
-from runtime._ledger import RootIds
-from runtime._tracking import SpoutTracker
+from runtime.acking._ledger import RootIds
+from runtime.acking._tracking import SpoutTracker
 from runtime.wire import ACKED_FAILED, ACKED_OK, ACKED_RENEWED, ACKED_TIMEOUT
 
 TIMEOUT = 30.0

@@ -23,12 +23,12 @@ from runtime import (
     Topology,
     TopologyError,
 )
-from runtime._api import Context
-from runtime._trident_agg import BatchAggregation
-from runtime._trident_spout import BatchLedger
-from runtime._trident_state import TxValue
+from runtime.model.api import Context
 from runtime.sources import EmbeddedLog
 from runtime.testing import InMemoryCluster, ListSink, ListSpout
+from runtime.trident._agg import BatchAggregation
+from runtime.trident._spout import BatchLedger
+from runtime.trident._state import TxValue
 
 # -- the transactional core ------------------------------------------------------------------
 

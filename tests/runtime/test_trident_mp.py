@@ -19,10 +19,10 @@ import cloudpickle
 import pytest
 
 from runtime import BatchLogSpout, Count, RedisMap, SQLiteMap, Topology
-from runtime._trident_spout import BatchLedger
 from runtime.sources import EmbeddedLog
 from runtime.testing import replaced, wait_for
 from runtime.trident import read_statistics
+from runtime.trident._spout import BatchLedger
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(120)]
 

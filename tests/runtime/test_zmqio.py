@@ -1,11 +1,11 @@
-"""The data path's zmq calls (runtime/_zmqio.py) on real zmq sockets."""
+"""The data path's zmq calls (runtime/processes/zmqio.py) on real zmq sockets."""
 
 from __future__ import annotations
 
 import pytest
 import zmq
 
-from runtime._zmqio import messages, send_pair
+from runtime.processes.zmqio import messages, send_pair
 from runtime.testing import wait_for
 
 

@@ -17,7 +17,7 @@ import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 
 from runtime import Topology
-from runtime._api import Context
+from runtime.model.api import Context
 from runtime.sources import KafkaSpout, LogSpout, log_spout
 from runtime.testing import ListSink, SlowBolt, read_sink, replaced, wait_for
 

@@ -9,7 +9,7 @@ from collections import Counter
 import pytest
 
 from runtime import Bolt, Topology
-from runtime._api import Context
+from runtime.model.api import Context
 from runtime.sources import EmbeddedLog, LogSpout
 from runtime.sources._log_spout import read_checkpoints
 from runtime.testing import InMemoryCluster, ListSink

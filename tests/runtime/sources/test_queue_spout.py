@@ -14,7 +14,7 @@ import psutil
 import pytest
 
 from runtime import Bolt, Topology
-from runtime._api import Context
+from runtime.model.api import Context
 from runtime.sources import EmbeddedQueue, QueueSpout
 from runtime.testing import InMemoryCluster, ListSink, read_sink, replaced, wait_for
 

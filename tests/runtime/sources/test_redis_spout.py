@@ -15,7 +15,7 @@ import pytest
 import redis
 
 from runtime import Bolt, Topology
-from runtime._api import Context
+from runtime.model.api import Context
 from runtime.sources import RedisQueueSpout
 from runtime.sources._redis import RedisQueue, RedisSpoutStats
 from runtime.testing import FakeClock, InMemoryCluster, ListSink, gone, read_sink, wait_for

@@ -1,0 +1,130 @@
+"""The acker: the ``__acker`` system component, one or more tasks (``ackers=N``).
+
+It receives ``ACKS`` frames (Storm's ``__ack_init``, ``__ack_ack``, ``__ack_fail`` and
+reset-timeout messages, as flat ``op, root, value`` triples) from spouts and bolts, keeps
+the XOR ledger of :class:`runtime.acking._ledger.AckLedger`, and sends each outcome back to the
+spout task that emitted the root, in ``ACKED`` frames (flat ``root, outcome`` pairs). A
+root goes to acker task ``root % ackers``.
+
+It is driven like an :class:`~runtime.engine.executor.Executor` (``on_frame``, ``on_timer``,
+``flush``, ``record``), by the same instance process or the in-memory twin.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable
+
+from runtime import wire
+from runtime.model.constants import ACKER, FLUSH_INTERVAL, MESSAGE_TIMEOUT
+from runtime.model.plan import PhysicalPlan
+from runtime.observe.stats import InstanceStats
+
+from ._ledger import AckLedger, task_bits
+
+log = logging.getLogger("tupleflow.acker")
+
+Send = Callable[[bytes, bytes], None]
+EXPIRE_EVERY = 0.5  # seconds between looks for timed-out roots
+
+
+def _acks_body(batch) -> list:
+    """An ACKS body: flat ``op, root, value`` triples (see :mod:`runtime.wire`)."""
+    if type(batch) is not list or len(batch) % 3:
+        raise wire.WireError("an ACKS body must be flat op, root, value triples")
+    return batch
+
+
+class AckerExecutor:
+    """One acker task."""
+
+    kind = "acker"
+
+    def __init__(self, plan: PhysicalPlan, task: int, send: Send, *, run_dir: str = "",
+                 monotonic=time.monotonic, wall=time.time) -> None:
+        self.plan, self.task, self.send = plan, task, send
+        self.info = plan.task(task)
+        self.config = dict(plan.config)
+        self.monotonic, self.wall = monotonic, wall
+        self.ledger = AckLedger(float(self.config[MESSAGE_TIMEOUT]),
+                                task_bits=task_bits(len(plan.tasks)))
+        self.outcomes: dict[int, list] = {}  # spout task -> [root, outcome, root, ...]
+        self._decisions: list[int] = []  # the ledger's outcome, root, task triples
+        self.executed = self.dropped = self.errors = 0
+        self._flush_every = float(self.config[FLUSH_INTERVAL])
+        self._next_flush = self._next_expire = 0.0
+        self.first_executed: float | None = None
+        self.last_executed: float | None = None
+
+    def on_error(self, where: str, err: BaseException) -> None:
+        log.error("%s: %s", where, err)
+
+    def start(self) -> None:
+        now = self.monotonic()
+        self._next_flush, self._next_expire = now + self._flush_every, now + EXPIRE_EVERY
+
+    def stop(self) -> None:
+        self.flush()
+
+    # -- messages -----------------------------------------------------------------------
+    def on_frame(self, header: bytes, body: bytes) -> None:
+        h = wire.parse_header(header)
+        if h.kind != wire.ACKS:
+            raise wire.WireError(f"frame kind {h.kind} is not for an acker")
+        messages = _acks_body(wire.decode_batch(body))
+        if self.first_executed is None:
+            self.first_executed = self.wall()
+        rejected, ledger = self.ledger.rejected, self.ledger
+        if messages:
+            ledger.settle(messages, self.monotonic(), h.src, self._decisions)
+            self._route()
+        if ledger.rejected > rejected:
+            self.dropped += ledger.rejected - rejected
+            log.warning("dropped %d malformed ack messages from task %d",
+                        ledger.rejected - rejected, h.src)
+        self.executed += len(messages) // 3
+        self.last_executed = self.wall()
+        self.flush()  # the outcomes go at once: one ACKED frame per ACKS frame at most
+
+    def _route(self) -> None:
+        """File the ledger's decisions under the spout task each goes to."""
+        decisions, outcomes = self._decisions, self.outcomes
+        it = iter(decisions)
+        for outcome, root, task in zip(it, it, it):
+            out = outcomes.get(task)
+            if out is None:
+                out = outcomes[task] = []
+            out += (root, outcome)
+        decisions.clear()
+
+    # -- timers -------------------------------------------------------------------------
+    def on_timer(self, now: float) -> float:
+        if now >= self._next_expire:
+            self.ledger.settle((), now, 0, self._decisions)
+            self._route()
+            self._next_expire = now + EXPIRE_EVERY
+        if now >= self._next_flush:
+            self.flush()
+            self._next_flush = now + self._flush_every
+        return min(self._next_flush, self._next_expire)
+
+    def flush(self) -> None:
+        for spout, outcomes in self.outcomes.items():
+            if outcomes:
+                self.send(wire.data_header(wire.ACKED, 0, spout, self.task),
+                          wire.encode_batch(outcomes))
+                outcomes.clear()
+
+    # -- statistics ---------------------------------------------------------------------
+    def record(self) -> dict:
+        ledger = self.ledger.statistics()
+        return {"component": ACKER, "task": self.task, "kind": self.kind,
+                "container": self.info.container, "emitted": 0, "transferred": 0,
+                "executed": self.executed, "acked": ledger.completed,
+                "failed": ledger.failed + ledger.timed_out, "pending": ledger.pending,
+                "dropped": self.dropped, "errors": self.errors,
+                "first_executed": self.first_executed, "last_executed": self.last_executed}
+
+    def statistics(self) -> InstanceStats:
+        return InstanceStats.from_record({**self.record(), "state": "running"})

@@ -1,0 +1,448 @@
+"""The acker's ledger: Storm's XOR bookkeeping of tuple trees, as a pure class.
+
+For every spout tuple (a *root*) the ledger keeps two things: the spout task that
+emitted it, and the XOR of every edge id sent to it so far. Each edge id is XORed in
+twice, once when its tuple is created and once when it is acked, so the XOR is zero
+exactly when every tuple of the tree has been acked (seed 001, "How does Storm
+implement reliability in an efficient way?"). Read :meth:`AckLedger.ack` first.
+
+Nothing here reads a clock, opens a socket or starts a thread: every method that
+cares about time takes ``now`` (seconds, any monotonic origin) and every outcome is
+returned as a value, :class:`Completed` or :class:`Failed`, for the caller to send to
+the spout task it names. See ``docs/internals/acker.md``.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import random
+from collections import deque
+from dataclasses import dataclass
+from typing import Generic, Literal, TypeVar
+
+from runtime.wire import ACK_ACK as ACK
+from runtime.wire import ACK_FAIL as FAIL
+from runtime.wire import ACK_INIT as INIT
+from runtime.wire import ACK_RESET as RESET
+from runtime.wire import ACKED_FAILED as FAILED
+from runtime.wire import ACKED_OK as OK
+from runtime.wire import ACKED_RENEWED as RENEWED
+from runtime.wire import ACKED_TIMEOUT as TIMEOUT
+
+K = TypeVar("K")
+V = TypeVar("V")
+
+FailReason = Literal["fail", "timeout"]
+
+# One pending root is one int: bits 0-63 hold the XOR, bit 64 says a tuple of the tree
+# failed, bits 65 and up hold spout task + 1 (0: the init has not arrived yet). A Python
+# int of up to 90 bits takes 36 bytes, so a root costs one dict slot, its key and 36 bytes.
+_XOR_BITS = (1 << 64) - 1
+_FAILED_BIT = 1 << 64
+_TASK_SHIFT = 65
+_KEEP_ON_INIT = _XOR_BITS | _FAILED_BIT  # what an init leaves of an early entry
+
+# A *self-initialising* root (what the runtime's spouts draw when a tuple goes to exactly
+# one task) has bit 63 set and its spout task in the bits below it; the rest is random.
+# Its first edge id is the root id itself, so its init would say "xor = root, spout =
+# the task in the id": the ledger knows that without being told, and the spout sends no
+# init at all (docs/internals/acker.md, "Self-initialising roots").
+SELF_INIT = 1 << 63
+TASK_BITS = 16  # the width of the spout task field, unless the topology needs fewer
+
+
+_ids = random.Random(os.urandom(32))
+
+
+def new_id() -> int:
+    """A random, nonzero id of 63 bits for a root or an edge.
+
+    Zero is excluded because XORing zero changes nothing: a zero edge id would make
+    its tuple invisible to the ledger. Bit 63 stays clear so that an id drawn here is
+    never taken for a self-initialising root (:data:`SELF_INIT`). The generator is a module-level
+    ``random.Random`` seeded from ``os.urandom`` and reseeded in every forked child,
+    so sibling processes never draw the same ids.
+
+    >>> 0 < new_id() < 2**63
+    True
+    """
+    return _ids.getrandbits(63) or new_id()
+
+
+def task_bits(tasks: int) -> int:
+    """The width of the task field that holds task ids up to ``tasks``.
+
+    >>> task_bits(3), task_bits(4), task_bits(1)
+    (2, 3, 1)
+    """
+    return max(1, tasks.bit_length())
+
+
+def root_task(root: int, bits: int = TASK_BITS) -> int | None:
+    """The spout task written in a self-initialising root, or None for any other root.
+
+    >>> root_task(RootIds(task=5, bits=4).new(), bits=4), root_task(12345)
+    (5, None)
+    """
+    if not root & SELF_INIT:
+        return None
+    shift = 63 - bits
+    return (root >> shift) & ((1 << bits) - 1)
+
+
+class RootIds:
+    """The self-initialising root ids of one spout task: ``SELF_INIT | task | random``.
+
+    ``bits`` is the width of the task field (every reader of the ids must use the same:
+    the runtime takes :func:`task_bits` of the topology's task count); the remaining
+    ``63 - bits`` bits are random and never all zero.
+    """
+
+    __slots__ = ("prefix", "random_bits")
+
+    def __init__(self, task: int, bits: int = TASK_BITS) -> None:
+        if not 0 <= task < 1 << bits or not 1 <= bits <= 32:
+            raise ValueError(f"task {task} does not fit a {bits}-bit task field")
+        self.random_bits = 63 - bits
+        self.prefix = SELF_INIT | task << self.random_bits
+
+    def new(self) -> int:
+        return self.prefix | (_ids.getrandbits(self.random_bits) or 1)
+
+    def run_start(self) -> int:
+        """The first root of a run of consecutive roots (the spout's fast path numbers its
+        tuples this way: docs/internals/acker.md, "Runs of roots"). It is drawn at random
+        in the lower half of the random field, so 2 ** (random_bits - 1) roots fit after
+        it before :attr:`run_end`.
+
+        >>> ids = RootIds(task=5, bits=4)
+        >>> start = ids.run_start()
+        >>> root_task(start, bits=4), root_task(ids.run_end - 1, bits=4)
+        (5, 5)
+        """
+        return self.prefix | (_ids.getrandbits(self.random_bits - 1) + 1)
+
+    @property
+    def run_end(self) -> int:
+        """The first id past this task's field: a run must start again before it."""
+        return self.prefix + (1 << self.random_bits)
+
+
+def _reseed_ids() -> None:
+    _ids.seed(os.urandom(32))
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_reseed_ids)
+
+
+class RotatingMap(Generic[K, V]):
+    """Storm's ``RotatingMap``: a map whose keys expire by age, in ``buckets`` steps.
+
+    New keys go to the newest bucket; :meth:`rotate` drops the oldest bucket and
+    returns it. A key is dropped by the ``buckets``-th rotation after its last
+    :meth:`put`: rotating every ``p`` seconds, it lives between
+    ``(buckets - 1) * p`` and ``buckets * p`` seconds.
+
+    >>> m = RotatingMap(2)
+    >>> m.put("a", 1)
+    >>> m.rotate(), m.get("a")
+    ({}, 1)
+    >>> m.rotate(), "a" in m
+    ({'a': 1}, False)
+    """
+
+    def __init__(self, buckets: int = 3) -> None:
+        if buckets < 2:
+            raise ValueError(f"RotatingMap needs at least 2 buckets, not {buckets}")
+        self._buckets: deque[dict[K, V]] = deque({} for _ in range(buckets))
+
+    def get(self, key: K, default: V | None = None) -> V | None:
+        """The value stored under ``key``, from whichever bucket holds it."""
+        for bucket in self._buckets:
+            if key in bucket:
+                return bucket[key]
+        return default
+
+    def put(self, key: K, value: V) -> None:
+        """Store ``value`` in the newest bucket: ``key`` becomes the youngest key."""
+        self.remove(key)
+        self._buckets[0][key] = value
+
+    def replace(self, key: K, value: V) -> None:
+        """Store ``value`` without changing ``key``'s age (a new key starts newest)."""
+        self._holder(key)[key] = value
+
+    @property
+    def newest(self) -> dict[K, V]:
+        """The newest bucket, where new keys go (a new dict after each :meth:`rotate`)."""
+        return self._buckets[0]
+
+    @property
+    def buckets(self) -> deque[dict[K, V]]:
+        """The buckets, newest first (for moving keys between two maps rotated together,
+        keeping their age: change them only that way)."""
+        return self._buckets
+
+    def remove(self, key: K) -> V | None:
+        """Remove ``key`` and return its value (``None`` when absent)."""
+        return self._holder(key).pop(key, None)
+
+    def contains(self, key: K) -> bool:
+        """Whether any bucket holds ``key``."""
+        return any(key in bucket for bucket in self._buckets)
+
+    __contains__ = contains
+
+    def __len__(self) -> int:
+        return sum(map(len, self._buckets))
+
+    def rotate(self) -> dict[K, V]:
+        """Drop the oldest bucket, open a new empty one, and return what was dropped."""
+        self._buckets.appendleft({})
+        return self._buckets.pop()
+
+    def _holder(self, key: K) -> dict[K, V]:
+        """The bucket that holds ``key``, or the newest one when none does."""
+        for bucket in self._buckets:
+            if key in bucket:
+                return bucket
+        return self._buckets[0]
+
+
+@dataclass(frozen=True, slots=True)
+class Completed:
+    """Every tuple of root ``root_id``'s tree was acked: call ``ack`` on ``spout_task``."""
+
+    root_id: int
+    spout_task: int
+
+
+@dataclass(frozen=True, slots=True)
+class Failed:
+    """Root ``root_id`` failed (``reason`` "fail" or "timeout"): call ``fail`` on ``spout_task``."""
+
+    root_id: int
+    spout_task: int
+    reason: FailReason
+
+
+@dataclass(frozen=True, slots=True)
+class Renewed:
+    """Root ``root_id``'s timeout was restarted (``reset_timeout``): ``spout_task``, which
+    times its roots out too, must restart its own clock for it (Storm forwards it so)."""
+
+    root_id: int
+    spout_task: int
+
+
+Decision = Completed | Failed | Renewed
+
+
+@dataclass(frozen=True, slots=True)
+class LedgerStatistics:
+    """Counters of an :class:`AckLedger`.
+
+    ``pending`` counts every root the ledger holds, including those whose init has not
+    arrived; ``orphaned`` counts roots that expired before their init arrived (they
+    have no spout task to tell, so they end without a decision).
+    """
+
+    pending: int
+    completed: int
+    failed: int
+    timed_out: int
+    orphaned: int
+
+
+class AckLedger:
+    """XOR bookkeeping of pending tuple trees, with Storm's rotating timeouts.
+
+    Messages may arrive in any order: acks and fails that reach the ledger before
+    their root's init are kept (with no spout task yet), and the root is decided when
+    the init arrives. A self-initialising root (:class:`RootIds`) needs no init: the
+    ledger starts it from its id the first time it hears of it. A root times out
+    ``timeout_secs`` after its init (or its last :meth:`reset_timeout`; for a
+    self-initialising root, after the first message about it), to within
+    ``rotation_secs`` late and never early; every method first expires what is due at
+    ``now``, so any call may return timeouts.
+
+    >>> ledger = AckLedger(30.0)
+    >>> a, b = new_id(), new_id()               # the two tuples a spout emitted
+    >>> ledger.init(root_id=7, spout_task=3, xor_val=a ^ b, now=0.0)
+    []
+    >>> ledger.ack(7, a, now=1.0)                # a bolt acked a, anchoring nothing
+    []
+    >>> ledger.ack(7, b, now=2.0)
+    [Completed(root_id=7, spout_task=3)]
+    >>> root = RootIds(task=3).new()             # one tuple, sent to one task: no init
+    >>> ledger.ack(root, root, now=3.0)          # acked by a bolt that anchored nothing
+    [Completed(root_id=..., spout_task=3)]
+    """
+
+    def __init__(self, timeout_secs: float, *, buckets: int = 3,
+                 task_bits: int = TASK_BITS) -> None:
+        if not timeout_secs > 0:
+            raise ValueError(f"timeout_secs must be positive, not {timeout_secs}")
+        self._pending: RotatingMap[int, int] = RotatingMap(buckets)
+        self._buckets = buckets
+        self.rotation_secs = timeout_secs / (buckets - 1)
+        self._slot: float = -math.inf  # rotation slot of the last call (none yet)
+        self._shift, self._task_mask = 63 - task_bits, (1 << task_bits) - 1
+        self._completed = self._failed = self._timed_out = self._orphaned = 0
+        self.rejected = 0  # malformed messages skipped by apply()
+
+    # -- one message at a time (what a notebook or a test drives by hand) ------------------
+    def init(self, root_id: int, spout_task: int, xor_val: int, now: float) -> list[Decision]:
+        """A spout emitted root ``root_id``; ``xor_val`` XORs the edge ids it sent."""
+        if spout_task < 0:
+            raise ValueError(f"spout_task must be >= 0, not {spout_task}")
+        if root_id >> 63 == 1:
+            raise ValueError(f"root {root_id} is self-initialising: it takes no init")
+        return self.apply([INIT, root_id, xor_val], now, spout_task)
+
+    def ack(self, root_id: int, xor_val: int, now: float) -> list[Decision]:
+        """A tuple of the tree was acked: its own edge id XOR its new children's."""
+        return self.apply([ACK, root_id, xor_val], now)
+
+    def fail(self, root_id: int, now: float) -> list[Decision]:
+        """A tuple of the tree failed explicitly: the root fails once its init is here."""
+        return self.apply([FAIL, root_id, 0], now)
+
+    def reset_timeout(self, root_id: int, now: float) -> list[Decision]:
+        """Restart ``root_id``'s timeout from ``now``; unknown roots are ignored (but a
+        self-initialising root's spout task is told, since it times the root out too)."""
+        return self.apply([RESET, root_id, 0], now)
+
+    def expire(self, now: float) -> list[Decision]:
+        """The roots that timed out by ``now``; call at least every ``rotation_secs``."""
+        out: list[int] = []
+        self._advance(now, out)
+        return _decisions(out)
+
+    def apply(self, messages, now: float, sender: int = 0) -> list[Decision]:
+        """A batch of messages as a flat list of ``op, root, value`` triples (ops:
+        :data:`INIT`, :data:`ACK`, :data:`FAIL`, :data:`RESET`; ``sender`` is the spout
+        task of every INIT), with exactly the effect of calling the methods above one by
+        one. A message of the wrong shape or op is skipped and counted in ``rejected``."""
+        out: list[int] = []
+        self.settle(messages, now, sender, out)
+        return _decisions(out)
+
+    def settle(self, messages, now: float, sender: int, out: list) -> None:
+        """:meth:`apply`, with each decision appended to ``out`` as three ints,
+        ``outcome, root, spout task`` (outcomes as on the wire: ``ACKED_OK``,
+        ``ACKED_FAILED``, ``ACKED_TIMEOUT``, ``ACKED_RENEWED``) instead of an object."""
+        self._advance(now, out)
+        buckets = self._pending._buckets
+        newest = buckets[0]
+        shift, mask = self._shift, self._task_mask
+        if len(messages) % 3:
+            self.rejected += 1
+        it = iter(messages)
+        for op, root, value in zip(it, it, it):
+            try:
+                for holder in buckets:  # noqa: B007 - the bucket that holds root, if any
+                    if root in holder:
+                        entry = holder[root]
+                        break
+                else:
+                    holder = None
+                    # a self-initialising root starts as its init would have made it
+                    entry = (root | ((root >> shift & mask) + 1) << _TASK_SHIFT
+                             if root >> 63 == 1 else 0)
+            except TypeError:  # an unhashable or non-integer root
+                self.rejected += 1
+                continue
+            if op == ACK and type(value) is int:
+                entry ^= value
+            elif op == INIT and type(value) is int and root >> 63 == 0:
+                entry = ((entry & _KEEP_ON_INIT) ^ value) | ((sender + 1) << _TASK_SHIFT)
+                holder = self._renew(root, holder, newest)
+            elif op == FAIL:
+                entry |= _FAILED_BIT
+            elif op == RESET:
+                task = entry >> _TASK_SHIFT
+                if holder is not None:
+                    holder = self._renew(root, holder, newest)
+                    holder[root] = entry
+                if task:
+                    out += (RENEWED, root, task - 1)
+                continue
+            else:
+                self.rejected += 1
+                continue
+            task = entry >> _TASK_SHIFT
+            if not task or (entry & _XOR_BITS and not entry & _FAILED_BIT):
+                (newest if holder is None else holder)[root] = entry  # still pending
+                continue
+            if entry & _FAILED_BIT:
+                self._failed += 1
+                out += (FAILED, root, task - 1)
+                if root >> 63 == 1:  # a self-initialising root would start afresh if a
+                    # message of its tree came later: a tombstone (no task) stays instead
+                    (newest if holder is None else holder)[root] = _FAILED_BIT
+                elif holder is not None:
+                    del holder[root]
+            else:
+                if holder is not None:
+                    del holder[root]
+                self._completed += 1
+                out += (OK, root, task - 1)
+
+    @staticmethod
+    def _renew(root: int, holder: dict | None, newest: dict) -> dict | None:
+        """Make a stored ``root`` the youngest key (init and reset restart its timeout)."""
+        if holder is None:
+            return None
+        if holder is not newest:
+            newest[root] = holder.pop(root)
+        return newest
+
+    def statistics(self) -> LedgerStatistics:
+        """A snapshot of the ledger's counters."""
+        return LedgerStatistics(
+            len(self._pending), self._completed, self._failed, self._timed_out, self._orphaned
+        )
+
+    def _advance(self, now: float, out: list) -> None:
+        """Rotate once per ``rotation_secs`` boundary crossed since the last call."""
+        slot = math.floor(now / self.rotation_secs)
+        if slot <= self._slot:
+            return
+        due, self._slot = int(min(slot - self._slot, self._buckets)), slot
+        for _ in range(due):
+            self._timeouts(self._pending.rotate(), out)
+
+    def _timeouts(self, expired: dict[int, int], out: list) -> None:
+        """Decide the expired roots that have a spout task; the others are orphans, or
+        the tombstones of decided self-initialising roots, which leave quietly (a timed
+        out self-initialising root leaves a tombstone for one more timeout)."""
+        newest = self._pending._buckets[0]
+        for root, entry in expired.items():
+            task = entry >> _TASK_SHIFT
+            if task:
+                out += (TIMEOUT, root, task - 1)
+                self._timed_out += 1
+                if root >> 63 == 1:
+                    newest[root] = _FAILED_BIT
+            elif root >> 63 != 1:
+                self._orphaned += 1
+
+
+_INT = {int}
+
+
+def _decisions(flat: list[int]) -> list[Decision]:
+    """The ``outcome, root, task`` triples of :meth:`AckLedger.settle` as values."""
+    it = iter(flat)
+    return [_DECISION[outcome](root, task) for outcome, root, task in zip(it, it, it)]
+
+
+_DECISION = {
+    OK: Completed,
+    FAILED: lambda root, task: Failed(root, task, "fail"),
+    TIMEOUT: lambda root, task: Failed(root, task, "timeout"),
+    RENEWED: Renewed,
+}

@@ -1,0 +1,218 @@
+"""A spout task's side of at least once: its in-flight roots, their timeouts, the
+max-spout-pending limit and its auto-tuner. Pure: time comes in as ``now``.
+
+>>> t = SpoutTracker(timeout=30.0, max_pending=2, now=0.0)
+>>> t.emitted(root=11, msg_id="a", now=0.0); t.emitted(root=12, msg_id="b", now=0.0)
+>>> t.full()
+True
+>>> t.settle([11, ACKED_OK], now=0.004)      # the acker's word: root 11 completed
+(['a'], [])
+>>> t.full(), t.in_flight
+(False, 1)
+"""
+
+from __future__ import annotations
+
+from bisect import bisect_left
+from collections.abc import Sized
+from itertools import repeat
+from operator import itemgetter
+from typing import Any
+
+from runtime.model.constants import AUTO, AUTO_START
+from runtime.observe.metrics import LatencyHistogram
+from runtime.wire import ACKED_OK, ACKED_RENEWED, ACKED_TIMEOUT
+
+from ._ledger import RotatingMap
+from ._tuner import MaxSpoutPendingTuner
+
+BUCKETS = 3  # a root times out between timeout and 1.5 x timeout after it was emitted
+
+
+class SpoutTracker:
+    """Roots this spout task emitted and has not yet heard the end of."""
+
+    def __init__(self, timeout: float, max_pending: int | str | None = None,
+                 tune_interval: float = 120.0, now: float = 0.0) -> None:
+        # root -> (msg_id, emit time), for roots emitted one by one
+        self.pending: RotatingMap[int, tuple[Any, float]] = RotatingMap(BUCKETS)
+        # runs of consecutive roots (the executor's fast path), rotated with ``pending``:
+        # first root -> (msg_ids, emit times), one of each per root
+        self.runs: RotatingMap[int, tuple[list, list]] = RotatingMap(BUCKETS)
+        self.in_flight = 0  # roots sent and not settled
+        # tuples emitted whose roots are not counted yet: the runs, one list per target
+        self.unsent: list[Sized] = []
+        self.pending_seen = 0  # in flight and unsent, as of the owner's last snapshot()
+        self.rotate_every = timeout / (BUCKETS - 1)
+        self.next_rotation = now + self.rotate_every
+        self.latency = LatencyHistogram()
+        self.acked = self.failed = self.timed_out = self.stale = 0
+        self.tune_interval = tune_interval
+        self.tuner: MaxSpoutPendingTuner | None = None
+        self.tuner_action: str | None = None
+        self.tuner_turns = 0
+        self.limit: int | None = None
+        self._last_progress: int | None = None
+        self._next_tune = now + tune_interval
+        self.set_limit(max_pending, now)
+
+    # -- the limit ------------------------------------------------------------------------
+    def set_limit(self, value: int | str | None, now: float) -> None:
+        """An int, None (no limit) or "auto" (the tuner decides, from ``AUTO_START``)."""
+        if value == AUTO:
+            self.tuner = MaxSpoutPendingTuner(AUTO_START)
+            self.limit, self._next_tune = self.tuner.get(), now + self.tune_interval
+        else:
+            self.tuner, self.limit = None, value
+
+    def full(self) -> bool:
+        """Whether ``next_tuple`` must wait: the limit of in-flight roots is reached."""
+        return (self.limit is not None
+                and self.in_flight + sum(map(len, self.unsent)) >= self.limit)
+
+    def tune(self, progress: int, now: float) -> str | None:
+        """Every ``tune_interval``: feed the tuner the progress made since its last turn."""
+        if self.tuner is None or now < self._next_tune:
+            return None
+        self._next_tune = now + self.tune_interval
+        last, self._last_progress = self._last_progress, progress
+        if last is None:
+            return None  # the first reading only sets the baseline
+        self.tuner_action = self.tuner.auto_tune(progress - last)
+        self.limit, self.tuner_turns = self.tuner.get(), self.tuner_turns + 1
+        return self.tuner_action
+
+    # -- roots ----------------------------------------------------------------------------
+    def emitted(self, root: int, msg_id: Any, now: float) -> None:
+        """A new root, emitted on its own (a run's go through :meth:`add_run`)."""
+        self.pending.newest[root] = (msg_id, now)
+        self.in_flight += 1
+
+    def add_run(self, first: int, msg_ids: list, stamps: list) -> None:
+        """Roots ``first``, ``first + 1``, ... emitted with these msg_ids at these times."""
+        self.runs.newest[first] = (msg_ids, stamps)
+        self.in_flight += len(msg_ids)
+
+    def complete_range(self, first: int, count: int, now: float) -> list:
+        """Roots ``first`` to ``first + count - 1`` completed: their msg_ids, in order.
+        Whole runs, the usual case, are settled as they are, in one step each."""
+        end, runs = first + count, self.runs
+        acked: list = []
+        starts: list = []
+        while first < end:
+            run = runs.get(first)
+            if run is None or first + len(run[0]) > end:
+                break
+            runs.remove(first)
+            acked += run[0]
+            starts += run[1]
+            first += len(run[0])
+        self.latency.record_since(starts, now)
+        self.in_flight -= len(acked)
+        self.acked += len(acked)
+        if first < end:  # part of a run, or no run at all: root by root
+            if end - first <= self.in_flight:
+                acked += self.complete(range(first, end), now)
+            else:  # more than could be in flight (a stale or broken frame): only those
+                self._explode_where(lambda lo, hi: lo < end and hi > first)  # that are
+                roots = sorted(r for b in self.pending.buckets for r in b if first <= r < end)
+                self.stale += end - first - len(roots)
+                acked += self.complete(roots, now)
+        return acked
+
+    def _explode(self, roots) -> None:
+        """The runs holding any of ``roots`` become one entry per root in ``pending``,
+        in the bucket of the run's age, so that those roots can be settled one by one."""
+        if len(self.runs):
+            ordered = sorted(roots)
+
+            def holds(lo: int, hi: int) -> bool:
+                i = bisect_left(ordered, lo)
+                return i < len(ordered) and ordered[i] < hi
+
+            self._explode_where(holds)
+
+    def _explode_where(self, chosen) -> None:
+        """Take apart the runs ``[lo, hi)`` for which ``chosen(lo, hi)`` is true."""
+        for age, bucket in enumerate(self.runs.buckets):
+            for first, (msg_ids, stamps) in list(bucket.items()):
+                if chosen(first, first + len(msg_ids)):
+                    del bucket[first]
+                    self.pending.buckets[age].update(
+                        zip(range(first, first + len(msg_ids)), zip(msg_ids, stamps)))
+
+    def settle(self, outcomes: list, now: float) -> tuple[list, list]:
+        """The acker's word, flat ``root, outcome`` pairs: the msg_ids to ack and to
+        fail, in order. Roots not pending here are counted as stale and skipped; a
+        renewed root becomes the youngest again. A frame of acks only (the usual one)
+        is settled in C."""
+        roots = outcomes[0::2]
+        if outcomes[1::2].count(ACKED_OK) != len(roots):
+            self._explode(roots)
+            it = iter(outcomes)
+            return self._settle_each(zip(it, it), now)
+        return self.complete(roots, now), []
+
+    def complete(self, roots, now: float) -> list:
+        """Roots whose trees completed: their msg_ids, in order, settled in C."""
+        self._explode(roots)
+        fresh = self.pending.newest
+        entries = list(map(fresh.pop, roots, repeat(None)))
+        if None in entries:  # older than the newest bucket, or not here at all
+            remove = self.pending.remove
+            entries = [e for e in (e if e is not None else remove(r)
+                                   for r, e in zip(roots, entries)) if e is not None]
+            self.stale += len(roots) - len(entries)
+        acked = list(map(itemgetter(0), entries))
+        self.latency.record_since(list(map(itemgetter(1), entries)), now)
+        self.in_flight -= len(acked)
+        self.acked += len(acked)
+        return acked
+
+    def _settle_each(self, outcomes, now: float) -> tuple[list, list]:
+        acked, failed, started = [], [], []
+        remove, fresh = self.pending.remove, self.pending.newest
+        timed_out = 0
+        for root, outcome in outcomes:
+            entry = remove(root)
+            if entry is None:
+                self.stale += outcome != ACKED_RENEWED
+                continue
+            if outcome == ACKED_OK:
+                acked.append(entry[0])
+                started.append(entry[1])
+            elif outcome == ACKED_RENEWED:
+                fresh[root] = entry
+            else:
+                failed.append(entry[0])
+                timed_out += outcome == ACKED_TIMEOUT
+        self.in_flight -= len(acked) + len(failed)
+        self.acked += len(acked)
+        self.failed += len(failed)
+        self.timed_out += timed_out
+        self.latency.record_since(started, now)
+        return acked, failed
+
+    def expire(self, now: float) -> list[Any]:
+        """The msg_ids of roots that have waited too long (checked every rotation)."""
+        expired: list[Any] = []
+        while now >= self.next_rotation:
+            self.next_rotation += self.rotate_every
+            expired += [msg_id for msg_id, _ in self.pending.rotate().values()]
+            for msg_ids, _ in self.runs.rotate().values():
+                expired += msg_ids
+        self.in_flight -= len(expired)
+        self.failed += len(expired)
+        self.timed_out += len(expired)
+        return expired
+
+    def snapshot(self) -> None:
+        """Take ``pending_seen`` for the reports: another thread reads them, and the sum
+        of ``in_flight`` and ``unsent`` is only whole between two steps of the spout's."""
+        self.pending_seen = self.in_flight + sum(map(len, self.unsent))
+
+    def record(self) -> dict:
+        return {"pending": self.pending_seen, "max_spout_pending": self.limit,
+                "complete_latency_ms": self.latency.summary(), "timed_out": self.timed_out,
+                "stale_acks": self.stale, "tuner_action": self.tuner_action,
+                "tuner_turns": self.tuner_turns}

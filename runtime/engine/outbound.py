@@ -1,0 +1,435 @@
+"""The outbound side of an instance: per-stream batches, split among subscribers' tasks.
+
+``emit`` only appends the values to its stream's batch. When the batch is full (or the
+flush interval has passed) each subscriber's grouping splits it among that
+subscriber's tasks, and each part is encoded once and sent as one frame. Grouping per
+batch rather than per emit keeps the per-tuple work in tight loops: a subscriber with
+a single task takes the batch whole, and an all-grouping encodes it once for every task.
+
+On a stream of one field every batch holds the tuples' bare values, not one-element
+lists: that is how they travel (``runtime/wire.py``, "One-field streams"). Whatever
+hands tuples to something else (a custom grouping, a tap, a report of a tuple that
+cannot be sent) wraps a bare value back into its list first.
+
+Tracked tuples (at least once) are the exception: each copy sent to a task needs its
+own edge id, which the anchors must know before they are acked, so their targets are
+chosen at emit time (``Outlet.targets``) and they wait in per-task ``tracked`` batches
+of ``values, ids, values, ids, ...`` (flat: ``ids`` is ``{root id: edge id}``, or an int
+root that is its own edge id), sent as TRACKED frames.
+
+A stream can be tapped (``running.sample``): while ``StreamOut.tap`` is set, every frame
+sent also leaves its last tuples in the :class:`Tap`'s bounded buffer. Untapped, the cost
+is one attribute check per frame sent, never any work per tuple.
+"""
+
+from __future__ import annotations
+
+import time
+import zlib
+from collections import deque
+from collections.abc import Callable
+from typing import Any
+
+from runtime import wire
+from runtime.groupings import (
+    AllGrouping,
+    FieldsGrouping,
+    GlobalGrouping,
+    LocalOrShuffleGrouping,
+    ShuffleGrouping,
+    stable_hash,
+)
+
+Send = Callable[[bytes, bytes], None]
+
+
+class StreamOut:
+    """One declared stream of this component: its pending batch and its subscribers."""
+
+    __slots__ = ("name", "arity", "bare", "items", "outlets", "direct", "direct_tracked",
+                 "send", "on_bad", "emitted", "transferred", "_reported", "_fixed", "tap",
+                 "recorder", "runs", "end_runs")
+
+    def __init__(self, name: str, arity: int, send: Send,
+                 on_bad: Callable[[str, list, dict | None], None]) -> None:
+        self.name, self.arity, self.send, self.on_bad = name, arity, send, on_bad
+        self.bare = arity == 1  # batches hold bare values (runtime/wire.py)
+        self.items: list = []
+        self.outlets: list[Outlet] = []
+        self.direct: dict[int, tuple[bytes, list]] = {}  # task -> (header, pending values)
+        self.direct_tracked: dict[int, tuple[bytes, list]] = {}  # the same, tracked
+        self.emitted = self.transferred = 0
+        self._reported: set[int] = set()
+        self.tap: Tap | None = None  # set while someone samples this stream
+        self.recorder = None  # a runtime.recording._parquet.Recorder while this stream is recorded
+        # a spout's tracked tuples numbered by consecutive roots, batch entries only, one
+        # run per target task, and what sends them (runtime.engine.executor._default_stream_first)
+        self.runs: list[list] = []
+        self.end_runs: Callable[[], None] = _nothing
+
+    def tracked_batches(self, values) -> list[list]:
+        """The tracked batches one tuple goes into, one per target task."""
+        fixed = self.fixed_copies
+        if fixed is not None:
+            return fixed
+        return [o.tracked[i] for o in self.outlets for i in o.targets(values)]
+
+    @property
+    def fixed_copies(self) -> list[list] | None:
+        """When no subscriber's choice depends on the values: the batches, computed once."""
+        try:
+            return self._fixed
+        except AttributeError:
+            fixed = [o.fixed for o in self.outlets]
+            self._fixed = (None if None in fixed else
+                           [o.tracked[i] for o in self.outlets for i in o.fixed])
+            return self._fixed
+
+    def queued(self) -> int:
+        """Tuples waiting in this stream's batches (read twice per spout step: no lists)."""
+        n = len(self.items) + sum(map(len, self.runs))
+        for _, pending in self.direct.values():
+            n += len(pending)
+        for _, pending in self.direct_tracked.values():
+            n += len(pending) >> 1  # values, ids
+        for outlet in self.outlets:
+            for pending in outlet.tracked:
+                n += len(pending) >> 1
+        return n
+
+    def flush(self) -> None:
+        """Split the pending batch among subscribers and send every part."""
+        items = self.items
+        if items:
+            for outlet in self.outlets:
+                outlet.take(items, self)
+        if self.recorder is not None:  # untracked tuples are recorded here, after take:
+            self.recorder.flushed((items, *(p for _, p in self.direct.values())))  # its bytes
+        if items:
+            self.emitted += len(items)
+            items.clear()
+        for header, pending in self.direct.values():
+            if pending:
+                self.emitted += len(pending)
+                self.ship(header, pending)
+                pending.clear()
+        self.flush_tracked()
+        self._reported.clear()
+
+    def flush_tracked(self) -> None:
+        """Send the tracked batches (their tuples were counted as emitted when emitted,
+        or as their run ended)."""
+        for outlet in self.outlets:
+            for header, part in zip(outlet.tracked_headers, outlet.tracked):
+                if part:
+                    self.ship(header, part, tracked=True)
+                    part.clear()
+        for header, part in self.direct_tracked.values():
+            if part:
+                self.ship(header, part, tracked=True)
+                part.clear()
+        if any(self.runs):  # newer than any tracked batch: a tracked emit ends them first
+            self.end_runs()
+
+    def ship_run(self, header: bytes, tracked_header: bytes, first: int, part: list) -> None:
+        """Send a run as one RUN frame: ``[first, part]``. A run holding a value msgpack
+        cannot carry goes the tracked way instead, which drops and reports that tuple."""
+        try:
+            body = wire.encode_batch([first, part])
+        except (TypeError, ValueError, OverflowError):
+            return self.ship(tracked_header, _pairs(part, first), tracked=True)
+        self.send(header, body)
+        self.transferred += len(part)
+        if self.tap is not None:
+            self.tap.saw(_pairs(part, first), (wire.dest_of(header),), True)
+
+    def ship(self, header: bytes, part: list, tracked: bool = False) -> None:
+        """Encode and send one frame; values msgpack cannot carry are dropped and reported."""
+        try:
+            body = wire.encode_batch(part)
+        except (TypeError, ValueError, OverflowError):
+            part = self._without_unencodable(part, tracked)
+            if not part:
+                return
+            body = wire.encode_batch(part)
+        self.send(header, body)
+        if self.recorder is not None and part is self.items:  # the whole batch, encoded:
+            self.recorder.encoded = body  # the recorder appends these very bytes
+        self.transferred += len(part) >> 1 if tracked else len(part)
+        if self.tap is not None:
+            self.tap.saw(part, (wire.dest_of(header),), tracked)
+
+    def ship_to_all(self, headers: list[bytes], part: list) -> None:
+        try:
+            body = wire.encode_batch(part)
+        except (TypeError, ValueError, OverflowError):
+            part = self._without_unencodable(part)
+            if not part:
+                return
+            body = wire.encode_batch(part)
+        for header in headers:
+            self.send(header, body)
+        if self.recorder is not None and part is self.items:
+            self.recorder.encoded = body
+        self.transferred += len(part) * len(headers)
+        if self.tap is not None:
+            self.tap.saw(part, tuple(wire.dest_of(h) for h in headers), False)
+
+    def _without_unencodable(self, part: list, tracked: bool = False) -> list:
+        good = []
+        if tracked:
+            it = iter(part)
+            for entry, ids in zip(it, it):
+                if wire.encodable(entry):
+                    good += (entry, ids)
+                else:
+                    self.drop(entry, ids)
+            return good
+        for entry in part:
+            if wire.encodable(entry):
+                good.append(entry)
+            else:
+                self.drop(entry)
+        return good
+
+    def drop(self, entry, ids: dict | int | None = None) -> None:
+        """A tuple (its batch entry) that cannot be sent: reported once per flush, however
+        many subscribers (a tracked copy also fails its roots, each copy once)."""
+        values = [entry] if self.bare else entry
+        if ids:
+            self.on_bad(self.name, values, ids)
+        elif id(entry) not in self._reported:
+            self._reported.add(id(entry))
+            self.on_bad(self.name, values, None)
+
+
+def _nothing() -> None:
+    pass
+
+
+def _pairs(part: list, first: int) -> list:
+    """A run as a tracked batch: ``entry, root, entry, root + 1, ...``."""
+    pairs = [None] * (2 * len(part))
+    pairs[0::2] = part
+    pairs[1::2] = range(first, first + len(part))
+    return pairs
+
+
+class Outlet:
+    """One subscriber of a stream: its tasks, and how a batch is split among them."""
+
+    __slots__ = ("tasks", "headers", "take", "targets", "fixed", "pick", "tracked",
+                 "tracked_headers", "run_headers")
+
+    def __init__(self, grouping, tasks, stream_id: int, src: int, bare: bool = False) -> None:
+        self.tasks = list(tasks)
+        self.headers = [wire.data_header(wire.DATA, stream_id, t, src) for t in self.tasks]
+        self.take = _splitter(grouping, self, bare)
+        self.pick = _picker(grouping, self.tasks)
+        self.targets = _targets(grouping, self.tasks, self.pick)
+        self.fixed = _fixed_targets(grouping, self.tasks)
+        self.tracked: list[list] = [[] for _ in self.tasks]
+        self.tracked_headers = [wire.data_header(wire.TRACKED, stream_id, t, src)
+                                for t in self.tasks]
+        self.run_headers = [wire.data_header(wire.RUN, stream_id, t, src) for t in self.tasks]
+
+
+def _fixed_targets(grouping, tasks: list[int]) -> tuple[int, ...] | None:
+    """The target indexes when they do not depend on the values (one task, or all)."""
+    if isinstance(grouping, AllGrouping):
+        return tuple(range(len(tasks)))
+    return (0,) if getattr(grouping, "single", False) and len(tasks) == 1 else None
+
+
+def _picker(grouping, tasks: list[int]) -> Callable[[list], int] | None:
+    """``pick(values)``: the index of the one task a tuple goes to, when every tuple goes
+    to exactly one task; None when a tuple may go to several (or to a custom choice)."""
+    if len(tasks) == 1 and (getattr(grouping, "single", False)
+                            or isinstance(grouping, AllGrouping)):
+        return _first
+    return grouping.pick if getattr(grouping, "single", False) else None
+
+
+def _first(values) -> int:
+    return 0
+
+
+def _targets(grouping, tasks: list[int], pick) -> Callable[[list], tuple | list]:
+    """``targets(values)``: the indexes (into ``tasks``) one tuple goes to, chosen now
+    (``pick``: the grouping's :func:`_picker`)."""
+    if pick is not None:
+        return lambda values: (pick(values),)
+    if isinstance(grouping, AllGrouping):
+        every = tuple(range(len(tasks)))
+        return lambda values: every
+    index, choose = {t: i for i, t in enumerate(tasks)}, grouping.choose_tasks
+
+    def chosen(values):
+        try:
+            return [index[t] for t in choose(values)]
+        except KeyError as exc:
+            raise ValueError(f"grouping {grouping!r} chose task {exc.args[0]}, which is not "
+                             f"one of the subscriber's tasks {tasks}") from None
+
+    return chosen
+
+
+def _splitter(grouping, outlet: Outlet, bare: bool) -> Callable[[list, StreamOut], None]:
+    """``take(items, out)`` for this grouping, specialised by shape (``bare``: the items
+    are bare values, of a one-field stream)."""
+    headers, n = outlet.headers, len(outlet.tasks)
+    single = getattr(grouping, "single", False)  # a duck-typed custom grouping has none
+    if isinstance(grouping, AllGrouping) or (single and n == 1):
+        return _whole(headers)
+    if isinstance(grouping, FieldsGrouping) and len(grouping.indexes) == 1:
+        return _by_field(headers, None if bare else grouping.indexes[0])
+    if single:
+        pick = grouping.pick
+        if bare and type(grouping) not in _VALUE_BLIND:
+            pick = _on_list(pick)
+        return _by_pick(headers, pick)
+    choose = grouping.choose_tasks
+    return _by_choice(headers, outlet.tasks, grouping, _on_list(choose) if bare else choose)
+
+
+# groupings whose pick never looks at the values (it may be handed a bare value); not
+# their subclasses, which may
+_VALUE_BLIND = (ShuffleGrouping, GlobalGrouping, LocalOrShuffleGrouping)
+
+
+def _on_list(fn: Callable[[list], Any]) -> Callable[[Any], Any]:
+    """``fn``, which takes a tuple's values, for a bare value."""
+    return lambda value: fn([value])
+
+
+def _whole(headers: list[bytes]):
+    if len(headers) == 1:
+        header = headers[0]
+        return lambda items, out: out.ship(header, items)
+    return lambda items, out: out.ship_to_all(headers, items)
+
+
+def _by_field(headers: list[bytes], field: int | None):
+    """A fields grouping on one field: the same choice as ``FieldsGrouping.pick``
+    (``field`` None: the items are that field's bare values)."""
+    n, crc, stable = len(headers), zlib.crc32, stable_hash
+
+    def key(entry):
+        v = entry if field is None else entry[field]
+        return (crc(v.encode()) if type(v) is str else stable(v)) % n
+
+    def take(items, out):
+        parts = [[] for _ in headers]
+        try:
+            if field is None:
+                for v in items:
+                    parts[(crc(v.encode()) if type(v) is str else stable(v)) % n].append(v)
+            else:
+                for values in items:
+                    v = values[field]
+                    parts[(crc(v.encode()) if type(v) is str else stable(v)) % n].append(values)
+        except (TypeError, ValueError):  # a key msgpack could not carry either: go carefully
+            parts = _split_carefully(items, key, len(headers), out)
+        _ship_parts(headers, parts, out)
+
+    return take
+
+
+def _by_pick(headers: list[bytes], pick: Callable[[list], int]):
+    def take(items, out):
+        parts = [[] for _ in headers]
+        try:
+            for values in items:
+                parts[pick(values)].append(values)
+        except (TypeError, ValueError):  # a fields-grouping key that cannot be sent
+            parts = _split_carefully(items, pick, len(headers), out)
+        _ship_parts(headers, parts, out)
+
+    return take
+
+
+def _split_carefully(items: list, pick: Callable[[Any], int], n: int, out: StreamOut):
+    """The slow path of a split, for a batch holding a key that cannot be hashed (and so
+    cannot be sent either): that tuple is dropped and reported, the others go on."""
+    parts = [[] for _ in range(n)]
+    for entry in items:
+        try:
+            parts[pick(entry)].append(entry)
+        except (TypeError, ValueError):
+            out.drop(entry)
+    return parts
+
+
+def _by_choice(headers: list[bytes], tasks: list[int], grouping,
+               choose: Callable[[Any], list[int]]):
+    index = {t: i for i, t in enumerate(tasks)}
+
+    def take(items, out):
+        parts = [[] for _ in headers]
+        for entry in items:
+            for task in choose(entry):
+                i = index.get(task)
+                if i is None:
+                    raise ValueError(f"grouping {grouping!r} chose task {task}, which "
+                                     f"is not one of the subscriber's tasks {tasks}")
+                parts[i].append(entry)
+        _ship_parts(headers, parts, out)
+
+    return take
+
+
+def _ship_parts(headers: list[bytes], parts: list[list], out: StreamOut) -> None:
+    for header, part in zip(headers, parts):
+        if part:
+            out.ship(header, part)
+
+
+# -- taps (running.sample) ----------------------------------------------------------------
+
+MAX_SAMPLES = 10_000  # the most tuples one sample() may ask for
+TAP_SECONDS = 10.0  # a tap stays on this long after the last sample() that asked for it
+
+
+class Tap:
+    """The last ``n`` tuples a stream sent, each ``(values, ids, to, time)``: ``ids`` the
+    ``{root: edge}`` of a tracked tuple (None otherwise), ``to`` the destination tasks,
+    ``time`` the wall-clock time of the frame. It is on until ``until`` (a monotonic time).
+    ``bare``: the stream has one field, and its batches hold bare values.
+
+    >>> tap = Tap(2, until=5.0, clock=lambda: 1.5)
+    >>> tap.saw([[1], [2], [3]], (7,), tracked=False)
+    >>> list(tap.samples)
+    [([2], None, (7,), 1.5), ([3], None, (7,), 1.5)]
+    >>> tap = Tap(2, until=5.0, clock=lambda: 1.5, bare=True)
+    >>> tap.saw(["a", 3, "b", {3: 3}], (7,), tracked=True)
+    >>> list(tap.samples)
+    [(['a'], {3: 3}, (7,), 1.5), (['b'], {3: 3}, (7,), 1.5)]
+    """
+
+    __slots__ = ("n", "until", "clock", "samples", "bare")
+
+    def __init__(self, n: int, until: float, clock: Callable[[], float] = time.time,
+                 bare: bool = False) -> None:
+        self.n, self.until, self.clock, self.bare = n, until, clock, bare
+        self.samples: deque[tuple] = deque(maxlen=n)
+
+    def saw(self, part: list, to: tuple[int, ...], tracked: bool) -> None:
+        """One frame was sent: keep copies of its last ``n`` entries (the part is reused)."""
+        now, bare = self.clock(), self.bare
+        if tracked:  # entry, ids, ... flat; an int ids is a root that is its own edge
+            last = iter(part[-2 * self.n:])
+            self.samples.extend(([entry] if bare else entry,
+                                 {ids: ids} if type(ids) is int else ids, to, now)
+                                for entry, ids in zip(last, last))
+        else:
+            last = part[-self.n:]
+            self.samples.extend(([entry] if bare else entry, None, to, now) for entry in last)
+
+    def resized(self, n: int, until: float) -> Tap:
+        """This tap, kept on until ``until`` and holding ``n`` (what it holds is kept)."""
+        if n == self.n:
+            self.until = until
+            return self
+        tap = Tap(n, until, self.clock, self.bare)
+        tap.samples.extend(self.samples)
+        return tap

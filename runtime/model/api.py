@@ -1,0 +1,231 @@
+"""The user API: spouts, bolts, tuples and the context an instance is started with.
+
+These classes hold no runtime machinery. When an instance starts, the executor binds
+``emit``, ``ack`` and friends on the user's object to its collector, so a call from
+``next_tuple`` or ``process`` goes straight to the routing code with no extra layer.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from .constants import DEFAULT_STREAM, TICK
+
+
+def _not_running(name: str):
+    def method(self, *args, **kwargs):
+        raise RuntimeError(
+            f"{type(self).__name__}.{name}() can only be called while the component runs "
+            "(from open/prepare, next_tuple, process or the ack/fail callbacks)"
+        )
+
+    method.__name__ = name
+    return method
+
+
+class Component:
+    """What spouts and bolts share: the declared output fields.
+
+    ``outputs`` is a list of field names for the default stream, or a mapping from
+    stream id to field names.
+    """
+
+    outputs: list[str] | Mapping[str, list[str]] = []
+
+    emit = _not_running("emit")
+    emit_direct = _not_running("emit_direct")
+
+
+class Spout(Component):
+    """A source of tuples. Override ``next_tuple`` and call ``self.emit(values)`` in it.
+
+    Give ``emit`` a ``msg_id`` to have the tuple tracked: ``ack(msg_id)`` or
+    ``fail(msg_id)`` is then called back in this same instance.
+    """
+
+    def open(self, config: dict, context: Context) -> None:
+        """Called once, in the instance process, before the first ``next_tuple``."""
+
+    def next_tuple(self) -> None:
+        """Emit zero or more tuples. Emitting nothing tells the runtime to idle briefly."""
+
+    def ack(self, msg_id: Any) -> None:
+        """The tuple emitted with ``msg_id`` was fully processed."""
+
+    def fail(self, msg_id: Any) -> None:
+        """The tuple emitted with ``msg_id`` failed or timed out; replay it if you care."""
+
+    def close(self) -> None:
+        """Called when the topology is killed, if the instance gets the chance."""
+
+    def activate(self) -> None:
+        """Called when this spout is activated: when the topology starts running, and on
+        ``running.resume()`` after a pause. ``next_tuple`` is called from then on."""
+
+    def deactivate(self) -> None:
+        """Called on ``running.pause()``. No ``next_tuple`` until ``activate``; acks and
+        fails of tuples still in flight keep arriving."""
+
+    def progress(self) -> int | None:
+        """How far this spout has got, for the max-spout-pending auto-tuner.
+
+        ``None`` (the default) means the number of tuples acked so far; a spout reading
+        a log may return its committed offset instead (Storm @Twitter §3.3.3).
+        """
+        return None
+
+
+class Bolt(Component):
+    """Processes tuples. Override ``process``; emit with ``self.emit(values, anchors=[tup])``
+    and acknowledge with ``self.ack(tup)`` (or ``self.fail(tup)``)."""
+
+    ack = _not_running("ack")
+    fail = _not_running("fail")
+    reset_timeout = _not_running("reset_timeout")
+
+    def prepare(self, config: dict, context: Context) -> None:
+        """Called once, in the instance process, before the first tuple."""
+
+    def process(self, tup: Tuple) -> None:
+        """Handle one input tuple."""
+
+    def process_tick(self, tup: Tuple) -> None:
+        """Handle a tick tuple (sent every ``tick_freq_secs`` when that is set)."""
+
+    def cleanup(self) -> None:
+        """Called when the topology is killed, if the instance gets the chance."""
+
+
+class BasicBolt(Bolt):
+    """A bolt whose emits are anchored to the input being processed, and whose input is
+    acked when ``process`` returns (Storm's ``BaseBasicBolt``). Raise
+    :class:`FailedException` to fail the input instead."""
+
+
+class FailedException(Exception):
+    """Raised from ``BasicBolt.process`` to fail the current input tuple."""
+
+
+@dataclass(frozen=True, slots=True)
+class TupleSource:
+    """Where a tuple came from: shared by every tuple of one (task, stream)."""
+
+    component: str
+    task: int
+    stream: str
+    fields: tuple[str, ...]
+    index: Mapping[str, int] = field(repr=False)
+
+    @classmethod
+    def of(cls, component: str, task: int, stream: str, fields) -> TupleSource:
+        fields = tuple(fields)
+        return cls(component, task, stream, fields, {f: i for i, f in enumerate(fields)})
+
+
+class Tuple:
+    """One tuple as a bolt sees it: ``values`` plus where it came from.
+
+    >>> src = TupleSource.of("words", 3, "default", ["word", "n"])
+    >>> t = Tuple(["storm", 2], src)
+    >>> t["word"], t[1], t.component, t.task, t.stream, t.fields
+    ('storm', 2, 'words', 3, 'default', ('word', 'n'))
+    """
+
+    __slots__ = ("values", "source", "ids", "ack_val")
+
+    def __init__(self, values: list, source: TupleSource, ids: Any = None) -> None:
+        self.values = values
+        self.source = source
+        self.ids = ids  # {root id: edge id} of a tracked tuple (owned by the runtime)
+        self.ack_val = 0  # XOR of the edge ids of the tuples anchored to this one
+
+    @property
+    def component(self) -> str:
+        return self.source.component
+
+    @property
+    def task(self) -> int:
+        return self.source.task
+
+    @property
+    def stream(self) -> str:
+        return self.source.stream
+
+    @property
+    def fields(self) -> tuple[str, ...]:
+        return self.source.fields
+
+    @property
+    def is_tick(self) -> bool:
+        return self.source.stream == TICK
+
+    def __getitem__(self, key: str | int) -> Any:
+        if type(key) is str:
+            try:
+                return self.values[self.source.index[key]]
+            except KeyError:
+                raise KeyError(
+                    f"tuple from {self.source.component!r} stream {self.source.stream!r} "
+                    f"has no field {key!r}; its fields are {list(self.source.fields)}"
+                ) from None
+        return self.values[key]
+
+    def get(self, key: str, default: Any = None) -> Any:
+        i = self.source.index.get(key)
+        return default if i is None else self.values[i]
+
+    def __len__(self) -> int:
+        return len(self.values)
+
+    def __iter__(self):
+        return iter(self.values)
+
+    def __repr__(self) -> str:
+        s = self.source
+        return (f"Tuple({self.values!r}, component={s.component!r}, task={s.task}, "
+                f"stream={s.stream!r})")
+
+
+class OneFieldTuple(Tuple):
+    """A :class:`Tuple` of a one-field stream, made from the bare value its frame
+    carries (``runtime/wire.py``, "One-field streams"): the one-element ``values`` list is
+    built in the same call that makes the Tuple. It is a Tuple in every other way.
+
+    >>> src = TupleSource.of("words", 3, "default", ["word"])
+    >>> t = OneFieldTuple("storm", src)
+    >>> t.values, t["word"], isinstance(t, Tuple)
+    (['storm'], 'storm', True)
+    """
+
+    __slots__ = ()
+
+    def __init__(self, value: Any, source: TupleSource, ids: Any = None) -> None:
+        self.values = [value]
+        self.source = source
+        self.ids = ids
+        self.ack_val = 0
+
+
+@dataclass(frozen=True)
+class Context:
+    """What an instance knows about itself and the topology, passed to open/prepare."""
+
+    topology_name: str
+    component_id: str
+    task_id: int
+    task_index: int
+    parallelism: int
+    component_tasks: Mapping[str, tuple[int, ...]]
+    container: int
+    run_dir: str
+    this_outputs: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+    task_containers: Mapping[int, int] = field(default_factory=dict)
+
+    def get_component_tasks(self, component_id: str) -> tuple[int, ...]:
+        """The task ids of a component, in task-index order (for ``emit_direct``)."""
+        return self.component_tasks[component_id]
+
+    def output_fields(self, stream: str = DEFAULT_STREAM) -> tuple[str, ...]:
+        return self.this_outputs[stream]

@@ -1,0 +1,69 @@
+"""Reserved names and configuration keys: every one lives here, with a line on what it is.
+
+Component and stream ids that start with ``__`` belong to the runtime; user code may not
+declare them (see :func:`runtime.model.topology.check_user_id`).
+"""
+
+from __future__ import annotations
+
+RESERVED_PREFIX = "__"  # ids with this prefix are the runtime's own
+
+# --- system components and streams -----------------------------------------------------
+ACKER = "__acker"  # the acker bolt's component id (at-least-once)
+ACK_INIT = "__ack_init"  # spout -> acker: a spout tuple's root id and the xor of its edges
+ACK_ACK = "__ack_ack"  # bolt -> acker: an acked tuple's id xor its children's ids
+ACK_FAIL = "__ack_fail"  # bolt -> acker: a tuple failed explicitly
+SYSTEM = "__system"  # the component that tick tuples come from
+TICK = "__tick"  # the stream of tick tuples
+METRICS = "__metrics"  # the metrics stream (instances -> topology master)
+DEFAULT_STREAM = "default"  # the stream an emit goes to when none is named
+
+# --- configuration keys (topology-wide unless noted) ---------------------------------------
+ACKERS = "ackers"  # number of acker tasks; 0 means at most once
+MESSAGE_TIMEOUT = "message_timeout"  # seconds before a pending spout tuple fails
+MAX_SPOUT_PENDING = "max_spout_pending"  # in-flight spout tuples per spout task, or "auto"
+TUNE_INTERVAL = "tune_interval"  # seconds between two turns of the max-spout-pending tuner
+BATCH_SIZE = "batch_size"  # tuples per outgoing frame before it is sent
+FLUSH_INTERVAL = "flush_interval"  # seconds a partly filled batch may wait before it is sent
+TICK_FREQ_SECS = "tick_freq_secs"  # per component: seconds between tick tuples (None: none)
+STATS_INTERVAL = "stats_interval"  # seconds between an instance's statistics reports
+HEARTBEAT_TIMEOUT = "heartbeat_timeout"  # seconds of silence before an instance is presumed hung
+SPOUT_WAIT = "spout_wait"  # seconds a spout sleeps after a next_tuple that emitted nothing
+RESTART_BACKOFF_MAX = "restart_backoff_max"  # cap, in seconds, on the delay before a restart
+BACKPRESSURE_HIGH = "backpressure_high"  # bytes queued for one destination that stop the spouts
+BACKPRESSURE_LOW = "backpressure_low"  # bytes it must drain below for the spouts to resume
+RECORD = "record"  # per component: the stream ids to record to Parquet from the start
+RECORD_ROWS = "record_segment_rows"  # rows per recorded Parquet segment, at most
+RECORD_SECONDS = "record_segment_seconds"  # seconds after which an open segment is written
+RECORD_DIR = "record_dir"  # a folder every container and the submitter share: recordings
+#                            go there, a folder per run (default: the run directory)
+METRICS_ENABLED = "metrics"  # False: no latency histograms, CPU or RSS (bare counters)
+
+DEFAULTS: dict[str, object] = {
+    ACKERS: 0,
+    MESSAGE_TIMEOUT: 30.0,
+    MAX_SPOUT_PENDING: None,
+    TUNE_INTERVAL: 120.0,
+    BATCH_SIZE: 2000,  # docs/internals/performance.md, "The frame path": fewer frames
+    FLUSH_INTERVAL: 0.002,
+    TICK_FREQ_SECS: None,
+    STATS_INTERVAL: 0.25,
+    HEARTBEAT_TIMEOUT: 10.0,
+    SPOUT_WAIT: 0.001,
+    RESTART_BACKOFF_MAX: 5.0,
+    BACKPRESSURE_HIGH: 4 * 1024 * 1024,
+    BACKPRESSURE_LOW: 2 * 1024 * 1024,
+    RECORD_ROWS: 200_000,
+    RECORD_SECONDS: 1.0,
+    METRICS_ENABLED: True,
+}
+
+# Keys that may also be set per component (they override the topology-wide value there).
+COMPONENT_KEYS = frozenset({TICK_FREQ_SECS, MAX_SPOUT_PENDING, TUNE_INTERVAL, BATCH_SIZE,
+                            FLUSH_INTERVAL, RECORD, RECORD_ROWS, RECORD_SECONDS})
+AUTO = "auto"  # max_spout_pending="auto": the tuner sets it, starting from AUTO_START
+AUTO_START = 1000
+
+# --- instance logs sent by their container (a remote one's stay on its executor's host) ---
+LOG_TAIL = 1 << 20  # bytes of an instance's log one answer carries, at most (its end)
+LOG_WAIT = 10.0  # seconds the master waits for a container to send a log

@@ -1,0 +1,79 @@
+"""What each engine option may be set to: one checker per key, used wherever options
+enter (``Topology``/``submit`` through the physical plan, and the ``%%topology`` cell).
+
+>>> option_problem("ackers", -1), option_problem("max_spout_pending", "auto")
+('an integer >= 0', None)
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from typing import Any
+
+from . import constants as c
+
+
+def option_problem(key: str, value: Any) -> str | None:
+    """What ``value`` should have been for engine option ``key`` (None: it is fine, or
+    ``key`` is not an engine option — user keys pass through to open/prepare)."""
+    check = CHECKS.get(key)
+    return check(value) if check else None
+
+
+def _number(x: Any) -> bool:
+    return isinstance(x, int | float) and not isinstance(x, bool)
+
+
+def _int_from(low: int) -> Callable[[Any], str | None]:
+    def check(x: Any) -> str | None:
+        ok = isinstance(x, int) and not isinstance(x, bool) and x >= low
+        return None if ok else f"an integer >= {low}"
+
+    return check
+
+
+def _seconds(*, positive: bool = False, none_ok: bool = False) -> Callable[[Any], str | None]:
+    def check(x: Any) -> str | None:
+        ok = (x is None and none_ok) or (_number(x) and (x > 0 if positive else x >= 0))
+        what = "a number of seconds " + ("> 0" if positive else ">= 0")
+        return None if ok else what + (" or None" if none_ok else "")
+
+    return check
+
+
+def _pending(x: Any) -> str | None:
+    ok = x is None or x == c.AUTO or _int_from(1)(x) is None
+    return None if ok else f"an integer >= 1, {c.AUTO!r} or None"
+
+
+def _folder(x: Any) -> str | None:
+    ok = x is None or (isinstance(x, str) and os.path.isabs(x))
+    return None if ok else "an absolute path (a folder the containers and this machine share)"
+
+
+def _streams(x: Any) -> str | None:
+    ok = isinstance(x, list | tuple) and all(isinstance(s, str) for s in x)
+    return None if ok else "a list of stream ids"
+
+
+CHECKS: dict[str, Callable[[Any], str | None]] = {
+    c.ACKERS: _int_from(0),
+    c.METRICS_ENABLED: lambda x: None if isinstance(x, bool) else "True or False",
+    c.BATCH_SIZE: _int_from(1),
+    c.BACKPRESSURE_HIGH: _int_from(1),
+    c.BACKPRESSURE_LOW: _int_from(1),
+    c.MAX_SPOUT_PENDING: _pending,
+    c.TICK_FREQ_SECS: _seconds(positive=True, none_ok=True),
+    c.MESSAGE_TIMEOUT: _seconds(positive=True),
+    c.TUNE_INTERVAL: _seconds(positive=True),
+    c.HEARTBEAT_TIMEOUT: _seconds(positive=True, none_ok=True),
+    c.FLUSH_INTERVAL: _seconds(positive=True),
+    c.STATS_INTERVAL: _seconds(positive=True),
+    c.SPOUT_WAIT: _seconds(),
+    c.RESTART_BACKOFF_MAX: _seconds(),
+    c.RECORD: _streams,
+    c.RECORD_ROWS: _int_from(1),
+    c.RECORD_SECONDS: _seconds(positive=True),
+    c.RECORD_DIR: _folder,
+}

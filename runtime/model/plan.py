@@ -1,0 +1,115 @@
+"""The physical plan: task ids, and the packing of tasks into containers.
+
+Tasks are numbered from 1 in declaration order; containers are filled round-robin, as
+Heron's round-robin packing does, so each container gets a share of every component.
+
+>>> from runtime.testing import ListSpout, ListSink
+>>> from runtime import Topology
+>>> topo = Topology("demo")
+>>> _ = topo.spout("numbers", ListSpout([[1]], fields=["n"]), parallelism=2)
+>>> _ = topo.bolt("sink", ListSink, parallelism=3).shuffle_grouping("numbers")
+>>> print(topo.physical_plan(containers=2))
+physical plan of 'demo': 5 tasks in 2 containers
+  container 0: numbers[1] sink[3] sink[5]
+  container 1: numbers[2] sink[4]
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from .constants import ACKER, ACKERS, DEFAULTS, SYSTEM, TICK
+from .options import option_problem
+from .topology import TopologyError
+
+
+@dataclass(frozen=True)
+class TaskInfo:
+    task: int
+    component: str
+    index: int  # 0..parallelism-1 within its component
+    container: int
+
+
+@dataclass(frozen=True)
+class PhysicalPlan:
+    """Everything a process needs to know about where tasks live, as plain data."""
+
+    topology: str
+    containers: int
+    tasks: tuple[TaskInfo, ...]
+    streams: tuple[tuple[str, str], ...]  # stream id -> (component, stream); 0 is the tick
+    config: Mapping[str, Any] = field(default_factory=dict)
+
+    @classmethod
+    def pack(cls, topology, containers: int, config: Mapping[str, Any]) -> PhysicalPlan:
+        if type(containers) is not int or containers < 1:
+            raise TopologyError(f"topology {topology.name!r}: containers must be >= 1, "
+                                f"not {containers!r}")
+        config = {**DEFAULTS, **config}
+        check_config(f"topology {topology.name!r}", config)
+        specs = list(topology.components.values())
+        for spec in specs:
+            check_config(f"component {spec.id!r}", spec.config)
+        components = [(s.id, s.parallelism) for s in specs] + [(ACKER, int(config[ACKERS]))]
+        tasks, n = [], 0
+        for comp, parallelism in components:
+            for index in range(parallelism):
+                tasks.append(TaskInfo(n + 1, comp, index, n % containers))
+                n += 1
+        streams = [(SYSTEM, TICK)] + [(s.id, st) for s in specs for st in s.streams]
+        return cls(topology.name, containers, tuple(tasks), tuple(streams), config)
+
+    # -- lookups ----------------------------------------------------------------------------
+    def acker_tasks(self) -> tuple[int, ...]:
+        return tuple(t.task for t in self.tasks if t.component == ACKER)
+
+    def component_tasks(self) -> dict[str, tuple[int, ...]]:
+        out: dict[str, list[int]] = {}
+        for t in self.tasks:
+            out.setdefault(t.component, []).append(t.task)
+        return {c: tuple(ts) for c, ts in out.items()}
+
+    def task_containers(self) -> dict[int, int]:
+        return {t.task: t.container for t in self.tasks}
+
+    def tasks_in(self, container: int) -> tuple[TaskInfo, ...]:
+        return tuple(t for t in self.tasks if t.container == container)
+
+    def task(self, task_id: int) -> TaskInfo:
+        if not 1 <= task_id <= len(self.tasks):  # tasks[-1] would answer for task 0
+            raise IndexError(f"no task {task_id} in topology {self.topology!r}")
+        return self.tasks[task_id - 1]
+
+    def stream_ids(self) -> dict[tuple[str, str], int]:
+        return {key: i for i, key in enumerate(self.streams)}
+
+    # -- shipping as plain data -------------------------------------------------------------
+    def to_data(self) -> dict:
+        return {"topology": self.topology, "containers": self.containers,
+                "tasks": [[t.task, t.component, t.index, t.container] for t in self.tasks],
+                "streams": [list(s) for s in self.streams], "config": dict(self.config)}
+
+    @classmethod
+    def from_data(cls, data: Mapping) -> PhysicalPlan:
+        return cls(data["topology"], data["containers"],
+                   tuple(TaskInfo(*t) for t in data["tasks"]),
+                   tuple(tuple(s) for s in data["streams"]), data["config"])
+
+    def __str__(self) -> str:
+        lines = [f"physical plan of {self.topology!r}: {len(self.tasks)} tasks in "
+                 f"{self.containers} containers"]
+        for c in range(self.containers):
+            names = " ".join(f"{t.component}[{t.task}]" for t in self.tasks_in(c))
+            lines.append(f"  container {c}: {names}")
+        return "\n".join(lines)
+
+
+def check_config(name: str, config: Mapping[str, Any]) -> None:
+    """The engine's options must make sense before anything starts (user keys pass)."""
+    problems = [f"{key} must be {problem}, not {value!r}" for key, value in config.items()
+                if (problem := option_problem(key, value))]
+    if problems:
+        raise TopologyError(f"{name}: " + "; ".join(problems))

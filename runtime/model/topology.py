@@ -1,0 +1,341 @@
+"""The topology as data: components, their streams and subscriptions, checked as declared.
+
+Defining a topology starts nothing and imports neither zmq nor networkx; every mistake
+that can be seen at definition time raises :class:`TopologyError` there, naming the
+component and the problem.
+
+>>> from runtime.testing import ListSpout, ListSink
+>>> topo = Topology("demo")
+>>> _ = topo.spout("numbers", ListSpout([[1], [2]], fields=["n"]))
+>>> _ = topo.bolt("sink", ListSink, parallelism=2).shuffle_grouping("numbers")
+>>> sorted(topo.graph.edges)
+[('numbers', 'sink')]
+>>> topo.bolt("sink", ListSink)
+Traceback (most recent call last):
+...
+runtime.model.topology.TopologyError: component 'sink': the id is already used by a bolt
+"""
+
+from __future__ import annotations
+
+import copy
+import difflib
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from runtime import groupings as g
+from runtime.recording._parquet import FieldError, split_field
+
+from .api import Bolt, Spout
+from .constants import COMPONENT_KEYS, DEFAULT_STREAM, RECORD, RESERVED_PREFIX, TICK_FREQ_SECS
+
+
+class TopologyError(ValueError):
+    """A topology that cannot run, reported when it is defined."""
+
+
+@dataclass(frozen=True)
+class Subscription:
+    """A bolt's input: a source component's stream, and how tuples are spread over tasks."""
+
+    source: str
+    stream: str
+    grouping: g.Grouping
+
+    def describe(self) -> str:
+        stream = "" if self.stream == DEFAULT_STREAM else f"[{self.stream}]"
+        return f"{self.source}{stream} --{g.label(self.grouping)}-->"
+
+
+@dataclass(frozen=True)
+class ComponentSpec:
+    """One spout or bolt of the logical plan."""
+
+    id: str
+    kind: str  # "spout" or "bolt"
+    impl: Any  # the Spout/Bolt subclass, or an instance used as a prototype per task
+    parallelism: int
+    streams: Mapping[str, tuple[str, ...]]
+    inputs: tuple[Subscription, ...] = ()
+    config: Mapping[str, Any] = field(default_factory=dict)
+
+    @property
+    def class_name(self) -> str:
+        impl = self.impl
+        return impl.__name__ if isinstance(impl, type) else type(impl).__name__
+
+    def new_instance(self) -> Spout | Bolt:
+        """A fresh user object for one task: a new instance, or a deep copy of the prototype."""
+        return self.impl() if isinstance(self.impl, type) else copy.deepcopy(self.impl)
+
+
+_ID = re.compile(r"^[A-Za-z_][A-Za-z0-9_.\-]*$")
+
+
+def check_user_id(what: str, ident: str) -> None:
+    """Component and stream ids: identifiers, and never the runtime's reserved ``__`` ones."""
+    if not isinstance(ident, str) or not _ID.match(ident):
+        raise TopologyError(f"{what}: {ident!r} is not a valid id (letters, digits, _ . -)")
+    if ident.startswith(RESERVED_PREFIX):
+        raise TopologyError(f"{what}: ids starting with {RESERVED_PREFIX!r} are reserved")
+
+
+def declared_streams(comp_id: str, impl: Any) -> dict[str, tuple[str, ...]]:
+    """Normalise a class's ``outputs`` into ``{stream: fields}``, checking names."""
+    outputs = getattr(impl, "outputs", [])
+    if isinstance(outputs, Mapping):
+        streams = dict(outputs)
+    elif isinstance(outputs, Sequence) and not isinstance(outputs, str):
+        streams = {DEFAULT_STREAM: outputs}
+    else:
+        raise TopologyError(f"component {comp_id!r}: outputs must be a list of field names "
+                            f"or a dict of stream -> fields, not {outputs!r}")
+    return {s: _fields(comp_id, s, f) for s, f in streams.items()}
+
+
+def _fields(comp_id: str, stream: str, fields: Any) -> tuple[str, ...]:
+    """The field names; a field may carry a type hint for recordings ("count: int" or
+    ("count", int)), which is dropped here (runtime/recording/_parquet.py reads it)."""
+    check_user_id(f"component {comp_id!r}", stream)
+    if isinstance(fields, str) or not isinstance(fields, Sequence):
+        raise TopologyError(f"component {comp_id!r} stream {stream!r}: fields must be a list "
+                            f"of strings, not {fields!r}")
+    try:
+        fields = [split_field(f)[0] for f in fields]
+    except FieldError as exc:
+        raise TopologyError(f"component {comp_id!r} stream {stream!r}: fields must be a list "
+                            f"of strings (a name, or 'name: type'): {exc}") from None
+    dupes = sorted({f for f in fields if list(fields).count(f) > 1})
+    if dupes:
+        raise TopologyError(f"component {comp_id!r} stream {stream!r}: duplicate fields {dupes}")
+    return tuple(fields)
+
+
+class Topology:
+    """A named graph of spouts and bolts, plus topology-wide options.
+
+    Options (``ackers``, ``message_timeout``, ``max_spout_pending``, ``batch_size``,
+    ``flush_interval``, ...) can be given here, per component, or at submit time.
+    """
+
+    def __init__(self, name: str, **config: Any) -> None:
+        check_user_id("topology", name)
+        self.name = name
+        self.config = dict(config)
+        self._components: dict[str, ComponentSpec] = {}
+
+    # -- declaring ------------------------------------------------------------------------
+    def spout(self, comp_id: str, impl: Any, parallelism: int = 1, **config: Any) -> Declarer:
+        """Add a spout (a :class:`Spout` subclass, or an instance used as a prototype)."""
+        return self._add(comp_id, "spout", Spout, impl, parallelism, config)
+
+    def bolt(self, comp_id: str, impl: Any, parallelism: int = 1, **config: Any) -> Declarer:
+        """Add a bolt; subscribe it to inputs with the returned declarer's groupings."""
+        return self._add(comp_id, "bolt", Bolt, impl, parallelism, config)
+
+    def persistent_aggregate(self, comp_id: str, source: str, group_by, aggregator, state,
+                             *, parallelism: int = 1, value_field: str = "value") -> Declarer:
+        """Trident's groupBy + persistentAggregate: keep ``aggregator`` (e.g. ``Count()``)
+        of a transactional batch spout's tuples per ``group_by`` key in ``state`` (a map
+        with ``multi_get``/``multi_put``, e.g. ``SQLiteMap``), exact under replays. The
+        bolt emits ``group_by + [value_field]`` for each key a batch changes. See
+        :mod:`runtime.trident`."""
+        from runtime.trident import persistent_aggregate
+
+        return persistent_aggregate(self, comp_id, source, group_by, aggregator, state,
+                                    parallelism=parallelism, value_field=value_field)
+
+    def _add(self, comp_id, kind, base, impl, parallelism, config) -> Declarer:
+        check_user_id("component", comp_id)
+        if comp_id in self._components:
+            taken = self._components[comp_id].kind
+            raise TopologyError(f"component {comp_id!r}: the id is already used by a {taken}")
+        _check_impl(comp_id, kind, base, impl)
+        _check_parallelism(comp_id, parallelism)
+        _check_config(comp_id, config)
+        streams = declared_streams(comp_id, impl)
+        _check_recorded(comp_id, config, streams)
+        self._components[comp_id] = ComponentSpec(comp_id, kind, impl, parallelism, streams,
+                                                  config=dict(config))
+        return Declarer(self, comp_id)
+
+    def _subscribe(self, comp_id: str, source: str, stream: str, grouping: g.Grouping) -> None:
+        spec = self._components[comp_id]
+        self._components[comp_id] = replace(spec, inputs=spec.inputs + (
+            Subscription(source, stream, grouping),))
+
+    def source_fields(self, comp_id: str, source: str, stream: str) -> tuple[str, ...]:
+        """The fields of ``source``'s ``stream``, or a TopologyError naming what is wrong."""
+        if source not in self._components:
+            hint = _did_you_mean(source, self._components)
+            raise TopologyError(f"component {comp_id!r}: unknown source component "
+                                f"{source!r}{hint}")
+        streams = self._components[source].streams
+        if stream not in streams:
+            hint = _did_you_mean(stream, streams)
+            raise TopologyError(f"component {comp_id!r}: source {source!r} declares no stream "
+                                f"{stream!r}{hint} (it declares {sorted(streams)})")
+        return streams[stream]
+
+    # -- reading ----------------------------------------------------------------------------
+    @property
+    def components(self) -> Mapping[str, ComponentSpec]:
+        """The components in declaration order (read-only view)."""
+        return dict(self._components)
+
+    @property
+    def graph(self):
+        """The logical plan as a ``networkx.DiGraph``: nodes are components (attributes
+        ``kind``, ``parallelism``, ``cls``), edges carry ``stream`` and ``grouping``."""
+        from .graph import logical_graph
+
+        return logical_graph(self)
+
+    def validate(self) -> None:
+        """Checks that need the whole topology: at least one spout, every bolt fed."""
+        if not any(c.kind == "spout" for c in self._components.values()):
+            raise TopologyError(f"topology {self.name!r}: no spout; add one with topo.spout()")
+        for c in self._components.values():
+            if c.kind == "bolt" and not c.inputs and not c.config.get(TICK_FREQ_SECS):
+                raise TopologyError(f"component {c.id!r}: bolt has no inputs; subscribe it "
+                                    "with a grouping, e.g. .shuffle_grouping('source')")
+
+    def physical_plan(self, containers: int = 1, **config: Any):
+        """The packing of tasks into containers (printable)."""
+        from .plan import PhysicalPlan
+
+        self.validate()
+        return PhysicalPlan.pack(self, containers, {**self.config, **config})
+
+    def submit(self, scheduler: str = "local", containers: int = 1,
+               config: Mapping[str, Any] | None = None, **options: Any):
+        """Launch the topology and return a :class:`RunningTopology` handle.
+
+        Use it as a context manager: leaving the ``with`` block kills the topology.
+        """
+        from runtime.processes.scheduler import submit
+
+        return submit(self, scheduler=scheduler, containers=containers,
+                      config={**(config or {}), **options})
+
+    def __repr__(self) -> str:
+        return f"Topology({self.name!r}, components={list(self._components)})"
+
+
+class Declarer:
+    """Returned by ``Topology.bolt``/``spout``: subscribes a bolt to its inputs."""
+
+    def __init__(self, topology: Topology, comp_id: str) -> None:
+        self._topology = topology
+        self.id = comp_id
+
+    def _group(self, source: str, stream: str, grouping: g.Grouping) -> Declarer:
+        topo = self._topology
+        if topo._components[self.id].kind != "bolt":
+            raise TopologyError(f"component {self.id!r}: only bolts take inputs")
+        topo.source_fields(self.id, source, stream)
+        if any(s.source == source and s.stream == stream
+               for s in topo._components[self.id].inputs):
+            raise TopologyError(f"component {self.id!r}: already subscribed to {source!r} "
+                                f"stream {stream!r}; a bolt takes each stream once, with one "
+                                "grouping")
+        topo._subscribe(self.id, source, stream, grouping)
+        return self
+
+    def shuffle_grouping(self, source: str, stream: str = DEFAULT_STREAM) -> Declarer:
+        """Spread tuples evenly over the bolt's tasks."""
+        return self._group(source, stream, g.ShuffleGrouping())
+
+    def fields_grouping(self, source: str, fields: Sequence[str],
+                        stream: str = DEFAULT_STREAM) -> Declarer:
+        """Tuples with equal values in ``fields`` go to the same task."""
+        declared = self._topology.source_fields(self.id, source, stream)
+        fields = [fields] if isinstance(fields, str) else list(fields)
+        missing = [f for f in fields if f not in declared]
+        if missing or not fields:
+            raise TopologyError(
+                f"component {self.id!r}: fields grouping on {missing or fields} but "
+                f"{source!r} stream {stream!r} declares fields {list(declared)}")
+        return self._group(source, stream, g.FieldsGrouping(fields, declared))
+
+    def all_grouping(self, source: str, stream: str = DEFAULT_STREAM) -> Declarer:
+        """Every task of the bolt gets every tuple."""
+        return self._group(source, stream, g.AllGrouping())
+
+    def global_grouping(self, source: str, stream: str = DEFAULT_STREAM) -> Declarer:
+        """Every tuple goes to the bolt's task with the lowest id."""
+        return self._group(source, stream, g.GlobalGrouping())
+
+    def local_or_shuffle_grouping(self, source: str, stream: str = DEFAULT_STREAM) -> Declarer:
+        """Shuffle among the bolt's tasks in the sender's container, if any."""
+        return self._group(source, stream, g.LocalOrShuffleGrouping())
+
+    def direct_grouping(self, source: str, stream: str = DEFAULT_STREAM) -> Declarer:
+        """The sender picks the task, with ``emit_direct(task, values)``."""
+        return self._group(source, stream, g.DirectGrouping())
+
+    def custom_grouping(self, source: str, grouping: Any,
+                        stream: str = DEFAULT_STREAM) -> Declarer:
+        """Your own grouping: an object with ``choose_tasks(values) -> list[int]``."""
+        if not callable(getattr(grouping, "choose_tasks", None)):
+            raise TopologyError(f"component {self.id!r}: custom grouping {grouping!r} has no "
+                                "choose_tasks(values) method")
+        return self._group(source, stream, grouping)
+
+    def record(self, stream: str = DEFAULT_STREAM) -> Declarer:
+        """Record this component's ``stream`` to Parquet in the run directory from the
+        start (the same as the ``record=[stream, ...]`` option); read it back with
+        ``running.to_spark(component, stream)`` or ``runtime.recording.read_table``."""
+        topo = self._topology
+        spec = topo._components[self.id]
+        recorded = list(spec.config.get(RECORD) or ())
+        if stream not in recorded:
+            recorded.append(stream)
+        _check_recorded(self.id, {RECORD: recorded}, spec.streams)
+        topo._components[self.id] = replace(spec, config={**spec.config, RECORD: recorded})
+        return self
+
+    def __repr__(self) -> str:
+        return f"Declarer({self.id!r})"
+
+
+def _check_impl(comp_id: str, kind: str, base: type, impl: Any) -> None:
+    cls = impl if isinstance(impl, type) else type(impl)
+    if not issubclass(cls, base):
+        raise TopologyError(f"component {comp_id!r}: {cls.__name__} is not a "
+                            f"{base.__name__} subclass (a {kind} must be one)")
+
+
+def _check_parallelism(comp_id: str, parallelism: Any) -> None:
+    if type(parallelism) is not int or parallelism < 1:
+        raise TopologyError(f"component {comp_id!r}: parallelism must be an integer >= 1, "
+                            f"not {parallelism!r}")
+
+
+def _check_config(comp_id: str, config: Mapping[str, Any]) -> None:
+    unknown = sorted(set(config) - COMPONENT_KEYS)
+    if unknown:
+        raise TopologyError(f"component {comp_id!r}: unknown option(s) {unknown}; per-component "
+                            f"options are {sorted(COMPONENT_KEYS)}")
+
+
+def _check_recorded(comp_id: str, config: Mapping[str, Any], streams: Mapping) -> None:
+    """Every stream named by the ``record`` option is one the component declares."""
+    recorded = config.get(RECORD)
+    if recorded is None:
+        return
+    if isinstance(recorded, str) or not all(isinstance(s, str) for s in recorded):
+        raise TopologyError(f"component {comp_id!r}: record must be a list of stream ids, "
+                            f"not {recorded!r}")
+    for stream in recorded:
+        if stream not in streams:
+            raise TopologyError(f"component {comp_id!r}: cannot record stream {stream!r}"
+                                f"{_did_you_mean(stream, streams)}; it declares "
+                                f"{sorted(streams)}")
+
+
+def _did_you_mean(word: str, choices) -> str:
+    close = difflib.get_close_matches(word, list(choices), n=1)
+    return f" (did you mean {close[0]!r}?)" if close else ""

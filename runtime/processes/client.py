@@ -1,0 +1,341 @@
+"""The handle a submitter holds on a running topology: a client of its topology master."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import secrets
+import subprocess
+import threading
+import time
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from runtime import _procs, wire
+from runtime.engine.outbound import TAP_SECONDS
+from runtime.model import controls as _controls
+from runtime.model.constants import RECORD_DIR
+from runtime.model.controls import check_keep, check_tap
+from runtime.model.plan import PhysicalPlan
+from runtime.observe import series as _series
+from runtime.observe.stats import InstanceStats
+
+if TYPE_CHECKING:
+    import zmq
+
+
+class TopologyDead(RuntimeError):
+    """The topology master is gone (killed, or crashed): the topology is not running."""
+
+
+class RunningTopology:
+    """A running topology. Ask it questions; leaving a ``with`` block kills it.
+
+    The submitting process only ever talks to the topology master, over a loopback
+    socket whose every message is signed with the topology's secret.
+    """
+
+    def __init__(self, name: str, plan: PhysicalPlan, run_dir: str, secret: bytes,
+                 endpoint: str, process: subprocess.Popen, submitted: float) -> None:
+        self.name, self.plan, self.run_dir = name, plan, run_dir
+        self.endpoint, self.submitted = endpoint, submitted
+        self._secret, self._process = secret, process
+        self._lock = threading.Lock()
+        self._ids = 0
+        self._killed = False
+        import zmq  # here, not at the top: importing runtime to define a topology needs none
+
+        self._zmq = zmq
+        self._zctx = zmq.Context()
+        self._sock = self._connect()
+
+    def _connect(self) -> zmq.Socket:
+        from .curve import limit  # (imports zmq: not at the top of this module)
+
+        zmq = self._zmq
+        sock = limit(self._zctx.socket(zmq.DEALER))
+        sock.setsockopt(zmq.IDENTITY, b"c" + secrets.token_hex(8).encode())
+        sock.setsockopt(zmq.LINGER, 0)
+        sock.connect(self.endpoint)
+        return sock
+
+    # -- asking the master --------------------------------------------------------------
+    def _ask(self, what: str, timeout: float = 5.0, **fields: Any) -> Any:
+        with self._lock:
+            if self._killed or not self.alive:
+                raise TopologyDead(f"topology {self.name!r} is not running")
+            self._ids += 1
+            req = self._ids
+            self._sock.send_multipart(wire.seal(
+                self._secret, wire.control("request", id=req, what=what, **fields)))
+            return self._await_reply(req, what, time.monotonic() + timeout)
+
+    def _await_reply(self, req: int, what: str, deadline: float) -> Any:
+        while (left := deadline - time.monotonic()) > 0:
+            if not self._sock.poll(int(min(left, 0.1) * 1000) + 1):
+                if not self.alive:
+                    raise TopologyDead(f"topology {self.name!r} died")
+                continue
+            msg = wire.unseal(self._secret, self._sock.recv_multipart())
+            if msg["t"] == "reply" and msg["id"] == req:
+                if not msg["ok"]:
+                    raise RuntimeError(msg["value"])
+                return msg["value"]
+        raise TimeoutError(f"topology {self.name!r}: no answer to {what!r}")
+
+    @property
+    def alive(self) -> bool:
+        """Whether the topology master process is still running."""
+        return self._process.poll() is None
+
+    @property
+    def killed(self) -> bool:
+        """Whether :meth:`kill` was called on this handle."""
+        return self._killed
+
+    @property
+    def exit_code(self) -> int | None:
+        """The topology master's exit code, None while it runs: 0 is a clean stop (a kill
+        from anywhere), anything else a crash."""
+        return self._process.poll()
+
+    def statistics(self) -> list[InstanceStats]:
+        """One record per instance (task), as last reported to the master."""
+        return [InstanceStats.from_record(r) for r in self._ask("statistics")]
+
+    def status(self) -> dict:
+        """The master's state (``starting``, ``running``), pids, counters, and whether
+        the spouts are ``paused``."""
+        return self._ask("status")
+
+    def metrics(self, window: str = "1m") -> dict:
+        """Metrics per component and per instance over a window, as Heron's UI shows
+        them: ``"1m"``, ``"10m"``, ``"1h"``, ``"3h"`` (to the minute) or ``"all"`` (since
+        the first report); ValueError for any other window.
+
+        Returns ``{"window", "components": {component: {...}}, "instances": {task: {...}},
+        "series": {component: [(t, executed_per_s, emitted_per_s), ...]}}``. Each
+        instance has ``emitted``, ``executed``, ``acked``, ``failed``, ``timed_out``
+        (counts in the window, summed over incarnations), ``<count>_per_s`` for the
+        first four, ``busy_seconds``, ``capacity`` (share of the window spent in
+        ``process``, or in ``next_tuple`` for a spout), ``execute_latency_ms`` (busy
+        time per executed tuple), ``cpu_seconds`` and ``cpu_percent``, ``rss_bytes``,
+        ``restarts``, ``state``, ``seconds`` (the span the rates are over), and for
+        spouts the latest ``pending``, ``max_spout_pending`` and ``complete_latency_ms``
+        (count, mean, p50, p95, p99 since the incarnation started). A component sums
+        its instances, except ``capacity`` (the busiest instance's) and the complete
+        latency percentiles (the slowest instance's). ``series`` has one point per
+        second (per minute for windows over 10 minutes, the last 3 hours at most),
+        ``t`` in wall-clock seconds.
+        """
+        _series.window_seconds(window)  # refuse an unknown window before asking
+        answer = self._ask("metrics", window=window)
+        answer["series"] = {c: [tuple(p) for p in points]
+                            for c, points in answer["series"].items()}
+        return answer
+
+    def exceptions(self) -> list[dict]:
+        """Exceptions raised by user code, one record per distinct error (same component,
+        same type and message, same innermost frame), the most recently seen last.
+
+        Each record has ``component``, ``error``, ``traceback``, ``fatal`` (whether any
+        occurrence ended its instance), ``count``, ``first`` and ``last`` (wall-clock
+        times), ``tasks`` (every task it happened in), and the latest occurrence's
+        ``task``, ``incarnation`` and ``time``.
+        """
+        return self._ask("exceptions")
+
+    def events(self) -> list[dict]:
+        """Restarts, activation and other events, oldest first."""
+        return self._ask("events")
+
+    # -- live controls ------------------------------------------------------------------
+    def pause(self) -> bool:
+        """Pause every spout (Storm's *deactivate*): each calls ``Spout.deactivate()``
+        and then no ``next_tuple``, while tuples in flight are still processed, acked and
+        failed. A spout restarted while paused starts paused. Records a ``paused`` event;
+        returns False if the topology was already paused.
+        """
+        return self._ask("pause")
+
+    def resume(self) -> bool:
+        """Undo :meth:`pause`: each spout calls ``Spout.activate()`` and emits again.
+        Records a ``resumed`` event; returns False if the topology was not paused."""
+        return self._ask("resume")
+
+    def set_max_spout_pending(self, value: int | str | None,
+                              component: str | None = None) -> list[int]:
+        """Change ``max_spout_pending`` of the running spouts of ``component`` (of every
+        spout if None): an int >= 1, None (no limit) or ``"auto"`` (the tuner decides).
+
+        It applies to spouts that track their tuples (acking on). A restarted spout gets
+        the new value too; statistics show it once the spouts next report. Records a
+        ``max_spout_pending`` event and returns the tasks told; ValueError for a bad value
+        or a component that is not a spout of this topology.
+        """
+        _controls.check_max_spout_pending(value)
+        if component is not None and component not in self.plan.component_tasks():
+            raise ValueError(f"no component {component!r} in topology {self.name!r}")
+        try:
+            return self._ask("set_max_spout_pending", value=value, component=component)
+        except TopologyDead:
+            raise
+        except RuntimeError as exc:  # refused by the master (a bolt, say): say so plainly
+            raise ValueError(str(exc)) from None
+
+    def sample(self, component: str, stream: str = "default", n: int = 100, *,
+               wait: bool = False, timeout: float = 2.0,
+               keep: float = TAP_SECONDS) -> list[dict]:
+        """The newest ``n`` tuples the instances of ``component`` sent on ``stream``,
+        newest last: a tap on that edge.
+
+        Each is ``{"values", "fields", "task" (the sending task), "stream", "ids" ({root id:
+        edge id} of a tracked tuple, else None), "to" (the tasks it was sent to),
+        "time" (wall clock, when its batch was sent)}``. A tuple sent to two subscribers
+        appears once for each.
+
+        A stream is tapped only while someone asks: each call keeps the tap on for
+        ``keep`` seconds (10 by default; a live view refreshing faster keeps it on), and
+        the instances report what they saw with their statistics (every
+        ``stats_interval``). So the first call usually returns ``[]``; with ``wait=True``
+        it asks again until some tuple arrives or ``timeout`` seconds pass. Sampling
+        costs the instances nothing once the tap is off. ValueError for an unknown
+        component or stream (naming the closest), an ``n`` outside 1..10000, or a
+        ``keep`` outside (0, 600].
+        """
+        check_tap(self.plan.streams, component, stream, n)
+        check_keep(keep)
+        deadline = time.monotonic() + timeout
+        while True:
+            found = self._ask("sample", component=component, stream=stream, n=n, keep=keep)
+            if found or not wait or time.monotonic() > deadline:
+                return found
+            time.sleep(0.05)
+
+    # -- recordings (runtime/recording/_parquet.py) and the Spark bridge (workbench/_spark.py) ----
+    def record(self, component: str, stream: str = "default") -> list[int]:
+        """Start recording ``component``'s ``stream`` to Parquet segments under
+        ``run_dir/recordings/<component>/<stream>/``: values under the declared field
+        names, plus ``_root_id``, ``_task`` and ``_emit_ts``. A restarted instance keeps
+        recording. Returns the tasks told (an instance not ready yet is told when it is);
+        ValueError for an unknown component or stream."""
+        return self._set_recording(component, stream, True)
+
+    def stop_recording(self, component: str, stream: str = "default") -> list[int]:
+        """Stop recording ``component``'s ``stream``; the instances write what they hold."""
+        return self._set_recording(component, stream, False)
+
+    def _set_recording(self, component: str, stream: str, on: bool) -> list[int]:
+        from runtime.recording._parquet import check_stream
+
+        check_stream(self.plan.streams, component, stream)
+        return self._ask("record", component=component, stream=stream, on=on)
+
+    @property
+    def record_base(self) -> str:
+        """Where recordings go: this run's own folder in the ``record_dir`` option, when
+        given (a folder the containers and this machine share), else the run directory."""
+        return self.plan.config.get(RECORD_DIR) or self.run_dir
+
+    def recording_dir(self, component: str, stream: str = "default") -> str:
+        """The folder a stream's Parquet segments are written to (it may not exist yet)."""
+        from runtime.recording._parquet import recording_dir
+
+        return recording_dir(self.record_base, component, stream)
+
+    def to_spark(self, component: str, stream: str = "default", spark=None):
+        """What was recorded of ``component``'s ``stream``, as a ``pyspark.sql.DataFrame``
+        (see ``workbench._spark.to_spark``; the SparkSession starts on first use)."""
+        from workbench import _spark  # runtime never imports workbench at import time
+
+        return _spark.to_spark(self, component, stream, spark=spark)
+
+    def spark_stream(self, component: str, stream: str = "default", spark=None,
+                     timeout: float = 30.0):
+        """A streaming DataFrame (Structured Streaming file source) over the growing
+        recording of ``component``'s ``stream`` (see ``workbench._spark.spark_stream``)."""
+        from workbench import _spark
+
+        return _spark.spark_stream(self, component, stream, spark=spark, timeout=timeout)
+
+    def metrics_frame(self, window: str = "10m", spark=None):
+        """The per-component rate series of :meth:`metrics` as a Spark DataFrame."""
+        from workbench import _spark
+
+        return _spark.metrics_frame(self, window, spark=spark)
+
+    def events_frame(self, spark=None):
+        """The topology's :meth:`events` as a Spark DataFrame."""
+        from workbench import _spark
+
+        return _spark.events_frame(self, spark=spark)
+
+    def logs(self, component: str, task: int) -> str:
+        """The log file of one instance (its prints, warnings and tracebacks)."""
+        path = os.path.join(self.run_dir, "logs", f"{component}-{task}.log")
+        with open(path, errors="replace") as f:
+            return f.read()
+
+    # -- waiting ------------------------------------------------------------------------
+    def wait_until(self, predicate: Callable[[list[InstanceStats]], bool],
+                   timeout: float = 30.0, interval: float = 0.02) -> list[InstanceStats]:
+        """Poll statistics until ``predicate(stats)`` is true; TimeoutError otherwise."""
+        deadline = time.monotonic() + timeout
+        while True:
+            stats = self.statistics()
+            if predicate(stats):
+                return stats
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"topology {self.name!r}: condition not met in {timeout} s; "
+                                   f"last statistics: {_summary(stats)}")
+            time.sleep(interval)
+
+    def wait_active(self, timeout: float = 30.0) -> None:
+        """Wait until every instance is ready and the spouts have been activated."""
+        deadline = time.monotonic() + timeout
+        while self.status()["state"] != "running":
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"topology {self.name!r} did not start in {timeout} s")
+            time.sleep(0.01)
+
+    # -- killing ------------------------------------------------------------------------
+    def kill(self, timeout: float = 2.0) -> None:
+        """Stop every process of the topology; idempotent. Logs stay in ``run_dir``.
+
+        Safe to call while another thread asks questions (a live view polling
+        statistics): the socket is closed under the lock, and that thread's next
+        question raises :class:`TopologyDead`.
+        """
+        with contextlib.suppress(TopologyDead, TimeoutError, self._zmq.ZMQError):
+            self._ask("kill", timeout=timeout)
+        with self._lock:
+            if self._killed:
+                return
+            self._killed = True
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                self._process.wait(timeout)
+            self._sweep()
+            _procs.close_pipe(self._process)
+            self._sock.close(linger=0)
+            self._zctx.term()
+
+    def _sweep(self) -> None:
+        """Whatever the master left behind in its process group goes too."""
+        _procs.kill_group(self._process.pid, timeout=1.0)
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            self._process.wait(1.0)
+
+    def __enter__(self) -> RunningTopology:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.kill()
+
+    def __repr__(self) -> str:
+        state = "killed" if self._killed else ("running" if self.alive else "dead")
+        return f"<RunningTopology {self.name!r} {state} run_dir={self.run_dir!r}>"
+
+
+def _summary(stats: list[InstanceStats]) -> str:
+    return ", ".join(f"{s.component}[{s.task}] {s.state} emitted={s.emitted} "
+                     f"executed={s.executed}" for s in stats)

@@ -1,0 +1,436 @@
+"""An instance process (Heron's "Heron Instance"): one task of one spout or bolt.
+
+It gets its identity from its stream manager over stdin, fetches the plan and the user
+code from the topology master over the sealed control channel, then runs one loop:
+call ``next_tuple`` (spouts), handle incoming frames, flush batches on time, report.
+
+Data frames come and go on one DEALER socket to the local stream manager (spouts use
+the stream manager's spout socket, which it stops reading under backpressure); control
+messages on another DEALER to the topology master. Sends never block: a frame the
+stream manager cannot take yet waits in ``pending_emits`` (Storm 2.0's pendingEmitsQ),
+and while it is not empty a spout calls no ``next_tuple`` and a bolt reads no input, but
+both keep answering the master and a spout keeps reading what is sent to it.
+
+A user-code exception is logged with its traceback, reported, and ends the process with
+:data:`EXIT_USER_ERROR`; the stream manager starts a new incarnation.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import gc
+import logging
+import os
+import signal
+import sys
+import threading
+import time
+import traceback
+from collections import deque
+
+import cloudpickle
+import psutil
+import zmq
+
+from runtime import _procs, wire
+from runtime.acking._acker import AckerExecutor
+from runtime.engine.executor import Executor, UserCodeError
+from runtime.model.constants import (
+    ACKER,
+    FLUSH_INTERVAL,
+    MAX_SPOUT_PENDING,
+    METRICS_ENABLED,
+    SPOUT_WAIT,
+    STATS_INTERVAL,
+)
+from runtime.model.plan import PhysicalPlan
+
+from . import curve as _curve
+from .zmqio import messages, send_pair
+
+log = logging.getLogger("tupleflow.instance")
+
+EXIT_USER_ERROR = 70  # user code raised: restart me
+SPOUT_CALLS = 500  # most next_tuple calls between two looks at the sockets
+MAX_DRAIN = 64  # frames handled before the loop looks at the clock again
+WELCOME_TIMEOUT = 30.0  # seconds to wait for the topology master's answer
+QUEUE_FRAMES = 16  # frames the data socket queues each way before sends refuse
+
+
+class Instance:
+    def __init__(self, boot: dict) -> None:
+        self.boot = boot
+        self.secret: bytes = boot["secret"]
+        self.task: int = boot["task"]
+        self.incarnation: int = boot["incarnation"]
+        self.stopping = False
+        self.active = False
+        self.zctx = zmq.Context()
+        self.keys = _curve.keys_of(boot)  # remote: the master is a CURVE server over TCP
+        self.ctl = self._socket(boot["tm"], b"i%d.%d" % (self.task, self.incarnation),
+                                keys=self.keys)
+        self.data: zmq.Socket | None = None  # connected once the kind is known
+        self.pending_emits: deque[tuple[bytes, bytes]] = deque()
+        self.held_seconds = 0.0  # time with output waiting in pending_emits (held)
+        self.held_since: float | None = None  # when the current hold began
+        self.process = psutil.Process()  # read by the reports only, never on the tuple path
+        self.metrics_on = True  # the plan's "metrics" option, once the plan is known
+
+    def _socket(self, endpoint: str, identity: bytes, hwm: int | None = None,
+                keys: _curve.TopologyKeys | None = None) -> zmq.Socket:
+        sock = _curve.client(self.zctx.socket(zmq.DEALER), keys)
+        sock.setsockopt(zmq.IDENTITY, identity)
+        sock.setsockopt(zmq.LINGER, 2000)
+        if hwm is not None:  # before connect: zmq sizes a pipe when it creates it
+            sock.setsockopt(zmq.SNDHWM, hwm)
+            sock.setsockopt(zmq.RCVHWM, hwm)
+        sock.connect(endpoint)
+        return sock
+
+    # -- control channel ----------------------------------------------------------------
+    def tell(self, kind: str, **fields) -> None:
+        self.ctl.send_multipart(wire.seal(self.secret, wire.control(kind, **fields)))
+
+    def _receive_ctl(self, timeout_ms: int) -> dict | None:
+        if not self.ctl.poll(timeout_ms):
+            return None
+        frames = self.ctl.recv_multipart()
+        try:
+            return wire.unseal(self.secret, frames)
+        except wire.WireError as exc:
+            log.warning("dropped a control message: %s", exc)
+            return None
+
+    def handshake(self) -> Executor:
+        """Say hello; the answer carries the plan and the pickled user code."""
+        self.tell("hello", role="instance", id=self.task, incarnation=self.incarnation,
+                  pid=os.getpid())
+        deadline = time.monotonic() + WELCOME_TIMEOUT
+        while time.monotonic() < deadline:
+            if self.stopping:  # SIGTERM before the welcome: nothing to stop yet
+                raise SystemExit(0)
+            msg = self._receive_ctl(100)
+            if msg is not None and msg["t"] == "welcome":
+                return self._executor(msg)
+        raise SystemExit(f"task {self.task}: no answer from the topology master")
+
+    def _executor(self, welcome: dict) -> Executor:
+        plan = PhysicalPlan.from_data(welcome["plan"])
+        self.metrics_on = bool(plan.config.get(METRICS_ENABLED, True))  # CPU, RSS per report
+        if plan.task(self.task).component == ACKER:
+            ex = AckerExecutor(plan, self.task, self._send, run_dir=self.boot["run_dir"])
+        else:
+            specs = cloudpickle.loads(welcome["bundle"])  # verified: sealed with our secret
+            ex = Executor(plan, specs, self.task, self._send, run_dir=self.boot["run_dir"])
+        ex.on_error = self.report_error
+        ex.output_waiting = self.pending_emits  # a held spout stops calling next_tuple
+        endpoint = self.boot["sm_spouts"] if ex.kind == "spout" else self.boot["sm"]
+        self.data = self._socket(endpoint, b"t%d" % self.task, hwm=QUEUE_FRAMES)
+        self.data.send_multipart([wire.data_header(wire.HELLO, 0, 0, self.task), b""])
+        return ex
+
+    def _send(self, header: bytes, body: bytes) -> None:
+        if not self.pending_emits:
+            try:
+                return send_pair(self.data, header, body)
+            except zmq.Again:
+                pass
+        self.pending_emits.append((header, body))
+
+    def drain_pending_emits(self) -> bool:
+        """Send what waits, in order; True when nothing is left waiting."""
+        pending = self.pending_emits
+        while pending:
+            try:
+                send_pair(self.data, *pending[0])
+            except zmq.Again:
+                return False
+            pending.popleft()
+        return True
+
+    def report_error(self, where: str, err: BaseException) -> None:
+        """A recoverable error: log it and tell the master; the instance keeps going."""
+        self.executor.errors += 1
+        tb = "".join(traceback.format_exception(err))
+        log.error("%s: %s\n%s", where, err, tb)
+        self.tell("exception", task=self.task, incarnation=self.incarnation,
+                  error=f"{where}: {err}", traceback=tb, time=time.time(), fatal=False)
+
+    # -- main loop ----------------------------------------------------------------------
+    def run(self) -> int:
+        self.executor = ex = self.handshake()
+        tune_interpreter()
+        try:
+            ex.start()
+            self.tell("ready", task=self.task, incarnation=self.incarnation)
+            self.loop(ex)
+        except UserCodeError as exc:
+            return self.crash(exc)
+        ex.stop()
+        self.send_the_rest()
+        self.send_stats("stopped")
+        return 0
+
+    def loop(self, ex: Executor) -> None:
+        poller = zmq.Poller()
+        poller.register(self.data, zmq.POLLIN)
+        poller.register(self.ctl, zmq.POLLIN)
+        spout = ex.kind == "spout"
+        wait_ms = max(1, int(float(ex.config[SPOUT_WAIT]) * 1000))
+        heartbeat = Heartbeat(self, float(ex.config[STATS_INTERVAL]))
+        heartbeat.start()
+        try:
+            self._loop(ex, poller, spout, wait_ms)
+        finally:
+            heartbeat.stop()
+
+    def _loop(self, ex: Executor, poller: zmq.Poller, spout: bool, wait_ms: int) -> None:
+        due = ex.on_timer(time.monotonic())
+        calls, budget = 1, float(ex.config[FLUSH_INTERVAL])
+        clear = True
+        while not self.stopping:
+            if clear != self.drain_pending_emits():
+                clear = not clear
+                poller.modify(self.data, _data_events(spout, clear))
+                self.held(not clear, time.monotonic())
+            if spout and self.active and clear:
+                started = time.monotonic()
+                emitted = ex.step(calls)
+                took = time.monotonic() - started
+                ex.busy_seconds += took
+                calls = paced(calls, took, budget)
+                timeout = 0 if emitted else wait_ms
+            else:
+                timeout = max(0, int((due - time.monotonic()) * 1000) + 1)
+                if clear and getattr(ex, "leftover", None):  # input set aside while held
+                    ex.run_leftover()
+                    timeout = 0
+            for sock, events in poller.poll(timeout):
+                if sock is self.ctl:
+                    self.drain_ctl()
+                elif events & zmq.POLLIN:
+                    self.drain_data(ex, budget)
+            due = ex.on_timer(time.monotonic())
+
+    def held(self, on: bool, now: float) -> None:
+        """Output started (or stopped) waiting: a spout is held by backpressure, a bolt
+        reads no input. Timed per change, never per tuple."""
+        if on:
+            self.held_since = now
+        elif self.held_since is not None:
+            self.held_seconds += now - self.held_since
+            self.held_since = None
+
+    def held_record(self) -> dict:
+        """Time held so far (the current hold included) and the frames waiting now."""
+        since = self.held_since
+        ongoing = time.monotonic() - since if since is not None else 0.0
+        return {"held_seconds": self.held_seconds + ongoing,
+                "pending_emits": len(self.pending_emits)}
+
+    def drain_data(self, ex: Executor, budget: float) -> None:
+        """Handle waiting frames: at most ``MAX_DRAIN``, and no longer than ``budget``
+        seconds, so that flushes, ticks and reports (the heartbeat) stay on time."""
+        deadline = time.monotonic() + budget
+        bolt = ex.kind == "bolt"
+        if bolt and (self.pending_emits or ex.leftover):
+            return  # read no more input until what it caused has been sent
+        for frames in messages(self.data, MAX_DRAIN):
+            self.on_data(ex, frames)
+            if bolt and (self.pending_emits or ex.leftover):
+                return
+            if time.monotonic() > deadline:
+                return
+
+    def on_data(self, ex: Executor, frames: list[zmq.Frame]) -> None:
+        """One message from the stream manager: ``[header, body]``, or dropped."""
+        if len(frames) != 2:
+            return self._drop(f"data message of {len(frames)} parts")
+        try:
+            ex.on_frame(frames[0].bytes, frames[1].bytes)
+        except UserCodeError:
+            raise
+        except Exception as exc:  # WireError, or a frame the executor cannot take
+            self._drop(f"{type(exc).__name__}: {exc}")
+
+    def _drop(self, why: str) -> None:
+        self.executor.dropped += 1
+        log.warning("dropped a malformed frame: %s", why)
+
+    def drain_ctl(self) -> None:
+        while (msg := self._receive_ctl(0)) is not None:
+            if msg["t"] in ("activate", "deactivate"):
+                self.set_active(msg["t"] == "activate")
+            elif msg["t"] == "kill":
+                self.stopping = True
+            elif (msg["t"] == "set" and msg["key"] == MAX_SPOUT_PENDING
+                  and self.executor.kind == "spout"):
+                self.executor.set_max_spout_pending(msg["value"])
+            elif msg["t"] == "tap" and hasattr(self.executor, "tap"):
+                self.executor.tap(msg["stream"], int(msg["n"]), float(msg["seconds"]))
+            elif msg["t"] == "record" and hasattr(self.executor, "set_recording"):
+                self.executor.set_recording(msg["stream"], bool(msg["on"]))
+
+    def set_active(self, active: bool) -> None:
+        """Activate or deactivate (pause) this instance. A spout calls its ``activate``
+        or ``deactivate`` hook on each change, as Storm's do; while inactive it calls no
+        ``next_tuple`` but still reads its acks and fails, flushes and reports."""
+        if active == self.active:
+            return
+        self.active = active
+        ex = self.executor
+        where = "activate" if active else "deactivate"
+        hook = getattr(ex.user, where, None) if ex.kind == "spout" else None
+        if hook is None:
+            return
+        ex.restamp()
+        try:
+            hook()
+        except Exception as exc:
+            raise UserCodeError(f"{ex.spec.class_name}.{where}", exc) from exc
+
+    def stats_message(self, state: str) -> list[bytes]:
+        usage = self.usage() if self.metrics_on else {}
+        record = {**self.executor.record(), **usage, **self.held_record(), "pid": os.getpid(),
+                  "state": state, "incarnation": self.incarnation, "reported": time.time()}
+        return wire.seal(self.secret, wire.control(
+            "stats", task=self.task, incarnation=self.incarnation, record=record))
+
+    def samples_messages(self) -> list[list[bytes]]:
+        """One sealed ``samples`` message per tapped stream (none while nothing is tapped)."""
+        taps = getattr(self.executor, "tap_samples", None)
+        return [wire.seal(self.secret, wire.control(
+                    "samples", task=self.task, incarnation=self.incarnation, stream=stream,
+                    samples=samples))
+                for stream, samples in (taps() if taps is not None else {}).items()]
+
+    def usage(self) -> dict:
+        """CPU seconds (user + system) and resident memory of this process; nothing if
+        the system will not say."""
+        try:
+            cpu, memory = self.process.cpu_times(), self.process.memory_info()
+        except (psutil.Error, OSError):
+            return {}
+        return {"cpu_seconds": cpu.user + cpu.system, "rss_bytes": memory.rss}
+
+    def send_stats(self, state: str) -> None:
+        self.ctl.send_multipart(self.stats_message(state))
+
+    def crash(self, exc: UserCodeError) -> int:
+        """Log the traceback, tell the master, send what was already emitted, and exit."""
+        tb = "".join(traceback.format_exception(exc.cause))
+        log.error("%s\n%s", exc, tb)
+        self.executor.errors += 1
+        self.tell("exception", task=self.task, incarnation=self.incarnation, error=str(exc),
+                  traceback=tb, time=time.time(), fatal=True)
+        with contextlib.suppress(UserCodeError):
+            self.executor.flush()
+        if hasattr(self.executor, "close_recordings"):  # what it recorded is written
+            self.executor.close_recordings()
+        self.send_stats("failed")
+        return EXIT_USER_ERROR
+
+    def close(self) -> None:
+        self.ctl.close(linger=2000)
+        if self.data is not None:
+            self.data.close(linger=2000)
+        self.zctx.term()
+
+    def send_the_rest(self, seconds: float = 1.0) -> None:
+        """On the way out: give what still waits up to ``seconds`` to be taken."""
+        deadline = time.monotonic() + seconds
+        while not self.drain_pending_emits() and time.monotonic() < deadline:
+            self.data.poll(10, zmq.POLLOUT)
+
+
+GC_THRESHOLD = 50_000  # allocations between two young-generation collections (default 700)
+SWITCH_INTERVAL = 0.0005  # seconds a thread waiting for the GIL waits before asking for it
+
+
+def tune_interpreter() -> None:
+    """Keep the cyclic garbage collector off the tuple path, and the heartbeat on time.
+
+    Every tuple allocates a few containers, and a long-lived runtime state (in-flight
+    roots, the acker's ledger) makes each full collection scan more. Objects from
+    start-up are frozen out of collection, and young collections run ~70 times less
+    often; cycles made by user code are still collected.
+
+    The heartbeat thread gives up the GIL at each of its system calls (reading /proc for
+    CPU and RSS, sending) and then waits a whole switch interval to get it back from a
+    busy main thread: with the default 5 ms, a report took up to 0.8 s to build and
+    supervision saw a busy bolt as hung. A 0.5 ms interval costs nothing while only the
+    main thread runs.
+    """
+    gc.freeze()
+    gc.set_threshold(GC_THRESHOLD, 20, 100)
+    sys.setswitchinterval(SWITCH_INTERVAL)
+
+
+class Heartbeat(threading.Thread):
+    """Reports the executor's statistics every ``interval`` seconds, from a thread of its
+    own with a socket of its own (Heron's gateway thread, in miniature), so a bolt deep
+    in a long batch of slow tuples still heart-beats. A stopped (SIGSTOP) or dead process
+    does not, and that is what the master's supervision looks for."""
+
+    def __init__(self, instance: Instance, interval: float) -> None:
+        super().__init__(name="heartbeat", daemon=True)
+        self.instance, self.interval = instance, interval
+        self.halt = threading.Event()
+        self.sock = _curve.client(instance.zctx.socket(zmq.DEALER), instance.keys)
+        self.sock.setsockopt(zmq.LINGER, 0)
+        self.sock.connect(instance.boot["tm"])
+
+    def run(self) -> None:
+        while not self.halt.wait(self.interval):
+            try:
+                self.sock.send_multipart(self.instance.stats_message("running"))
+                for msg in self.instance.samples_messages():
+                    self.sock.send_multipart(msg)
+            except Exception:  # a report may fail; the heartbeat must not stop for it
+                log.exception("could not send a statistics report")
+
+    def stop(self) -> None:
+        self.halt.set()
+        self.join()
+        self.sock.close()
+
+
+def _data_events(spout: bool, clear: bool) -> int:
+    """What the loop waits for on the data socket: input, unless a bolt has output
+    waiting (it reads nothing until that is sent); and writability while output waits.
+    A spout always reads, so that acks and fails keep flowing under backpressure."""
+    reading = zmq.POLLIN if (spout or clear) else 0
+    return reading | (0 if clear else zmq.POLLOUT)
+
+
+def paced(calls: int, took: float, budget: float) -> int:
+    """How many ``next_tuple`` calls to make in the next run, given that ``calls`` took
+    ``took`` seconds: a run should not outlast ``budget`` (the flush interval), so that a
+    spout whose ``next_tuple`` blocks a while still flushes, reports and hears a kill.
+
+    >>> paced(1, 0.00001, 0.002), paced(500, 0.00001, 0.002)
+    (2, 500)
+    >>> paced(500, 5.0, 0.002), paced(100, 0.004, 0.002), paced(100, 0.0015, 0.002)
+    (1, 50, 100)
+    """
+    if took > budget:
+        return max(1, int(calls * budget / took))
+    if took < budget / 2:
+        return min(SPOUT_CALLS, calls * 2)
+    return calls
+
+
+def main() -> None:
+    boot = _procs.read_boot()
+    _procs.die_with_parent(boot.get("parent"))
+    _procs.setup_logging("")
+    sys.path[:0] = [p for p in boot.get("sys_path", []) if p not in sys.path]
+    instance = Instance(boot)
+    signal.signal(signal.SIGTERM, lambda *_: setattr(instance, "stopping", True))
+    code = instance.run()
+    instance.close()
+    sys.exit(code)
+
+
+if __name__ == "__main__":
+    main()
