@@ -1,4 +1,5 @@
 """Schedulers: how a topology's processes get started. ``local`` runs them on this machine.
+The steps every scheduler shares are in ``launch.py``; ``spark`` is ``spark_scheduler.py``.
 
 The local scheduler starts the topology master in a new session (so that its whole
 process tree can be swept at kill), gives it the plan, the topology's secret and the
@@ -17,9 +18,7 @@ from typing import Any
 from runtime import _procs
 
 from .client import RunningTopology
-from .launch import (  # noqa: F401 (runtime.testing and the tests import these from here)
-    IPC_PATH_MAX,
-    READY_TIMEOUT,
+from .launch import (  # noqa: F401 (RUN_ROOT_ENV: its documented home, see tests/conftest.py)
     RUN_ROOT_ENV,
     _await_ready,
     _child_env,
