@@ -21,7 +21,7 @@ PIP_INSTALL := $(PY) -m pip install --quiet --progress-bar off
 help:
 	@echo "make demo    run examples/wordcount.py for 10 seconds"
 	@echo "make test    system packages, ruff, then the whole pytest suite (what CI runs)"
-	@echo "make lint    ruff check"
+	@echo "make lint    ruff check, and lint-imports (the import contracts in pyproject.toml)"
 	@echo "make bench   python benchmarks/wordcount.py"
 	@echo "make lab     JupyterLab on 127.0.0.1, opening tutorials/ (%load_ext kernel_ext works)"
 	@echo "make clean   remove .venv, caches and run directories"
@@ -61,8 +61,11 @@ demo: $(VENV)/.stamp-base
 system-deps:
 	@bash .ci/system-deps.sh
 
+# lint-imports: imports point one way ([tool.importlinter] in pyproject.toml); no cache
+# folder is left in the checkout.
 lint: $(VENV)/.stamp-test
 	$(VENV)/bin/ruff check .
+	$(VENV)/bin/lint-imports --no-cache --no-logo
 
 # pytest's exit code 5 means it collected no test: a failure here, never a silent pass.
 test: $(VENV)/.stamp-test system-deps lint

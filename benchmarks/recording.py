@@ -117,7 +117,7 @@ def recorded_rows(running) -> int:
 
 
 def spark_read(running) -> None:
-    from workbench._spark import spark_session
+    from workbench import spark_session
 
     started = time.perf_counter()
     spark = spark_session()

@@ -56,7 +56,7 @@ from _common import (
 from wordcount import AckingCountBolt, CountBolt, counting_window, total
 
 from runtime import Topology
-from runtime.sources._redis import RedisQueue, RedisQueueSpout
+from runtime.sources import RedisQueue, RedisQueueSpout
 
 WORKLOAD = "redis-queue"
 POLL_SECONDS = 0.05

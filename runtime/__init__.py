@@ -10,6 +10,7 @@
 Declarer('words')
 """
 
+from runtime.model import hooks as _hooks
 from runtime.model.api import BasicBolt, Bolt, Context, FailedException, Spout, Tuple
 from runtime.model.topology import ComponentSpec, Declarer, Subscription, Topology, TopologyError
 from runtime.observe.stats import InstanceStats
@@ -57,3 +58,24 @@ __all__ = [
 ]
 
 __version__ = "0.1.0"
+
+
+def _submit(topology, **how):
+    """``Topology.submit``: the scheduler's ``submit``, looked up at each call (so a test
+    that patches ``runtime.processes.scheduler.submit`` sees every launch) and imported
+    at the first (so ``import runtime`` starts no zmq, cloudpickle or subprocess)."""
+    from runtime.processes import scheduler
+
+    return scheduler.submit(topology, **how)
+
+
+def _persistent_aggregate(*args, **kwargs):
+    """``Topology.persistent_aggregate``: Trident's, looked up at each call."""
+    from runtime import trident
+
+    return trident.persistent_aggregate(*args, **kwargs)
+
+
+# The model may not import the layers above it (pyproject.toml, [tool.importlinter]);
+# a Topology reaches them through these hooks. Every runtime.* import runs this file first.
+_hooks.plug(submit=_submit, persistent_aggregate=_persistent_aggregate)

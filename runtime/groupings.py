@@ -22,6 +22,9 @@ import zlib
 from collections.abc import Sequence
 from typing import Any
 
+__all__ = ["AllGrouping", "DirectGrouping", "FieldsGrouping", "GlobalGrouping", "Grouping",
+           "LocalOrShuffleGrouping", "ShuffleGrouping", "label", "stable_hash"]
+
 
 class Grouping:
     """Base class for groupings, built in or custom.

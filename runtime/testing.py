@@ -39,6 +39,9 @@ from runtime.model.api import Bolt, Spout
 from runtime.model.constants import ACKER
 from runtime.processes.scheduler import pickle_components
 
+__all__ = ["Doubler", "FakeClock", "InMemoryCluster", "ListSink", "ListSpout", "PacedSpout",
+           "SlowBolt", "WordCount", "gone", "read_sink", "replaced", "wait_for"]
+
 from . import wire
 
 log = logging.getLogger("tupleflow.testing")

@@ -12,4 +12,4 @@ from .acking._tuner import (
     TunerStatistics,
 )
 
-__all__ = ["MIN_STEP_DOWN", "NO_CHANGE_LIMIT", "STEP_UP", "MaxSpoutPendingTuner", "TunerStatistics"]
+__all__ = ["MIN_STEP_DOWN", "MaxSpoutPendingTuner", "NO_CHANGE_LIMIT", "STEP_UP", "TunerStatistics"]

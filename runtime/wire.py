@@ -39,6 +39,15 @@ from typing import IO, Any, NamedTuple
 
 import msgpack
 
+__all__ = [
+    "ACKED", "ACKED_FAILED", "ACKED_OK", "ACKED_RENEWED", "ACKED_TIMEOUT", "ACKS", "ACK_ACK",
+    "ACK_FAIL", "ACK_INIT", "ACK_RESET", "BACKPRESSURE", "COMPLETED", "CONTROL", "DATA",
+    "HEADER_SIZE", "HELLO", "Header", "KINDS", "MAX_FRAME", "ROUTED", "RUN", "TRACKED",
+    "WireError", "bp_header", "bp_transition", "control", "data_header", "decode_batch",
+    "dest_of", "encodable", "encode_batch", "iter_records", "pack", "parse_header", "seal",
+    "unpack", "unpack_raw", "unseal",
+]
+
 # -- data plane ---------------------------------------------------------------------------
 
 DATA = 1  # body: a batch of tuples, each a list of values, or bare (a one-field stream)

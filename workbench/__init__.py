@@ -39,7 +39,7 @@ def __getattr__(name: str) -> Any:
 
         return Dashboard
     if name == "spark_session":
-        from ._spark import spark_session
+        from runtime.recording import spark_session
 
         return spark_session
     raise AttributeError(f"module 'workbench' has no attribute {name!r}")

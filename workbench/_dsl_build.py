@@ -33,8 +33,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from runtime import Bolt, Declarer, Spout, Topology, TopologyError
-from runtime.model import constants as c
-from runtime.model.options import option_problem
+from runtime import options as c
 
 from ._dsl import ComponentLine, Input, Line, Option, Token, did_you_mean, parse_cell
 
@@ -223,7 +222,7 @@ def _option_value(line: Line, opt: Option) -> Any:
         value = text  # a bare word is a string: max_spout_pending=auto
     if key == c.RECORD and isinstance(value, str):  # record=default or record="default,errors"
         value = [stream.strip() for stream in value.split(",") if stream.strip()]
-    problem = _containers_problem(value) if key == CONTAINERS else option_problem(key, value)
+    problem = _containers_problem(value) if key == CONTAINERS else c.option_problem(key, value)
     if problem:
         raise line.error(f"`{opt.key.text}` must be {problem}, not {value!r}", opt.value)
     return value

@@ -40,6 +40,9 @@ from runtime.groupings import (
     stable_hash,
 )
 
+# the taps' limits live with the other constants; the master and the client import them here
+from runtime.model.constants import MAX_SAMPLES, TAP_SECONDS  # noqa: F401
+
 Send = Callable[[bytes, bytes], None]
 
 
@@ -386,8 +389,6 @@ def _ship_parts(headers: list[bytes], parts: list[list], out: StreamOut) -> None
 
 # -- taps (running.sample) ----------------------------------------------------------------
 
-MAX_SAMPLES = 10_000  # the most tuples one sample() may ask for
-TAP_SECONDS = 10.0  # a tap stays on this long after the last sample() that asked for it
 
 
 class Tap:

@@ -10,9 +10,6 @@ RESERVED_PREFIX = "__"  # ids with this prefix are the runtime's own
 
 # --- system components and streams -----------------------------------------------------
 ACKER = "__acker"  # the acker bolt's component id (at-least-once)
-ACK_INIT = "__ack_init"  # spout -> acker: a spout tuple's root id and the xor of its edges
-ACK_ACK = "__ack_ack"  # bolt -> acker: an acked tuple's id xor its children's ids
-ACK_FAIL = "__ack_fail"  # bolt -> acker: a tuple failed explicitly
 SYSTEM = "__system"  # the component that tick tuples come from
 TICK = "__tick"  # the stream of tick tuples
 METRICS = "__metrics"  # the metrics stream (instances -> topology master)
@@ -63,6 +60,10 @@ COMPONENT_KEYS = frozenset({TICK_FREQ_SECS, MAX_SPOUT_PENDING, TUNE_INTERVAL, BA
                             FLUSH_INTERVAL, RECORD, RECORD_ROWS, RECORD_SECONDS})
 AUTO = "auto"  # max_spout_pending="auto": the tuner sets it, starting from AUTO_START
 AUTO_START = 1000
+
+# --- taps (running.sample) -----------------------------------------------------------------
+MAX_SAMPLES = 10_000  # the most tuples one sample() may ask for
+TAP_SECONDS = 10.0  # a tap stays on this long after the last sample() that asked for it
 
 # --- instance logs sent by their container (a remote one's stay on its executor's host) ---
 LOG_TAIL = 1 << 20  # bytes of an instance's log one answer carries, at most (its end)

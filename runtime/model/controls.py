@@ -6,10 +6,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from runtime.engine.outbound import MAX_SAMPLES
-
-from .constants import ACKER, AUTO
-from .topology import _did_you_mean
+from .constants import ACKER, AUTO, MAX_SAMPLES
+from .suggest import did_you_mean as _did_you_mean
 
 
 def check_max_spout_pending(value: Any) -> int | str | None:

@@ -21,8 +21,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .constants import ACKER, ACKERS, DEFAULTS, SYSTEM, TICK
+from .errors import TopologyError
 from .options import option_problem
-from .topology import TopologyError
 
 
 @dataclass(frozen=True)

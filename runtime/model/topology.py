@@ -13,27 +13,25 @@ component and the problem.
 >>> topo.bolt("sink", ListSink)
 Traceback (most recent call last):
 ...
-runtime.model.topology.TopologyError: component 'sink': the id is already used by a bolt
+runtime.model.errors.TopologyError: component 'sink': the id is already used by a bolt
 """
 
 from __future__ import annotations
 
 import copy
-import difflib
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
 from runtime import groupings as g
-from runtime.recording._parquet import FieldError, split_field
 
+from . import hooks
 from .api import Bolt, Spout
 from .constants import COMPONENT_KEYS, DEFAULT_STREAM, RECORD, RESERVED_PREFIX, TICK_FREQ_SECS
-
-
-class TopologyError(ValueError):
-    """A topology that cannot run, reported when it is defined."""
+from .errors import TopologyError
+from .fields import FieldError, split_field
+from .suggest import did_you_mean
 
 
 @dataclass(frozen=True)
@@ -97,7 +95,7 @@ def declared_streams(comp_id: str, impl: Any) -> dict[str, tuple[str, ...]]:
 
 def _fields(comp_id: str, stream: str, fields: Any) -> tuple[str, ...]:
     """The field names; a field may carry a type hint for recordings ("count: int" or
-    ("count", int)), which is dropped here (runtime/recording/_parquet.py reads it)."""
+    ("count", int)), which is dropped here (runtime/model/fields.py; recordings use it)."""
     check_user_id(f"component {comp_id!r}", stream)
     if isinstance(fields, str) or not isinstance(fields, Sequence):
         raise TopologyError(f"component {comp_id!r} stream {stream!r}: fields must be a list "
@@ -142,10 +140,8 @@ class Topology:
         with ``multi_get``/``multi_put``, e.g. ``SQLiteMap``), exact under replays. The
         bolt emits ``group_by + [value_field]`` for each key a batch changes. See
         :mod:`runtime.trident`."""
-        from runtime.trident import persistent_aggregate
-
-        return persistent_aggregate(self, comp_id, source, group_by, aggregator, state,
-                                    parallelism=parallelism, value_field=value_field)
+        return hooks.call("persistent_aggregate", self, comp_id, source, group_by, aggregator,
+                          state, parallelism=parallelism, value_field=value_field)
 
     def _add(self, comp_id, kind, base, impl, parallelism, config) -> Declarer:
         check_user_id("component", comp_id)
@@ -169,12 +165,12 @@ class Topology:
     def source_fields(self, comp_id: str, source: str, stream: str) -> tuple[str, ...]:
         """The fields of ``source``'s ``stream``, or a TopologyError naming what is wrong."""
         if source not in self._components:
-            hint = _did_you_mean(source, self._components)
+            hint = did_you_mean(source, self._components)
             raise TopologyError(f"component {comp_id!r}: unknown source component "
                                 f"{source!r}{hint}")
         streams = self._components[source].streams
         if stream not in streams:
-            hint = _did_you_mean(stream, streams)
+            hint = did_you_mean(stream, streams)
             raise TopologyError(f"component {comp_id!r}: source {source!r} declares no stream "
                                 f"{stream!r}{hint} (it declares {sorted(streams)})")
         return streams[stream]
@@ -215,10 +211,8 @@ class Topology:
 
         Use it as a context manager: leaving the ``with`` block kills the topology.
         """
-        from runtime.processes.scheduler import submit
-
-        return submit(self, scheduler=scheduler, containers=containers,
-                      config={**(config or {}), **options})
+        return hooks.call("submit", self, scheduler=scheduler, containers=containers,
+                          config={**(config or {}), **options})
 
     def __repr__(self) -> str:
         return f"Topology({self.name!r}, components={list(self._components)})"
@@ -332,10 +326,5 @@ def _check_recorded(comp_id: str, config: Mapping[str, Any], streams: Mapping) -
     for stream in recorded:
         if stream not in streams:
             raise TopologyError(f"component {comp_id!r}: cannot record stream {stream!r}"
-                                f"{_did_you_mean(stream, streams)}; it declares "
+                                f"{did_you_mean(stream, streams)}; it declares "
                                 f"{sorted(streams)}")
-
-
-def _did_you_mean(word: str, choices) -> str:
-    close = difflib.get_close_matches(word, list(choices), n=1)
-    return f" (did you mean {close[0]!r}?)" if close else ""

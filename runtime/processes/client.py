@@ -212,7 +212,7 @@ class RunningTopology:
                 return found
             time.sleep(0.05)
 
-    # -- recordings (runtime/recording/_parquet.py) and the Spark bridge (workbench/_spark.py) ----
+    # -- recordings (runtime/recording/) and the Spark bridge (runtime/recording/frames.py) ----
     def record(self, component: str, stream: str = "default") -> list[int]:
         """Start recording ``component``'s ``stream`` to Parquet segments under
         ``run_dir/recordings/<component>/<stream>/``: values under the declared field
@@ -245,30 +245,30 @@ class RunningTopology:
 
     def to_spark(self, component: str, stream: str = "default", spark=None):
         """What was recorded of ``component``'s ``stream``, as a ``pyspark.sql.DataFrame``
-        (see ``workbench._spark.to_spark``; the SparkSession starts on first use)."""
-        from workbench import _spark  # runtime never imports workbench at import time
+        (see ``runtime.recording.frames.to_spark``; the SparkSession starts on first use)."""
+        from runtime.recording import frames  # here, with the bridge: few runs use Spark
 
-        return _spark.to_spark(self, component, stream, spark=spark)
+        return frames.to_spark(self, component, stream, spark=spark)
 
     def spark_stream(self, component: str, stream: str = "default", spark=None,
                      timeout: float = 30.0):
         """A streaming DataFrame (Structured Streaming file source) over the growing
-        recording of ``component``'s ``stream`` (see ``workbench._spark.spark_stream``)."""
-        from workbench import _spark
+        recording of ``component``'s ``stream`` (see ``runtime.recording.frames.spark_stream``)."""
+        from runtime.recording import frames
 
-        return _spark.spark_stream(self, component, stream, spark=spark, timeout=timeout)
+        return frames.spark_stream(self, component, stream, spark=spark, timeout=timeout)
 
     def metrics_frame(self, window: str = "10m", spark=None):
         """The per-component rate series of :meth:`metrics` as a Spark DataFrame."""
-        from workbench import _spark
+        from runtime.recording import frames
 
-        return _spark.metrics_frame(self, window, spark=spark)
+        return frames.metrics_frame(self, window, spark=spark)
 
     def events_frame(self, spark=None):
         """The topology's :meth:`events` as a Spark DataFrame."""
-        from workbench import _spark
+        from runtime.recording import frames
 
-        return _spark.events_frame(self, spark=spark)
+        return frames.events_frame(self, spark=spark)
 
     def logs(self, component: str, task: int) -> str:
         """The log file of one instance (its prints, warnings and tracebacks)."""

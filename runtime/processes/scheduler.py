@@ -1,4 +1,5 @@
 """Schedulers: how a topology's processes get started. ``local`` runs them on this machine.
+The steps every scheduler shares are in ``launch.py``; ``spark`` is ``spark_scheduler.py``.
 
 The local scheduler starts the topology master in a new session (so that its whole
 process tree can be swept at kill), gives it the plan, the topology's secret and the
@@ -7,28 +8,25 @@ pickled user code over its stdin pipe, and waits for it to say where it listens.
 
 from __future__ import annotations
 
-import dataclasses
 import os
 import secrets
-import select
 import subprocess
-import sys
-import tempfile
 import time
 from collections.abc import Mapping
 from typing import Any
 
-import cloudpickle
-
 from runtime import _procs
-from runtime.model.constants import RECORD_DIR
-from runtime.model.topology import TopologyError
 
 from .client import RunningTopology
-
-READY_TIMEOUT = 15.0  # seconds for the topology master to start listening
-RUN_ROOT_ENV = "TUPLEFLOW_RUN_ROOT"  # where run directories go (default: the temp dir)
-IPC_PATH_MAX = 107  # bytes in a unix socket path (sockaddr_un.sun_path, less the NUL)
+from .launch import (  # noqa: F401 (RUN_ROOT_ENV: its documented home, see tests/conftest.py)
+    RUN_ROOT_ENV,
+    _await_ready,
+    _child_env,
+    _sys_path,
+    make_run_dir,
+    pickle_components,
+    with_record_root,
+)
 
 
 def submit(topology, *, scheduler: str, containers: int,
@@ -55,67 +53,3 @@ def submit(topology, *, scheduler: str, containers: int,
                         env=_child_env())
     endpoint = _await_ready(proc, run_dir)
     return RunningTopology(topology.name, plan, run_dir, secret, endpoint, proc, submitted)
-
-
-def with_record_root(plan, run_dir: str):
-    """``plan``, whose ``record_dir`` (if given) now names this run's own folder in it
-    (named after the run directory), so that two runs never mix their recordings."""
-    folder = plan.config.get(RECORD_DIR)
-    if not folder:
-        return plan
-    root = os.path.join(folder, os.path.basename(run_dir))
-    return dataclasses.replace(plan, config={**plan.config, RECORD_DIR: root})
-
-
-def pickle_components(topology) -> bytes:
-    """The user's classes and groupings, by value where they live in ``__main__``."""
-    try:
-        return cloudpickle.dumps(topology.components)
-    except Exception:
-        for spec in topology.components.values():
-            try:
-                cloudpickle.dumps(spec)
-            except Exception as exc:
-                raise TopologyError(f"component {spec.id!r}: {spec.class_name} cannot be "
-                                    f"shipped to its instances: {exc}") from exc
-        raise
-
-
-def make_run_dir(name: str, containers: int) -> str:
-    """A fresh run directory, short enough for the stream managers' unix sockets: a
-    path that does not fit would make every stream manager fail at start."""
-    root = os.environ.get(RUN_ROOT_ENV)
-    run_dir = tempfile.mkdtemp(prefix=f"tf-{name[:24]}-", dir=root)
-    longest = os.path.join(run_dir, f"sm-{containers - 1}-local.sock")
-    if len(os.fsencode(longest)) > IPC_PATH_MAX:
-        os.rmdir(run_dir)
-        raise ValueError(f"the run directory {run_dir!r} is too deep for a unix socket path "
-                         f"({len(os.fsencode(longest))} > {IPC_PATH_MAX} bytes); set "
-                         f"{RUN_ROOT_ENV} (now {root!r}) to a shorter directory")
-    return run_dir
-
-
-def _await_ready(proc: subprocess.Popen, run_dir: str) -> str:
-    ready, _, _ = select.select([proc.stdout], [], [], READY_TIMEOUT)
-    line = proc.stdout.readline().decode() if ready else ""
-    if not line.startswith("READY "):
-        proc.kill()  # it has started nothing yet: it starts containers after READY
-        proc.wait()
-        proc.stdout.close()
-        _procs.close_pipe(proc)
-        log = os.path.join(run_dir, "logs", "master.log")
-        raise RuntimeError(f"the topology master did not start; see {log}")
-    proc.stdout.close()
-    return line.split()[1]
-
-
-def _sys_path() -> list[str]:
-    """The submitter's import path, so instances import what the notebook imports."""
-    return [os.path.abspath(p or os.getcwd()) for p in sys.path]
-
-
-def _child_env() -> dict[str, str]:
-    package_root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-    env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join(p for p in (package_root, env.get("PYTHONPATH")) if p)
-    return env

@@ -43,7 +43,7 @@ from typing import Any
 from runtime import _procs
 from runtime.model.constants import LOG_WAIT, RECORD_DIR
 
-from . import scheduler as _scheduler
+from . import launch as _scheduler
 from .client import RunningTopology
 from .curve import TopologyKeys, make_client
 

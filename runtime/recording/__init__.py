@@ -1,5 +1,12 @@
 """Reading recorded streams back, without Spark: pyarrow Tables and pandas DataFrames.
 
+Words, one meaning each: *record* is only the user's verb and its options (``record=``,
+``running.record``, ``record_dir``); a *recording* is the folder of Parquet *segments* of
+one component's stream; a *recorder* (``_parquet.py``) appends the emitting task's
+batches to raw segments, one *entry* per batch (``_raw.py``); a *converter* process
+(``_convert.py``) turns them into Parquet with a *sink* (``_sink.py``); ``frames.py`` is
+the Spark bridge.
+
 A recording (``topo.spout(...).record("default")``, the ``record=[...]`` option, or
 ``running.record(component, stream)``) is a folder of Parquet segments,
 ``run_dir/recordings/<component>/<stream>/part-<task>-<opened ns>-<seq>.parquet``, each
@@ -19,81 +26,9 @@ timestamp). pyarrow is imported when a function here is called, not before.
 []
 """
 
-from __future__ import annotations
+from ._read import read_pandas, read_table, segments
+from ._sink import META_COLUMNS, recording_dir
+from .frames import SparkUnavailable, spark_session
 
-import logging
-import os
-from typing import Any
-
-from ._parquet import (
-    FIELDS_FILE,
-    META_COLUMNS,
-    REJECTED,
-    SegmentSink,
-    read_fields,
-    read_schema,
-    recording_dir,
-)
-from ._raw import convert_leftovers, leftovers
-
-log = logging.getLogger("tupleflow.recording")
-
-__all__ = ["META_COLUMNS", "read_pandas", "read_table", "recording_dir", "segments"]
-
-
-def _record_base(source: Any) -> str:
-    """Where recordings are: a run directory (or its folder in a ``record_dir``), or a
-    RunningTopology's ``record_base``."""
-    return os.fspath(getattr(source, "record_base", source))
-
-
-def segments(source: Any, component: str, stream: str = "default", *,
-             rejected: bool = False) -> list[str]:
-    """The complete Parquet segments of a recording, oldest first per task (none if
-    nothing was recorded yet); with ``rejected=True``, those of its ``_rejected`` folder.
-    Leftover raw segments are converted first (see the module docstring)."""
-    folder = recording_dir(_record_base(source), component, stream)
-    if leftovers(folder) and (sink := _leftover_sink(folder)) is not None:
-        convert_leftovers(folder, lambda: sink)
-    if rejected:
-        folder = os.path.join(folder, REJECTED)
-    try:
-        names = os.listdir(folder)
-    except FileNotFoundError:
-        return []
-    return sorted(os.path.join(folder, n) for n in names
-                  if n.startswith("part-") and n.endswith(".parquet"))
-
-
-def _leftover_sink(folder: str) -> SegmentSink | None:
-    """A sink for a killed run's raw segments: the declared fields and hints, and the
-    folder's column types when fixed (so that the folder keeps one schema);
-    None, with a log line, when neither says what the columns are."""
-    schema = read_schema(folder)
-    fields, types = read_fields(folder) or (
-        [n for n in schema.names if n not in META_COLUMNS] if schema else [], {})
-    if not fields and schema is None:
-        log.error("raw recording segments in %s left as they are: no %s to name the "
-                  "columns", folder, FIELDS_FILE)
-        return None
-    return SegmentSink(folder, 0, fields, types, schema=schema)
-
-
-def read_table(source: Any, component: str, stream: str = "default", *,
-               rejected: bool = False):
-    """Every complete segment of a recording as one ``pyarrow.Table`` (an empty table of
-    the metadata columns when nothing was recorded yet)."""
-    import pyarrow as pa
-    import pyarrow.parquet as pq
-
-    files = segments(source, component, stream, rejected=rejected)
-    if not files:
-        return pa.table({"_root_id": pa.array([], pa.int64()), "_task": pa.array([], pa.int32()),
-                         "_emit_ts": pa.array([], pa.timestamp("us", tz="UTC"))})
-    return pa.concat_tables([pq.read_table(f) for f in files], promote_options="default")
-
-
-def read_pandas(source: Any, component: str, stream: str = "default", *,
-                rejected: bool = False):
-    """A recording as a pandas DataFrame (see :func:`read_table`)."""
-    return read_table(source, component, stream, rejected=rejected).to_pandas()
+__all__ = ["META_COLUMNS", "SparkUnavailable", "read_pandas", "read_table", "recording_dir",
+           "segments", "spark_session"]

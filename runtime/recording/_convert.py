@@ -32,9 +32,11 @@ import time
 from runtime import _procs
 
 from ._raw import BadSegment, convert_file, leftovers
+from ._sink import SegmentSink, warm_up
 
 log = logging.getLogger("tupleflow.recording")
 
+BACKLOG = 8  # sealed segments that may wait for the converter before the tuple path waits
 READY_SECONDS = 60.0  # how long open_recorder waits for a converter to warm up
 DEAD_WRITER_SECONDS = 5.0  # how long, after end of input, a dead writer's lock may linger
 
@@ -46,8 +48,6 @@ class Converter:
 
     def __init__(self, folder: str, task: int, fields: list[str], types: dict[str, str],
                  prefix: str, log_path: str, backlog: int | None = None) -> None:
-        from ._parquet import BACKLOG
-
         os.makedirs(os.path.dirname(log_path), exist_ok=True)
         boot = {"folder": folder, "task": task, "fields": fields, "types": types,
                 "prefix": "." + prefix, "log": log_path}
@@ -108,8 +108,6 @@ def main() -> int:
     boot = _procs.read_boot()
     _procs.setup_logging(boot["log"])
     gc.disable()  # it makes lists of values, never cycles: no collector passes over them
-    from ._parquet import SegmentSink, warm_up
-
     folder, fields = boot["folder"], list(boot["fields"])
     sink = SegmentSink(folder, boot["task"], fields, dict(boot["types"]))
     warm_up(boot["task"])

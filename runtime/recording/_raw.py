@@ -2,7 +2,7 @@
 
 The instance that records a stream does almost nothing per flush: it appends the batch
 its outlet already encoded with msgpack (the very bytes sent to the subscriber) to a raw
-segment file, as one record ``[kind, body length, flush time][body]``, with one
+segment file, as one entry ``[kind, body length, flush time][body]``, with one
 ``os.write``. Everything costly (decoding, Arrow arrays, Parquet) happens in a converter
 process (``runtime/recording/_convert.py``), or, for leftovers of a killed run, in the
 reader (:func:`convert_leftovers`, called by ``runtime.recording.segments``).
@@ -16,11 +16,11 @@ converter and a reader) is harmless: the Parquet name is the same, the second fi
 raw file gone. An empty raw file is never removed by a converter (its writer may be
 about to lock it); its own writer removes it.
 
-Kinds of record: ``UNTRACKED``, a msgpack array of value lists (a DATA frame's body);
+Kinds of entry: ``UNTRACKED``, a msgpack array of value lists (a DATA frame's body);
 ``BARE``, the same for a stream of one field, whose DATA bodies hold bare values
 (``runtime/wire.py``, "One-field streams"); ``TRACKED``, a msgpack ``[value lists,
-signed root ids]``. A truncated last record (a
-process killed in the middle of a write) is ignored: every complete record is kept.
+signed root ids]``. A truncated last entry (a
+process killed in the middle of a write) is ignored: every complete entry is kept.
 """
 
 from __future__ import annotations
@@ -40,7 +40,7 @@ log = logging.getLogger("tupleflow.recording")
 
 RAW_SUFFIX = ".raw"
 UNTRACKED, TRACKED, BARE = 1, 2, 3
-_RECORD = struct.Struct("<BId")  # kind, body length, flush time (UTC seconds)
+_ENTRY = struct.Struct("<BId")  # kind, body length, flush time (UTC seconds)
 
 
 def raw_name(part: str) -> str:
@@ -62,25 +62,26 @@ def is_raw(name: str) -> bool:
     return name.startswith(".part-") and name.endswith(RAW_SUFFIX)
 
 
-def record(kind: int, body: bytes, now: float) -> bytes:
-    """One raw record: header and body (joined by the caller into one write per flush)."""
-    return _RECORD.pack(kind, len(body), now) + body
+def batch_entry(kind: int, body: bytes, now: float) -> bytes:
+    """One raw entry (one batch of one flush): header and body (joined by the caller into
+    one write per flush)."""
+    return _ENTRY.pack(kind, len(body), now) + body
 
 
-def records(data: bytes):
-    """``(kind, body, time)`` of each complete record; a truncated tail is left out."""
-    at, size, end = 0, _RECORD.size, len(data)
+def batch_entries(data: bytes):
+    """``(kind, body, time)`` of each complete entry; a truncated tail is left out."""
+    at, size, end = 0, _ENTRY.size, len(data)
     while at + size <= end:
-        kind, length, now = _RECORD.unpack_from(data, at)
+        kind, length, now = _ENTRY.unpack_from(data, at)
         if at + size + length > end:
-            log.warning("raw recording: ignoring a truncated last record (%d bytes)", end - at)
+            log.warning("raw recording: ignoring a truncated last entry (%d bytes)", end - at)
             return
         yield kind, data[at + size:at + size + length], now
         at += size + length
 
 
 class BadSegment(ValueError):
-    """A raw segment whose records are not what a recorder writes (kept, not deleted)."""
+    """A raw segment whose entries are not what a recorder writes (kept, not deleted)."""
 
 
 CHUNK_ROWS = 16_384  # rows the quick way decodes before it turns them into Arrow arrays
@@ -96,7 +97,7 @@ def columns_of(data: bytes, arity: int) -> tuple[list[list], list, tuple[list, l
 
 def chunks_of(data: bytes, arity: int, *, text: bool = True, bytes_ok: bool = True,
               rows: int | None = CHUNK_ROWS):
-    """:func:`columns_of` in parts of whole records, each of at least ``rows`` rows but
+    """:func:`columns_of` in parts of whole entries, each of at least ``rows`` rows but
     the last (``None``: one part), decoded as they are asked for: the quick way turns
     each into Arrow arrays before it decodes the next, which keeps ~20x fewer Python
     objects alive (and out of the caches the emitting processes use) than a whole
@@ -106,7 +107,7 @@ def chunks_of(data: bytes, arity: int, *, text: bool = True, bytes_ok: bool = Tr
     arrays become tuples (about 75 ns a row less than Python strings in lists), for a
     sink whose columns are all flat (``SegmentSink.quick_types``), which has Arrow
     check the bytes as text. A bytes value then looks like text: with
-    ``bytes_ok=False`` (a column's type still to be inferred), a record that may hold
+    ``bytes_ok=False`` (a column's type still to be inferred), an entry that may hold
     one raises NeedsText."""
     columns: list[list] = [[] for _ in range(arity)]
     getters = [itemgetter(i) for i in range(arity)]
@@ -114,9 +115,9 @@ def chunks_of(data: bytes, arity: int, *, text: bool = True, bytes_ok: bool = Tr
     ends: list[int] = []
     times: list[float] = []
     yielded = False
-    for kind, body, now in records(data):
+    for kind, body, now in batch_entries(data):
         if not bytes_ok and not text and _may_hold_bytes(body):
-            raise NeedsText("a record that may hold a bytes value")
+            raise NeedsText("an entry that may hold a bytes value")
         batch, ids = _rows(kind, body, text)
         if kind == BARE:
             if arity != 1:
@@ -130,7 +131,7 @@ def chunks_of(data: bytes, arity: int, *, text: bool = True, bytes_ok: bool = Tr
                 raise BadSegment(f"a row that is not a list of {arity} values: {exc}") from None
         roots.extend(repeat(None, len(batch)) if ids is None else ids)
         if columns and len(roots) != len(columns[0]):
-            raise BadSegment("a tracked record whose root ids do not match its rows")
+            raise BadSegment("a tracked entry whose root ids do not match its rows")
         if ends and times[-1] == now:
             ends[-1] = len(roots)
         elif batch:
@@ -152,14 +153,14 @@ def _rows(kind: int, body: bytes, text: bool = True) -> tuple[list, list | None]
             rows, ids = wire.unpack(body) if text else _unpack_quick(body)
             return rows, ids
     except (wire.WireError, ValueError, TypeError) as exc:
-        raise BadSegment(f"undecodable record: {exc}") from None
-    raise BadSegment(f"unknown record kind {kind}")
+        raise BadSegment(f"undecodable entry: {exc}") from None
+    raise BadSegment(f"unknown entry kind {kind}")
 
 
 def _unpack_quick(body: bytes):
     found = wire.unpack_raw(body)
     if type(found) is not tuple:
-        raise ValueError(f"a record must be an array, got {type(found).__name__}")
+        raise ValueError(f"an entry must be an array, got {type(found).__name__}")
     return found
 
 
@@ -167,7 +168,7 @@ _BIN_MARKERS = (b"\xc4", b"\xc5", b"\xc6")  # msgpack's bin 8, bin 16, bin 32
 
 
 def _may_hold_bytes(body: bytes) -> bool:
-    """Whether a record may hold a bytes value: it does unless none of msgpack's three
+    """Whether an entry may hold a bytes value: it does unless none of msgpack's three
     bin markers occurs in it (they also occur inside numbers and non-ASCII text, so this
     errs towards the exact way; three ``memchr`` scans of the body)."""
     return any(marker in body for marker in _BIN_MARKERS)

@@ -17,8 +17,7 @@ them. See docs/internals/queue.md.
 from ._errors import CorruptLogError, LogBusyError, LogError, OffsetOutOfRange, TopicError
 from ._kafka import KafkaSpout
 from ._log import EmbeddedLog, default_root, partition_for
-from ._log_spout import LogSpout
-from ._offset_spout import log_spout
+from ._log_spout import LogSpout, log_spout
 from ._offsets import OffsetStatistics, OffsetTracker
 from ._queue import EmbeddedQueue, QueueItem, QueueStats
 from ._queue_spout import QueueSpout, queue_spout
@@ -51,12 +50,13 @@ __all__ = [
     "queue_spout",
 ]
 
-_LAZY = {"RedisQueue", "RedisQueueSpout"}  # in ._redis: imported (with redis) on first use
+# name -> its module, imported (with redis-py) on first use
+_LAZY = {"RedisQueue": "_redis", "RedisQueueSpout": "_redis_spout"}
 
 
 def __getattr__(name: str):
     if name in _LAZY:
-        from . import _redis
+        import importlib
 
-        return getattr(_redis, name)
+        return getattr(importlib.import_module(f".{_LAZY[name]}", __name__), name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

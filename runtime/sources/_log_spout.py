@@ -21,9 +21,11 @@ import logging
 import os
 from collections.abc import Mapping, Sequence
 from pathlib import Path
+from typing import Any
 
 from runtime.model.constants import ACKERS
 
+from ._kafka import KafkaSpout
 from ._log import EmbeddedLog, default_root
 from ._offset_spout import DEFAULT_MAX_RETRIES, OffsetSpout
 
@@ -133,3 +135,19 @@ def read_checkpoints(folder: Path, topic: str) -> dict[int, int]:
         for p, o in committed.items():
             out[p] = max(o, out.get(p, 0))
     return out
+
+
+def log_spout(topic: str, brokers: str | None = None, **options: Any) -> OffsetSpout:
+    """A Kafka-style spout: the embedded log's `LogSpout` when `brokers` is None (the
+    default: no server), a real Kafka's `KafkaSpout` otherwise. Switching is one argument.
+
+    Shared options: ``fields``, ``decode``, ``commit_interval``, ``max_uncommitted``,
+    ``batch_size``, ``max_retries``, ``dead_letter_topic``. Only for the embedded log:
+    ``root``, ``checkpoint_dir``. Only for Kafka: ``group_id``, ``start``, ``config``.
+
+    >>> type(log_spout("events")).__name__, type(log_spout("events", "127.0.0.1:9092")).__name__
+    ('LogSpout', 'KafkaSpout')
+    """
+    if brokers is None:
+        return LogSpout(topic, **options)
+    return KafkaSpout(topic, brokers, **options)

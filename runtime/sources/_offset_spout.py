@@ -283,23 +283,3 @@ class OffsetSpout(Spout):
 
     def _send_dead_letter(self, record: bytes) -> None:
         raise NotImplementedError
-
-
-def log_spout(topic: str, brokers: str | None = None, **options: Any) -> OffsetSpout:
-    """A Kafka-style spout: the embedded log's `LogSpout` when `brokers` is None (the
-    default: no server), a real Kafka's `KafkaSpout` otherwise. Switching is one argument.
-
-    Shared options: ``fields``, ``decode``, ``commit_interval``, ``max_uncommitted``,
-    ``batch_size``, ``max_retries``, ``dead_letter_topic``. Only for the embedded log:
-    ``root``, ``checkpoint_dir``. Only for Kafka: ``group_id``, ``start``, ``config``.
-
-    >>> type(log_spout("events")).__name__, type(log_spout("events", "127.0.0.1:9092")).__name__
-    ('LogSpout', 'KafkaSpout')
-    """
-    if brokers is None:
-        from ._log_spout import LogSpout
-
-        return LogSpout(topic, **options)
-    from ._kafka import KafkaSpout
-
-    return KafkaSpout(topic, brokers, **options)

@@ -173,6 +173,6 @@ def queue_spout(name: str, redis_url: str | None = None, **options: Any) -> Spou
     """
     if redis_url is None:
         return QueueSpout(name, **options)
-    from ._redis import RedisQueueSpout
+    from ._redis_spout import RedisQueueSpout
 
     return RedisQueueSpout(name, redis_url, **options)

@@ -10,16 +10,10 @@ import pyarrow as pa
 import pytest
 
 from runtime import Topology, TopologyError
+from runtime.model.fields import FieldError, split_field
 from runtime.recording import read_table, segments
-from runtime.recording._parquet import (
-    FieldError,
-    SegmentSink,
-    open_recorder,
-    read_fields,
-    recording_dir,
-    signed64,
-    split_field,
-)
+from runtime.recording._parquet import open_recorder, signed64
+from runtime.recording._sink import SegmentSink, read_fields, recording_dir
 from runtime.testing import FakeClock, InMemoryCluster, ListSink, ListSpout
 
 

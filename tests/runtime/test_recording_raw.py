@@ -19,35 +19,37 @@ import pytest
 from runtime import wire
 from runtime.recording import _raw as _recording_raw
 from runtime.recording import read_table, segments
-from runtime.recording._parquet import BACKLOG, SegmentSink, open_recorder, recording_dir
+from runtime.recording._convert import BACKLOG
+from runtime.recording._parquet import open_recorder
 from runtime.recording._raw import (
     BARE,
     TRACKED,
     UNTRACKED,
     BadSegment,
     RawAppender,
+    batch_entries,
+    batch_entry,
     chunks_of,
     columns_of,
     convert_file,
     leftovers,
     raw_name,
-    record,
-    records,
 )
+from runtime.recording._sink import SegmentSink, recording_dir
 from runtime.testing import FakeClock, wait_for
 
 
 def test_records_keep_every_complete_record_and_skip_a_truncated_tail():
-    data = record(UNTRACKED, b"abc", 1.5) + record(TRACKED, b"de", 2.5)
-    assert list(records(data)) == [(UNTRACKED, b"abc", 1.5), (TRACKED, b"de", 2.5)]
-    assert list(records(data[:-1])) == [(UNTRACKED, b"abc", 1.5)]
-    assert list(records(data[:5])) == []
+    data = batch_entry(UNTRACKED, b"abc", 1.5) + batch_entry(TRACKED, b"de", 2.5)
+    assert list(batch_entries(data)) == [(UNTRACKED, b"abc", 1.5), (TRACKED, b"de", 2.5)]
+    assert list(batch_entries(data[:-1])) == [(UNTRACKED, b"abc", 1.5)]
+    assert list(batch_entries(data[:5])) == []
 
 
 def test_columns_of_untracked_and_tracked_records_with_runs_of_flush_times():
-    data = (record(UNTRACKED, wire.encode_batch([["a", 1], ["b", 2]]), 10.0)
-            + record(TRACKED, wire.pack([[["c", 3]], [-5]]), 10.0)  # the same flush
-            + record(UNTRACKED, wire.encode_batch([["d", 4]]), 11.0))
+    data = (batch_entry(UNTRACKED, wire.encode_batch([["a", 1], ["b", 2]]), 10.0)
+            + batch_entry(TRACKED, wire.pack([[["c", 3]], [-5]]), 10.0)  # the same flush
+            + batch_entry(UNTRACKED, wire.encode_batch([["d", 4]]), 11.0))
     columns, roots, stamps = columns_of(data, 2)
     assert columns == [["a", "b", "c", "d"], [1, 2, 3, 4]]
     assert roots == [None, None, -5, None]
@@ -55,8 +57,8 @@ def test_columns_of_untracked_and_tracked_records_with_runs_of_flush_times():
 
 
 def test_a_one_field_streams_bare_records_are_its_column(tmp_path, ways):
-    data = (record(BARE, wire.encode_batch(["a", "b"]), 10.0)
-            + record(TRACKED, wire.pack([[["c"]], [-5]]), 10.0))
+    data = (batch_entry(BARE, wire.encode_batch(["a", "b"]), 10.0)
+            + batch_entry(TRACKED, wire.pack([[["c"]], [-5]]), 10.0))
     assert columns_of(data, 1) == ([["a", "b", "c"]], [None, None, -5], ([3], [10.0]))
     sink = SegmentSink(str(tmp_path), 1, ["word"], {})
     path = tmp_path / raw_name("part-00001-1-000000.parquet")
@@ -64,13 +66,13 @@ def test_a_one_field_streams_bare_records_are_its_column(tmp_path, ways):
     assert [r["word"] for r in table_of(convert_file(str(path), sink))] == ["a", "b", "c"]
     assert ways == [False]  # the quick way took it
     lists = SegmentSink(str(tmp_path / "lists"), 1, ["xs"], {})
-    path.write_bytes(record(BARE, wire.encode_batch([["a", "b"], []]), 10.0))
+    path.write_bytes(batch_entry(BARE, wire.encode_batch([["a", "b"], []]), 10.0))
     assert [r["xs"] for r in table_of(convert_file(str(path), lists))] == [["a", "b"], []]
 
 
 def test_bare_records_in_a_segment_of_several_fields_are_refused(tmp_path):
     path = tmp_path / raw_name("part-00001-1-000000.parquet")
-    path.write_bytes(record(BARE, wire.encode_batch(["a", "b"]), 1.0))
+    path.write_bytes(batch_entry(BARE, wire.encode_batch(["a", "b"]), 1.0))
     with pytest.raises(BadSegment, match="bare values in a segment of 2 fields"):
         convert_file(str(path), SegmentSink(str(tmp_path), 1, ["word", "n"], {}))
     assert path.exists()
@@ -85,7 +87,7 @@ FLAT_HINTS = {"s": "str", "i": "int", "f": "float", "b": "bool", "raw": "bytes"}
 
 def convert_rows(tmp_path, name: str, batch: list, sink: SegmentSink) -> str:
     path = tmp_path / raw_name(name)
-    path.write_bytes(record(UNTRACKED, wire.encode_batch(batch), 7.0))
+    path.write_bytes(batch_entry(UNTRACKED, wire.encode_batch(batch), 7.0))
     return convert_file(str(path), sink)
 
 
@@ -118,7 +120,7 @@ def test_flat_columns_decoded_the_quick_way_equal_the_exact_way(tmp_path, ways):
     exact = SegmentSink(str(tmp_path / "exact"), 1, FLAT_FIELDS, FLAT_HINTS)
     written = convert_rows(tmp_path, "part-00001-1-000000.parquet", FLAT_ROWS, quick)
     assert ways == [False]  # one decoding, the quick one
-    exact.write(*columns_of(record(UNTRACKED, wire.encode_batch(FLAT_ROWS), 7.0), 5),
+    exact.write(*columns_of(batch_entry(UNTRACKED, wire.encode_batch(FLAT_ROWS), 7.0), 5),
                 name="part-00001-1-000000.parquet")
     assert table_of(written) == table_of(exact.files[0])
     assert [r["s"] for r in table_of(written)] == ["naïve ☃", None, ""]
@@ -135,7 +137,7 @@ def test_unhinted_columns_are_inferred_from_quickly_decoded_text(tmp_path, ways)
 
 
 def test_chunks_hold_whole_records_and_their_own_runs_of_flush_times():
-    data = b"".join(record(UNTRACKED, wire.encode_batch([[f"w{i}", i], [f"v{i}", -i]]), t)
+    data = b"".join(batch_entry(UNTRACKED, wire.encode_batch([[f"w{i}", i], [f"v{i}", -i]]), t)
                     for i, t in enumerate([1.0, 1.0, 2.0, 3.0, 3.0]))
     parts = list(chunks_of(data, 2, rows=3))
     assert [len(roots) for _, roots, _ in parts] == [4, 4, 2]
@@ -149,7 +151,7 @@ def test_chunks_hold_whole_records_and_their_own_runs_of_flush_times():
 def test_chunks_that_show_different_types_are_judged_the_exact_way(tmp_path, ways, monkeypatch):
     monkeypatch.setattr(_recording_raw, "CHUNK_ROWS", 1)
     sink = SegmentSink(str(tmp_path), 1, ["n"], {})
-    data = record(UNTRACKED, wire.encode_batch([[1]]), 1.0) + record(
+    data = batch_entry(UNTRACKED, wire.encode_batch([[1]]), 1.0) + batch_entry(
         UNTRACKED, wire.encode_batch([[2.5]]), 2.0)
     (tmp_path / raw_name("part-00001-1-000000.parquet")).write_bytes(data)
     written = convert_file(str(tmp_path / raw_name("part-00001-1-000000.parquet")), sink)
@@ -193,12 +195,12 @@ def test_bytes_in_a_text_column_and_text_in_a_bytes_column_fit_either_way(tmp_pa
 
 def test_a_file_that_is_not_a_raw_segment_is_refused_and_kept(tmp_path):
     path = tmp_path / raw_name("part-00001-1-000000.parquet")
-    path.write_bytes(record(UNTRACKED, wire.encode_batch([["only one value"]]), 1.0))
+    path.write_bytes(batch_entry(UNTRACKED, wire.encode_batch([["only one value"]]), 1.0))
     sink = SegmentSink(str(tmp_path), 1, ["word", "n"], {})
     with pytest.raises(BadSegment, match="not a list of 2 values"):
         convert_file(str(path), sink)
-    path.write_bytes(record(7, b"\x90", 1.0))
-    with pytest.raises(BadSegment, match="unknown record kind 7"):
+    path.write_bytes(batch_entry(7, b"\x90", 1.0))
+    with pytest.raises(BadSegment, match="unknown entry kind 7"):
         convert_file(str(path), sink)
     assert path.exists()  # nothing is lost
 
@@ -217,7 +219,7 @@ def test_every_task_takes_the_column_types_the_first_segment_fixed(tmp_path):
 @pytest.mark.parametrize("way", ["exact", "quick"])
 def test_a_writer_that_loses_the_race_for_the_schema_takes_the_winners(tmp_path, monkeypatch,
                                                                         way):
-    from runtime.recording import _parquet as _recording
+    from runtime.recording import _sink as _recording
 
     winner = SegmentSink(str(tmp_path), 1, ["x"], {})
     winner.write([[1.5]], [None], ([1], [1.0]))
@@ -246,7 +248,7 @@ def test_a_reader_never_converts_the_segment_a_live_recorder_is_writing(tmp_path
     folder = recording_dir(str(tmp_path), "w", "default")
     assert len(leftovers(folder)) == 1
     with open(leftovers(folder)[0], "rb") as f:
-        assert [kind for kind, _, _ in records(f.read())] == [BARE]
+        assert [kind for kind, _, _ in batch_entries(f.read())] == [BARE]
     assert segments(tmp_path, "w") == []  # locked by its writer: left alone
     assert len(leftovers(folder)) == 1
     rec.close()
@@ -259,7 +261,7 @@ def test_the_leftovers_of_a_dead_writer_are_converted_by_the_reader(tmp_path):
     sink = SegmentSink(folder, 4, ["word", "n"], {"n": "int"})
     sink.write([["x"], [0]], [None], ([1], [99.0]))  # the folder's schema, already fixed
     raw = RawAppender(folder, "part-00004-5")
-    raw.append(record(UNTRACKED, wire.encode_batch([["a", 1], ["b", 2]]), 100.0))
+    raw.append(batch_entry(UNTRACKED, wire.encode_batch([["a", 1], ["b", 2]]), 100.0))
     raw.seal()  # its writer and its converter died here: nobody holds the file
     rows = read_table(tmp_path, "w").to_pylist()
     assert sorted((r["word"], r["n"], r["_task"]) for r in rows) == [

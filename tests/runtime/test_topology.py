@@ -355,3 +355,37 @@ def test_defining_a_topology_does_not_import_networkx(imported_by_defining):
 def test_defining_a_topology_does_not_import_zmq(imported_by_defining):
     modules, _ = imported_by_defining
     assert "zmq" not in modules
+
+
+# -- submit and persistent_aggregate reach the layers above the model through hooks ---------
+
+def test_submit_looks_the_scheduler_up_at_each_call(monkeypatch):
+    """The model imports no scheduler (pyproject.toml, [tool.importlinter]); runtime's
+    facade plugs one in, looked up when submit is called, so a patch made afterwards
+    (as tests/conftest.py makes) sees the launch."""
+    from runtime.processes import scheduler
+
+    launched = []
+    monkeypatch.setattr(scheduler, "submit", lambda topology, **how: launched.append(
+        (topology, how)) or "handle")
+    topo = Topology("patched")
+    assert topo.submit(containers=2, ackers=1) == "handle"
+    assert launched == [(topo, {"scheduler": "local", "containers": 2,
+                                "config": {"ackers": 1}})]
+
+
+HOOK_PROBE = textwrap.dedent("""
+    import sys
+    import runtime.model.topology as topology   # the model alone, before anything else
+    from runtime.model import hooks
+    print(hooks.plugged("submit") is not None, hooks.plugged("persistent_aggregate") is not None,
+          "runtime.processes.scheduler" in sys.modules)
+""")
+
+
+def test_the_hooks_are_plugged_whatever_is_imported_first():
+    root = str(Path(runtime.__file__).parent.parent)
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([root, os.environ.get("PYTHONPATH", "")])}
+    out = subprocess.run([sys.executable, "-c", HOOK_PROBE], capture_output=True, text=True,
+                         check=True, timeout=60, env=env).stdout.split()
+    assert out == ["True", "True", "False"]  # plugged, and the scheduler not yet imported

@@ -11,10 +11,10 @@ import pytest
 
 @pytest.fixture(scope="session")
 def spark():
-    """The bridge's own SparkSession (``workbench._spark.spark_session``), stopped at the end."""
+    """The bridge's own SparkSession (``workbench.spark_session``), stopped at the end."""
     if shutil.which("java") is None:
         pytest.fail("the Spark bridge tests need Java 17 on PATH (apt-get install openjdk-17-jre)")
-    from workbench._spark import spark_session
+    from workbench import spark_session
 
     session = spark_session()
     yield session

@@ -17,7 +17,8 @@ import redis
 from runtime import Bolt, Topology
 from runtime.model.api import Context
 from runtime.sources import RedisQueueSpout
-from runtime.sources._redis import RedisQueue, RedisSpoutStats
+from runtime.sources._redis import RedisQueue
+from runtime.sources._redis_spout import RedisSpoutStats
 from runtime.testing import FakeClock, InMemoryCluster, ListSink, gone, read_sink, wait_for
 
 cloudpickle.register_pickle_by_value(sys.modules[__name__])

@@ -1,11 +1,12 @@
 """The Spark bridge: what a topology recorded (and its metrics and events) as PySpark
-DataFrames, batch or streaming.
+DataFrames, batch or streaming (``RunningTopology.to_spark`` and friends call it).
 
-The runtime writes recordings as Parquet segments (``runtime/recording/_parquet.py``); this
-module only reads them, with Spark. ``RunningTopology.to_spark`` and friends import it
-inside the method, so ``import runtime`` and ``import workbench`` never import pyspark,
-and a notebook that never asks for a DataFrame never starts a JVM. The dependency
-direction stays ``workbench -> runtime``: the lazy import is the one way back.
+The runtime writes recordings as Parquet segments (``runtime/recording/_sink.py``); this
+module only reads them, with Spark. pyspark is imported inside the functions, so
+``import runtime`` and ``import workbench`` never import it, and a notebook that never
+asks for a DataFrame never starts a JVM. It lives in the runtime, below the processes
+(pyproject.toml, ``[tool.importlinter]``), so that ``RunningTopology`` imports it
+without an upward import; ``workbench`` re-exports ``spark_session``.
 
 The SparkSession is the active one if there is one; otherwise one is made, once:
 ``local[*]``, no UI, few shuffle partitions, bound to 127.0.0.1, UTC, quiet logs.
@@ -21,8 +22,9 @@ import time
 from datetime import UTC, datetime
 from typing import Any
 
-from runtime.recording import segments
-from runtime.recording._parquet import read_fields
+from ._parquet import check_stream
+from ._read import segments
+from ._sink import read_fields
 
 SHUFFLE_PARTITIONS = 4  # a laptop's worth: the default 200 makes small queries slow
 _lock = threading.Lock()
@@ -95,8 +97,6 @@ def spark_stream(running, component: str, stream: str = "default", *, spark=None
 
 
 def _recorded(running, component: str, stream: str) -> str:
-    from runtime.recording._parquet import check_stream
-
     check_stream(running.plan.streams, component, stream)
     return running.recording_dir(component, stream)
 

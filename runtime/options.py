@@ -1,0 +1,61 @@
+"""The engine's options, public: their keys, defaults and checker, for whoever builds a
+topology from text (``workbench``'s ``%%topology`` cells) rather than from Python.
+
+The keys and defaults live in ``runtime/model/constants.py`` (with a line on each), the
+checks in ``runtime/model/options.py``; this module is their public import path.
+
+>>> option_problem(BATCH_SIZE, 0), DEFAULTS[ACKERS], TICK_FREQ_SECS in COMPONENT_KEYS
+('an integer >= 1', 0, True)
+"""
+
+from .model.constants import (
+    ACKERS,
+    AUTO,
+    BACKPRESSURE_HIGH,
+    BACKPRESSURE_LOW,
+    BATCH_SIZE,
+    COMPONENT_KEYS,
+    DEFAULT_STREAM,
+    DEFAULTS,
+    FLUSH_INTERVAL,
+    HEARTBEAT_TIMEOUT,
+    MAX_SPOUT_PENDING,
+    MESSAGE_TIMEOUT,
+    METRICS_ENABLED,
+    RECORD,
+    RECORD_DIR,
+    RECORD_ROWS,
+    RECORD_SECONDS,
+    RESTART_BACKOFF_MAX,
+    SPOUT_WAIT,
+    STATS_INTERVAL,
+    TICK_FREQ_SECS,
+    TUNE_INTERVAL,
+)
+from .model.options import option_problem
+
+__all__ = [
+    "ACKERS",
+    "AUTO",
+    "BACKPRESSURE_HIGH",
+    "BACKPRESSURE_LOW",
+    "BATCH_SIZE",
+    "COMPONENT_KEYS",
+    "DEFAULTS",
+    "DEFAULT_STREAM",
+    "FLUSH_INTERVAL",
+    "HEARTBEAT_TIMEOUT",
+    "MAX_SPOUT_PENDING",
+    "MESSAGE_TIMEOUT",
+    "METRICS_ENABLED",
+    "RECORD",
+    "RECORD_DIR",
+    "RECORD_ROWS",
+    "RECORD_SECONDS",
+    "RESTART_BACKOFF_MAX",
+    "SPOUT_WAIT",
+    "STATS_INTERVAL",
+    "TICK_FREQ_SECS",
+    "TUNE_INTERVAL",
+    "option_problem",
+]
