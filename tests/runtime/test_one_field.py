@@ -3,6 +3,8 @@ sees, what is sent, and every path a tuple of such a stream can take. In memory.
 
 from __future__ import annotations
 
+from collections import deque
+
 import pytest
 
 from runtime import Bolt, Spout, Topology, Tuple, wire
@@ -25,17 +27,14 @@ class Seen(Bolt):
 
 def sent_frames(cluster: InMemoryCluster) -> list[tuple[wire.Header, list]]:
     """Every frame sent from now on, decoded (the cluster's executors send through it)."""
-    sent, send = [], cluster._send
+    sent: list = []
 
-    def tee(header, body):
-        sent.append((wire.parse_header(header), wire.decode_batch(body)))
-        send(header, body)
+    class Tee(deque):  # the cluster's frame queue, which every executor sends through
+        def append(self, frame) -> None:
+            sent.append((wire.parse_header(frame[0]), wire.decode_batch(frame[1])))
+            super().append(frame)
 
-    cluster._send = tee
-    for ex in cluster.executors.values():
-        ex._send = tee
-        for out in getattr(ex, "streams", {}).values():
-            out.send = tee
+    cluster.frames = Tee(cluster.frames)
     return sent
 
 
