@@ -121,6 +121,46 @@ def test_a_word_goes_to_the_same_task_tracked_or_not():
                    for t in cluster.plan.component_tasks()["count"]) == 80
 
 
+class KeysTrackedAndNot(Spout):
+    """Every key twice, tracked and untracked, on a stream of one field or of two."""
+
+    outputs: list[str] = []
+
+    def open(self, config, context):
+        self.keys = [f"key{i}" for i in range(30)] + list(range(30)) + [1.5, None, b"b"]
+
+    def next_tuple(self):
+        if self.keys:
+            key = self.keys.pop()
+            values = [key] if len(self.outputs) == 1 else [key, "x"]
+            self.emit(values, msg_id=repr(key))
+            self.emit(values)
+
+
+@pytest.mark.parametrize("fields", [["k"], ["k", "other"]])
+@pytest.mark.parametrize("subscribers", [1, 2])
+def test_a_key_goes_to_the_same_task_by_every_fields_grouping_path(fields, subscribers):
+    """Untracked (the batch split, of bare values or of lists) and tracked: in a run (one
+    subscriber) or in a tracked batch (two), all through ``groupings.field_hash``."""
+    spout = type("Keys", (KeysTrackedAndNot,), {"outputs": fields})
+    topo = Topology("same-task-every-path")
+    topo.spout("keys", spout)
+    for i in range(subscribers):
+        topo.bolt(f"seen{i}", Seen, parallelism=3).fields_grouping("keys", ["k"])
+    with InMemoryCluster(topo, ackers=1) as cluster:
+        sent = sent_frames(cluster)
+        cluster.run_until_idle()
+        tracked = wire.RUN if subscribers == 1 else wire.TRACKED
+        assert {tracked, wire.DATA} <= {h.kind for h, _ in sent}  # both ways were taken
+        for i in range(subscribers):
+            where: dict = {}
+            for task in cluster.plan.component_tasks()[f"seen{i}"]:
+                for _, _, _, key, _ in cluster.user_object(task).seen:
+                    where.setdefault(repr(key), set()).add(task)
+            assert len(where) == 63 and all(len(tasks) == 1 for tasks in where.values())
+        assert cluster.exceptions == []
+
+
 class Splitter(Bolt):
     """Anchors each word of a sentence to it (tracked frames of a one-field stream)."""
 
