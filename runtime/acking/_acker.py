@@ -80,7 +80,7 @@ class AckerExecutor:
     def run_leftover(self) -> None:
         pass
 
-    def restamp(self) -> None:
+    def activate(self, active: bool) -> None:
         pass
 
     def set_max_spout_pending(self, value) -> None:

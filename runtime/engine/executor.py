@@ -188,11 +188,11 @@ class Executor:
         """Tuples emitted so far, sent or waiting in a batch."""
         return sum(o.emitted + o.queued() for o in self.streams.values())
 
-    def restamp(self) -> None:
-        """Read the clock for the emit time of the tracked tuples emitted from now on
-        (call before handing control to the spout outside :meth:`step`)."""
+    def activate(self, active: bool) -> None:
+        """The topology was activated or deactivated: a spout's hook is called, as
+        Storm's are on each change (bolts have none)."""
         if self.spout is not None:
-            self.spout.restamp()
+            self.spout.activate(active)
 
     def set_max_spout_pending(self, value) -> None:
         """Change the limit of a running spout: an int, None, or "auto"."""

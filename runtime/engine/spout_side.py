@@ -64,6 +64,15 @@ class SpoutSide:
             return _untracked_steps(next_tuple, calls, waiting)
         return _marked_steps(next_tuple, calls, waiting, mark)
 
+    def activate(self, active: bool) -> None:
+        """Call the spout's ``activate`` or ``deactivate`` hook (a spout that is no
+        :class:`Spout` may lack it: then nothing)."""
+        where = "activate" if active else "deactivate"
+        hook = getattr(self.user, where, None)
+        if hook is not None:
+            self.restamp()  # what the hook emits was emitted now
+            call_user(f"{self.name}.{where}", hook)
+
     def restamp(self) -> None:
         """Read the clock for the emit time of the tracked tuples emitted from now on
         (call before handing control to the spout outside :meth:`step`)."""

@@ -281,16 +281,7 @@ class Instance:
         if active == self.active:
             return
         self.active = active
-        ex = self.executor
-        where = "activate" if active else "deactivate"
-        hook = getattr(ex.user, where, None) if ex.kind == "spout" else None
-        if hook is None:
-            return
-        ex.restamp()
-        try:
-            hook()
-        except Exception as exc:
-            raise UserCodeError(f"{ex.spec.class_name}.{where}", exc) from exc
+        self.executor.activate(active)
 
     def stats_message(self, state: str) -> list[bytes]:
         usage = self.usage() if self.metrics_on else {}
