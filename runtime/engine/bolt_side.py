@@ -43,8 +43,7 @@ class BoltSide:
     def on_frame(self, h: wire.Header, body: bytes, waiting: Sized) -> None:
         """A DATA, TRACKED or RUN frame: ``process`` its tuples; the acks of a tracked
         frame go at once."""
-        if self.counts.execute_latency is not None:
-            self.counts.arrived = self.counts.monotonic()
+        self.counts.frame_arrived()
         batch = wire.decode_batch(body)
         source = self._source(h.src, h.stream)
         if h.kind == wire.DATA:

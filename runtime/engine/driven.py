@@ -7,11 +7,12 @@ an executor what it can do."""
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sized
-from typing import Any, Protocol
+from typing import Any, Protocol, runtime_checkable
 
 from runtime.observe.stats import InstanceStats
 
 
+@runtime_checkable
 class TaskExecutor(Protocol):
     """What a driver reads, sets and calls on the executor of one task. It owns no socket
     and no clock: the driver passes ``send`` and the clocks when it builds one."""

@@ -32,6 +32,11 @@ class TaskCounts:
         self.process_latency = LatencyHistogram() if metrics_on else None
         self.arrived = 0.0  # when the frame being executed was taken off the socket
 
+    def frame_arrived(self) -> None:
+        """A frame was taken off the socket (read only with metrics on)."""
+        if self.execute_latency is not None:
+            self.arrived = self.monotonic()
+
     def started_batch(self) -> float:
         """When a batch starts (one clock read per batch, never per tuple)."""
         if self.first_executed is None:
