@@ -41,7 +41,6 @@ from runtime.acking._tracking import SpoutTracker
 from runtime.model.constants import (
     ACKERS,
     BATCH_SIZE,
-    DEFAULT_STREAM,
     FLUSH_INTERVAL,
     MAX_SPOUT_PENDING,
     MESSAGE_TIMEOUT,
@@ -104,12 +103,7 @@ class Executor:
                                   self.acks, self.acking, size)
         tracker = self._tracker() if self.acking else None
         roots = RootIds(self.task, task_bits(len(self.plan.tasks)))  # self-initialising
-        runs = None
-        if DEFAULT_STREAM in self.streams:
-            out = self.streams[DEFAULT_STREAM]
-            runs = Runs.of(out, roots, tracker, self.monotonic, size)
-            if runs is not None:
-                out.attach_runs(runs)
+        runs = Runs.on_default_stream(self.streams, roots, tracker, self.monotonic, size)
         return SpoutSide(self.user, self.spec, self.counts, self.streams, tracker, roots,
                          self.acks, runs, self.monotonic, size), None
 

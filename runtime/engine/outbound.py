@@ -48,7 +48,9 @@ Send = Callable[[bytes, bytes], None]
 
 
 class StreamOut:
-    """One declared stream of this component: its pending batch and its subscribers."""
+    """One declared stream of this component: its pending batches (untracked, tracked,
+    direct, and a tracking spout's runs, which it sends), its subscribers' outlets, its
+    counts, and the tap and recorder watching it while they are on."""
 
     __slots__ = ("name", "arity", "bare", "items", "outlets", "direct", "direct_tracked",
                  "send", "on_bad", "emitted", "transferred", "_reported", "_fixed", "tap",

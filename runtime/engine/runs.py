@@ -12,10 +12,11 @@ fill the runs are made in :mod:`runtime.engine.wiring`.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 
 from runtime.acking._ledger import RootIds
 from runtime.acking._tracking import SpoutTracker
+from runtime.model.constants import DEFAULT_STREAM
 
 from .outbound import StreamOut
 
@@ -43,13 +44,18 @@ class Runs:
         tracker.count_unsent(self.entries)
 
     @classmethod
-    def of(cls, out: StreamOut, roots: RootIds, tracker: SpoutTracker | None,
-           clock: Callable[[], float], size: int) -> Runs | None:
-        """Runs for ``out``, when a tracking spout's stream has one subscriber, which
-        takes each tuple on one of its tasks; None otherwise."""
-        if tracker is None or len(out.outlets) != 1 or out.outlets[0].pick is None:
+    def on_default_stream(cls, streams: Mapping[str, StreamOut], roots: RootIds,
+                          tracker: SpoutTracker | None, clock: Callable[[], float],
+                          size: int) -> Runs | None:
+        """Runs for a tracking spout's default stream, attached to it, when it has one
+        subscriber, which takes each tuple on one of its tasks; None otherwise."""
+        out = streams.get(DEFAULT_STREAM)
+        if (tracker is None or out is None or len(out.outlets) != 1
+                or out.outlets[0].pick is None):
             return None
-        return cls(out, roots, tracker, clock, size)
+        runs = cls(out, roots, tracker, clock, size)
+        out.attach_runs(runs)
+        return runs
 
     def mark(self) -> None:
         """Read the clock for the emits to come: each chunk of ``next_tuple`` calls, and
