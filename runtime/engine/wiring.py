@@ -110,8 +110,18 @@ class Collector:
         return n, items, out
 
     def spout_emit(self):
-        """A spout's ``emit``: append, flush a full batch; a ``msg_id`` makes a tracked
-        tuple (acking on), or one acked at once (acking off)."""
+        """A spout's ``emit``: :meth:`any_spout_emit`, with the commonest calls made cheap
+        (the default stream's, and a tracking spout's tracked ones into its runs)."""
+        emit, routes = self.any_spout_emit(), self.routes
+        if DEFAULT_STREAM not in routes:
+            return emit
+        default = _default_stream_first(emit, routes[DEFAULT_STREAM], self.size)
+        runs = self.streams[DEFAULT_STREAM].runs
+        return default if runs is None else _into_runs(default, runs, routes, self.size)
+
+    def any_spout_emit(self):
+        """A spout's ``emit`` on any stream: append, flush a full batch; a ``msg_id``
+        makes a tracked tuple (acking on), or one acked at once (acking off)."""
         routes, checked, comp, size = self.routes, self.checked, self.comp, self.size
         emit_root = self.spout.emit_root if self.acking else None
         at_emit = self.spout.at_emit
@@ -135,11 +145,7 @@ class Collector:
             if len(items) >= size:
                 out.flush()
 
-        if DEFAULT_STREAM not in routes:
-            return emit
-        default = _default_stream_first(emit, routes[DEFAULT_STREAM], size)
-        runs = self.streams[DEFAULT_STREAM].runs
-        return default if runs is None else _into_runs(default, runs, self.routes, size)
+        return emit
 
     def bolt_emit(self):
         """A bolt's ``emit``: append, flush a full batch; anchored to tracked inputs
