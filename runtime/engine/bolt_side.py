@@ -3,7 +3,7 @@ and fails of its inputs, the tuples it emits anchored to them, and its ticks."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sized
+from collections.abc import Iterable, Iterator, Mapping, Sized
 from itertools import count, islice, repeat
 from sys import getrefcount
 
@@ -145,23 +145,10 @@ class BoltSide:
                   Tuple([every], source))
 
     # -- acks and fails of its input ----------------------------------------------------
-    def make_ack(self) -> Callable[[Tuple], None]:
-        """The bolt's ``ack``: :meth:`ack`, with the commonest case written out (a spout
-        tuple's only copy that anchored nothing: its root goes on the leaves)."""
-        leaves, slow, counts = self.acks.leaves, self.ack, self.counts
-
-        def ack(tup: Tuple) -> None:
-            ids = tup.ids
-            if type(ids) is int and not tup.ack_val:
-                counts.acked += 1
-                tup.ids = None  # a second ack of the same tuple changes nothing
-                leaves.append(ids)
-                return
-            slow(tup)
-
-        return ack
-
     def ack(self, tup: Tuple) -> None:
+        """Ack an input: per root, its edge id XOR its ``ack_val`` goes to the acker (or
+        a one-tuple tree's root on the leaves). The user's ``ack`` is this with its
+        commonest case written out (``runtime.engine.wiring``)."""
         self.counts.acked += 1
         ids = tup.ids
         if ids is None or not self.acking:
