@@ -34,7 +34,9 @@ from typing import Any
 import cloudpickle
 
 from runtime.acking._acker import AckerExecutor
-from runtime.engine.executor import Executor, UserCodeError
+from runtime.engine.driven import TaskExecutor
+from runtime.engine.errors import UserCodeError
+from runtime.engine.executor import Executor
 from runtime.model.api import Bolt, Spout
 from runtime.model.constants import ACKER
 from runtime.processes.scheduler import pickle_components
@@ -275,7 +277,7 @@ class InMemoryCluster:
         self.frames: deque[tuple[bytes, bytes]] = deque()
         self.exceptions: list[dict] = []
         self.restarts: dict[int, int] = {t.task: 0 for t in self.plan.tasks}
-        self.executors: dict[int, Executor] = {}
+        self.executors: dict[int, TaskExecutor] = {}
         try:
             for t in self.plan.tasks:
                 self.executors[t.task] = self._start(t.task)
@@ -283,7 +285,7 @@ class InMemoryCluster:
             self.close()
             raise
 
-    def _executor(self, task: int) -> Executor | AckerExecutor:
+    def _executor(self, task: int) -> TaskExecutor:
         if self.plan.task(task).component == ACKER:
             return AckerExecutor(self.plan, task, self._send, run_dir=self.run_dir,
                                  monotonic=self.clock, wall=self.clock)
@@ -291,7 +293,7 @@ class InMemoryCluster:
         return Executor(self.plan, specs, task, self._send, run_dir=self.run_dir,
                         monotonic=self.clock, wall=self.clock)
 
-    def _start(self, task: int) -> Executor:
+    def _start(self, task: int) -> TaskExecutor:
         """A new, started executor for ``task``; a failed open/prepare is retried."""
         for _ in range(START_ATTEMPTS):
             ex = self._executor(task)
@@ -319,7 +321,7 @@ class InMemoryCluster:
         self._crashed(task, self.executors[task], exc)
         self.executors[task] = self._start(task)
 
-    def _crashed(self, task: int, ex: Executor, exc: UserCodeError) -> None:
+    def _crashed(self, task: int, ex: TaskExecutor, exc: UserCodeError) -> None:
         """Record a fatal error and send what the task emitted before it, as an instance
         process does before it exits."""
         self._record(task, str(exc), exc.cause, fatal=True)
@@ -328,7 +330,7 @@ class InMemoryCluster:
         with contextlib.suppress(UserCodeError):
             ex.flush()
 
-    def _report(self, task: int, ex: Executor, where: str, err: BaseException) -> None:
+    def _report(self, task: int, ex: TaskExecutor, where: str, err: BaseException) -> None:
         """``Executor.on_error``: a recoverable error; the task keeps running."""
         ex.errors += 1
         self._record(task, f"{where}: {err}", err, fatal=False)
@@ -344,8 +346,7 @@ class InMemoryCluster:
         Returns the number of frames delivered plus tuples emitted by spouts."""
         moved = 0
         for task, ex in list(self.executors.items()):
-            if ex.kind == "spout":
-                moved += self._guard(task, ex.step, spout_calls) or 0
+            moved += self._guard(task, ex.step, spout_calls) or 0  # 0 but for spouts
         return moved + self.deliver()
 
     def deliver(self) -> int:

@@ -6,15 +6,17 @@ the XOR ledger of :class:`runtime.acking._ledger.AckLedger`, and sends each outc
 spout task that emitted the root, in ``ACKED`` frames (flat ``root, outcome`` pairs). A
 root goes to acker task ``root % ackers``.
 
-It is driven like an :class:`~runtime.engine.executor.Executor` (``on_frame``, ``on_timer``,
-``flush``, ``record``), by the same instance process or the in-memory twin.
+It is driven like an :class:`~runtime.engine.executor.Executor`, through the same
+interface (:class:`runtime.engine.driven.TaskExecutor`: ``on_frame``, ``on_timer``,
+``flush``, ``report``...), by the same instance process or the in-memory twin; what only a
+spout or a bolt does (``step``, taps, recordings) it does as nothing.
 """
 
 from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sized
 
 from runtime import wire
 from runtime.model.constants import ACKER, FLUSH_INTERVAL, MESSAGE_TIMEOUT
@@ -37,9 +39,12 @@ def _acks_body(batch) -> list:
 
 
 class AckerExecutor:
-    """One acker task."""
+    """One acker task: it owns the XOR ledger of the roots kept here, the outcomes waiting
+    to go to each spout task, and its counters."""
 
     kind = "acker"
+    leftover: tuple = ()  # it never sets input aside
+    output_waiting: Sized = ()  # read by nothing here: the acker's output never waits
 
     def __init__(self, plan: PhysicalPlan, task: int, send: Send, *, run_dir: str = "",
                  monotonic=time.monotonic, wall=time.time) -> None:
@@ -52,6 +57,7 @@ class AckerExecutor:
         self.outcomes: dict[int, list] = {}  # spout task -> [root, outcome, root, ...]
         self._decisions: list[int] = []  # the ledger's outcome, root, task triples
         self.executed = self.dropped = self.errors = 0
+        self.busy_seconds = 0.0  # not measured: no user code runs here
         self._flush_every = float(self.config[FLUSH_INTERVAL])
         self._next_flush = self._next_expire = 0.0
         self.first_executed: float | None = None
@@ -66,6 +72,31 @@ class AckerExecutor:
 
     def stop(self) -> None:
         self.flush()
+
+    # -- what only spouts and bolts do: nothing here (the drivers' one interface) ---------
+    def step(self, calls: int) -> int:
+        return 0
+
+    def run_leftover(self) -> None:
+        pass
+
+    def activate(self, active: bool) -> None:
+        pass
+
+    def set_max_spout_pending(self, value) -> None:
+        pass
+
+    def tap(self, stream: str, n: int, seconds: float) -> None:
+        pass  # it declares no stream
+
+    def tap_samples(self) -> dict[str, list[dict]]:
+        return {}
+
+    def set_recording(self, stream: str, on: bool) -> bool:
+        return False  # it declares no stream
+
+    def close_recordings(self) -> None:
+        pass
 
     # -- messages -----------------------------------------------------------------------
     def on_frame(self, header: bytes, body: bytes) -> None:
@@ -117,7 +148,8 @@ class AckerExecutor:
                 outcomes.clear()
 
     # -- statistics ---------------------------------------------------------------------
-    def record(self) -> dict:
+    def report(self) -> dict:
+        """The acker's counters, as the plain dict an instance reports."""
         ledger = self.ledger.statistics()
         return {"component": ACKER, "task": self.task, "kind": self.kind,
                 "container": self.info.container, "emitted": 0, "transferred": 0,
@@ -127,4 +159,4 @@ class AckerExecutor:
                 "first_executed": self.first_executed, "last_executed": self.last_executed}
 
     def statistics(self) -> InstanceStats:
-        return InstanceStats.from_record({**self.record(), "state": "running"})
+        return InstanceStats.from_record({**self.report(), "state": "running"})

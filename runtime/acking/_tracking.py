@@ -41,6 +41,7 @@ class SpoutTracker:
         self.runs: RotatingMap[int, tuple[list, list]] = RotatingMap(BUCKETS)
         self.in_flight = 0  # roots sent and not settled
         # tuples emitted whose roots are not counted yet: the runs, one list per target
+        # (count_unsent)
         self.unsent: list[Sized] = []
         self.pending_seen = 0  # in flight and unsent, as of the owner's last snapshot()
         self.rotate_every = timeout / (BUCKETS - 1)
@@ -83,6 +84,12 @@ class SpoutTracker:
         return self.tuner_action
 
     # -- roots ----------------------------------------------------------------------------
+    def count_unsent(self, lists: list[Sized]) -> None:
+        """Count the entries of ``lists`` as in flight already: a spout's runs, whose
+        tuples are emitted but get their roots counted only as the run ends
+        (runtime/engine/runs.py)."""
+        self.unsent = lists
+
     def emitted(self, root: int, msg_id: Any, now: float) -> None:
         """A new root, emitted on its own (a run's go through :meth:`add_run`)."""
         self.pending.newest[root] = (msg_id, now)
@@ -211,7 +218,8 @@ class SpoutTracker:
         of ``in_flight`` and ``unsent`` is only whole between two steps of the spout's."""
         self.pending_seen = self.in_flight + sum(map(len, self.unsent))
 
-    def record(self) -> dict:
+    def report(self) -> dict:
+        """The tracker's part of its spout task's report."""
         return {"pending": self.pending_seen, "max_spout_pending": self.limit,
                 "complete_latency_ms": self.latency.summary(), "timed_out": self.timed_out,
                 "stale_acks": self.stale, "tuner_action": self.tuner_action,

@@ -25,10 +25,9 @@ is one attribute check per frame sent, never any work per tuple.
 from __future__ import annotations
 
 import time
-import zlib
 from collections import deque
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Protocol
 
 from runtime import wire
 from runtime.groupings import (
@@ -37,21 +36,36 @@ from runtime.groupings import (
     GlobalGrouping,
     LocalOrShuffleGrouping,
     ShuffleGrouping,
-    stable_hash,
+    field_hash,
 )
 
 # the taps' limits live with the other constants; the master and the client import them here
 from runtime.model.constants import MAX_SAMPLES, TAP_SECONDS  # noqa: F401
 
+from .errors import not_a_list
+
 Send = Callable[[bytes, bytes], None]
 
 
+class Runs(Protocol):
+    """What a stream needs of its runs of numbered roots (``runtime/engine/runs.py``,
+    which imports this module: the stream knows them only by this shape)."""
+
+    def queued(self) -> int:
+        """Tuples waiting in the runs."""
+
+    def end(self, out: StreamOut) -> None:
+        """Send every run that holds a tuple, through ``out``."""
+
+
 class StreamOut:
-    """One declared stream of this component: its pending batch and its subscribers."""
+    """One declared stream of this component: its pending batches (untracked, tracked,
+    direct, and a tracking spout's runs, which it sends), its subscribers' outlets, its
+    counts, and the tap and recorder watching it while they are on."""
 
     __slots__ = ("name", "arity", "bare", "items", "outlets", "direct", "direct_tracked",
                  "send", "on_bad", "emitted", "transferred", "_reported", "_fixed", "tap",
-                 "recorder", "runs", "end_runs")
+                 "recorder", "runs")
 
     def __init__(self, name: str, arity: int, send: Send,
                  on_bad: Callable[[str, list, dict | None], None]) -> None:
@@ -65,10 +79,30 @@ class StreamOut:
         self._reported: set[int] = set()
         self.tap: Tap | None = None  # set while someone samples this stream
         self.recorder = None  # a runtime.recording._parquet.Recorder while this stream is recorded
-        # a spout's tracked tuples numbered by consecutive roots, batch entries only, one
-        # run per target task, and what sends them (runtime.engine.executor._default_stream_first)
-        self.runs: list[list] = []
-        self.end_runs: Callable[[], None] = _nothing
+        # a spout's tracked tuples numbered by consecutive roots, one run per target
+        # task, which flush_tracked sends (runtime/engine/runs.py); None: not numbered
+        self.runs: Runs | None = None
+
+    def attach_runs(self, runs: Runs) -> None:
+        """Number this stream's tracked tuples in ``runs`` from now on."""
+        self.runs = runs
+
+    def entry(self, values, comp: str):
+        """What this stream's batches hold for ``values``: the list, or on a one-field
+        stream the bare value (runtime/wire.py, "One-field streams")."""
+        if not self.bare:
+            return values
+        try:
+            return values[0]
+        except (TypeError, LookupError):
+            raise not_a_list(comp, self.name, values) from None
+
+    def tracked_copies(self, values, direct: int | None) -> list[list]:
+        """The tracked batches one tuple goes into: one per target task, chosen now
+        (``direct``: the one task emit_direct names)."""
+        if direct is not None:
+            return [self.direct_tracked[direct][1]]
+        return self.tracked_batches(values)
 
     def tracked_batches(self, values) -> list[list]:
         """The tracked batches one tuple goes into, one per target task."""
@@ -90,7 +124,7 @@ class StreamOut:
 
     def queued(self) -> int:
         """Tuples waiting in this stream's batches (read twice per spout step: no lists)."""
-        n = len(self.items) + sum(map(len, self.runs))
+        n = len(self.items) + (self.runs.queued() if self.runs is not None else 0)
         for _, pending in self.direct.values():
             n += len(pending)
         for _, pending in self.direct_tracked.values():
@@ -131,12 +165,14 @@ class StreamOut:
             if part:
                 self.ship(header, part, tracked=True)
                 part.clear()
-        if any(self.runs):  # newer than any tracked batch: a tracked emit ends them first
-            self.end_runs()
+        if self.runs is not None:  # newer than any tracked batch: a tracked emit ends
+            self.runs.end(self)  # them first
 
     def ship_run(self, header: bytes, tracked_header: bytes, first: int, part: list) -> None:
         """Send a run as one RUN frame: ``[first, part]``. A run holding a value msgpack
-        cannot carry goes the tracked way instead, which drops and reports that tuple."""
+        cannot carry goes the tracked way instead, which drops and reports that tuple.
+        Its tuples count as emitted now."""
+        self.emitted += len(part)
         try:
             body = wire.encode_batch([first, part])
         except (TypeError, ValueError, OverflowError):
@@ -204,10 +240,6 @@ class StreamOut:
         elif id(entry) not in self._reported:
             self._reported.add(id(entry))
             self.on_bad(self.name, values, None)
-
-
-def _nothing() -> None:
-    pass
 
 
 def _pairs(part: list, first: int) -> list:
@@ -313,26 +345,25 @@ def _whole(headers: list[bytes]):
 
 
 def _by_field(headers: list[bytes], field: int | None):
-    """A fields grouping on one field: the same choice as ``FieldsGrouping.pick``
-    (``field`` None: the items are that field's bare values)."""
-    n, crc, stable = len(headers), zlib.crc32, stable_hash
+    """A fields grouping on one field: the same choice as ``FieldsGrouping.pick``, through
+    the same :func:`~runtime.groupings.field_hash` (``field`` None: the items are that
+    field's bare values)."""
+    n, key = len(headers), field_hash
 
-    def key(entry):
-        v = entry if field is None else entry[field]
-        return (crc(v.encode()) if type(v) is str else stable(v)) % n
+    def index(entry):
+        return key(entry if field is None else entry[field]) % n
 
     def take(items, out):
         parts = [[] for _ in headers]
         try:
             if field is None:
                 for v in items:
-                    parts[(crc(v.encode()) if type(v) is str else stable(v)) % n].append(v)
+                    parts[key(v) % n].append(v)
             else:
                 for values in items:
-                    v = values[field]
-                    parts[(crc(v.encode()) if type(v) is str else stable(v)) % n].append(values)
+                    parts[key(values[field]) % n].append(values)
         except (TypeError, ValueError):  # a key msgpack could not carry either: go carefully
-            parts = _split_carefully(items, key, len(headers), out)
+            parts = _split_carefully(items, index, len(headers), out)
         _ship_parts(headers, parts, out)
 
     return take

@@ -34,7 +34,9 @@ import zmq
 
 from runtime import _procs, wire
 from runtime.acking._acker import AckerExecutor
-from runtime.engine.executor import Executor, UserCodeError
+from runtime.engine.driven import TaskExecutor
+from runtime.engine.errors import UserCodeError
+from runtime.engine.executor import Executor
 from runtime.model.constants import (
     ACKER,
     FLUSH_INTERVAL,
@@ -101,7 +103,7 @@ class Instance:
             log.warning("dropped a control message: %s", exc)
             return None
 
-    def handshake(self) -> Executor:
+    def handshake(self) -> TaskExecutor:
         """Say hello; the answer carries the plan and the pickled user code."""
         self.tell("hello", role="instance", id=self.task, incarnation=self.incarnation,
                   pid=os.getpid())
@@ -114,9 +116,10 @@ class Instance:
                 return self._executor(msg)
         raise SystemExit(f"task {self.task}: no answer from the topology master")
 
-    def _executor(self, welcome: dict) -> Executor:
+    def _executor(self, welcome: dict) -> TaskExecutor:
         plan = PhysicalPlan.from_data(welcome["plan"])
         self.metrics_on = bool(plan.config.get(METRICS_ENABLED, True))  # CPU, RSS per report
+        ex: TaskExecutor
         if plan.task(self.task).component == ACKER:
             ex = AckerExecutor(plan, self.task, self._send, run_dir=self.boot["run_dir"])
         else:
@@ -171,7 +174,7 @@ class Instance:
         self.send_stats("stopped")
         return 0
 
-    def loop(self, ex: Executor) -> None:
+    def loop(self, ex: TaskExecutor) -> None:
         poller = zmq.Poller()
         poller.register(self.data, zmq.POLLIN)
         poller.register(self.ctl, zmq.POLLIN)
@@ -184,7 +187,7 @@ class Instance:
         finally:
             heartbeat.stop()
 
-    def _loop(self, ex: Executor, poller: zmq.Poller, spout: bool, wait_ms: int) -> None:
+    def _loop(self, ex: TaskExecutor, poller: zmq.Poller, spout: bool, wait_ms: int) -> None:
         due = ex.on_timer(time.monotonic())
         calls, budget = 1, float(ex.config[FLUSH_INTERVAL])
         clear = True
@@ -202,7 +205,7 @@ class Instance:
                 timeout = 0 if emitted else wait_ms
             else:
                 timeout = max(0, int((due - time.monotonic()) * 1000) + 1)
-                if clear and getattr(ex, "leftover", None):  # input set aside while held
+                if clear and ex.leftover:  # input set aside while held
                     ex.run_leftover()
                     timeout = 0
             for sock, events in poller.poll(timeout):
@@ -228,7 +231,7 @@ class Instance:
         return {"held_seconds": self.held_seconds + ongoing,
                 "pending_emits": len(self.pending_emits)}
 
-    def drain_data(self, ex: Executor, budget: float) -> None:
+    def drain_data(self, ex: TaskExecutor, budget: float) -> None:
         """Handle waiting frames: at most ``MAX_DRAIN``, and no longer than ``budget``
         seconds, so that flushes, ticks and reports (the heartbeat) stay on time."""
         deadline = time.monotonic() + budget
@@ -242,7 +245,7 @@ class Instance:
             if time.monotonic() > deadline:
                 return
 
-    def on_data(self, ex: Executor, frames: list[zmq.Frame]) -> None:
+    def on_data(self, ex: TaskExecutor, frames: list[zmq.Frame]) -> None:
         """One message from the stream manager: ``[header, body]``, or dropped."""
         if len(frames) != 2:
             return self._drop(f"data message of {len(frames)} parts")
@@ -266,9 +269,9 @@ class Instance:
             elif (msg["t"] == "set" and msg["key"] == MAX_SPOUT_PENDING
                   and self.executor.kind == "spout"):
                 self.executor.set_max_spout_pending(msg["value"])
-            elif msg["t"] == "tap" and hasattr(self.executor, "tap"):
+            elif msg["t"] == "tap":
                 self.executor.tap(msg["stream"], int(msg["n"]), float(msg["seconds"]))
-            elif msg["t"] == "record" and hasattr(self.executor, "set_recording"):
+            elif msg["t"] == "record":
                 self.executor.set_recording(msg["stream"], bool(msg["on"]))
 
     def set_active(self, active: bool) -> None:
@@ -278,31 +281,21 @@ class Instance:
         if active == self.active:
             return
         self.active = active
-        ex = self.executor
-        where = "activate" if active else "deactivate"
-        hook = getattr(ex.user, where, None) if ex.kind == "spout" else None
-        if hook is None:
-            return
-        ex.restamp()
-        try:
-            hook()
-        except Exception as exc:
-            raise UserCodeError(f"{ex.spec.class_name}.{where}", exc) from exc
+        self.executor.activate(active)
 
     def stats_message(self, state: str) -> list[bytes]:
         usage = self.usage() if self.metrics_on else {}
-        record = {**self.executor.record(), **usage, **self.held_record(), "pid": os.getpid(),
+        record = {**self.executor.report(), **usage, **self.held_record(), "pid": os.getpid(),
                   "state": state, "incarnation": self.incarnation, "reported": time.time()}
         return wire.seal(self.secret, wire.control(
             "stats", task=self.task, incarnation=self.incarnation, record=record))
 
     def samples_messages(self) -> list[list[bytes]]:
         """One sealed ``samples`` message per tapped stream (none while nothing is tapped)."""
-        taps = getattr(self.executor, "tap_samples", None)
         return [wire.seal(self.secret, wire.control(
                     "samples", task=self.task, incarnation=self.incarnation, stream=stream,
                     samples=samples))
-                for stream, samples in (taps() if taps is not None else {}).items()]
+                for stream, samples in self.executor.tap_samples().items()]
 
     def usage(self) -> dict:
         """CPU seconds (user + system) and resident memory of this process; nothing if
@@ -325,8 +318,7 @@ class Instance:
                   traceback=tb, time=time.time(), fatal=True)
         with contextlib.suppress(UserCodeError):
             self.executor.flush()
-        if hasattr(self.executor, "close_recordings"):  # what it recorded is written
-            self.executor.close_recordings()
+        self.executor.close_recordings()  # what it recorded is written
         self.send_stats("failed")
         return EXIT_USER_ERROR
 

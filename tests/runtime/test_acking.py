@@ -933,13 +933,21 @@ def acker_bodies(cluster: InMemoryCluster, sent: list) -> list:
             if wire.parse_header(header).kind == wire.ACKS]
 
 
+class _Tee(deque):
+    """The cluster's frame queue, keeping a copy of every frame put on it in ``sent``."""
+
+    def __init__(self, frames, sent: list, keep=lambda frame: frame) -> None:
+        super().__init__(frames)
+        self.sent, self.keep = sent, keep
+
+    def append(self, frame) -> None:
+        self.sent.append(self.keep(frame))
+        super().append(frame)
+
+
 def recording_frames(cluster: InMemoryCluster) -> list:
-    sent, send = [], cluster._send
-    cluster._send = lambda header, body: (sent.append((header, body)), send(header, body))
-    for ex in cluster.executors.values():  # executors hold the send they were built with
-        ex._send = cluster._send
-        for out in getattr(ex, "streams", {}).values():
-            out.send = cluster._send
+    sent: list = []
+    cluster.frames = _Tee(cluster.frames, sent)  # every executor sends through it
     return sent
 
 

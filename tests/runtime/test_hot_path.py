@@ -6,7 +6,8 @@ from __future__ import annotations
 import pytest
 
 from runtime import BasicBolt, Bolt, Spout, Topology, wire
-from runtime.engine.executor import STEP_CHUNK, UserCodeError, _marked_steps, _untracked_steps
+from runtime.engine.errors import UserCodeError
+from runtime.engine.spout_side import STEP_CHUNK, _marked_steps, _untracked_steps
 from runtime.testing import InMemoryCluster, ListSink, ListSpout
 
 

@@ -3,6 +3,8 @@ sees, what is sent, and every path a tuple of such a stream can take. In memory.
 
 from __future__ import annotations
 
+from collections import deque
+
 import pytest
 
 from runtime import Bolt, Spout, Topology, Tuple, wire
@@ -25,17 +27,14 @@ class Seen(Bolt):
 
 def sent_frames(cluster: InMemoryCluster) -> list[tuple[wire.Header, list]]:
     """Every frame sent from now on, decoded (the cluster's executors send through it)."""
-    sent, send = [], cluster._send
+    sent: list = []
 
-    def tee(header, body):
-        sent.append((wire.parse_header(header), wire.decode_batch(body)))
-        send(header, body)
+    class Tee(deque):  # the cluster's frame queue, which every executor sends through
+        def append(self, frame) -> None:
+            sent.append((wire.parse_header(frame[0]), wire.decode_batch(frame[1])))
+            super().append(frame)
 
-    cluster._send = tee
-    for ex in cluster.executors.values():
-        ex._send = tee
-        for out in getattr(ex, "streams", {}).values():
-            out.send = tee
+    cluster.frames = Tee(cluster.frames)
     return sent
 
 
@@ -120,6 +119,46 @@ def test_a_word_goes_to_the_same_task_tracked_or_not():
         assert len(where) == 40 and all(len(tasks) == 1 for tasks in where.values())
         assert sum(len(cluster.user_object(t).seen)
                    for t in cluster.plan.component_tasks()["count"]) == 80
+
+
+class KeysTrackedAndNot(Spout):
+    """Every key twice, tracked and untracked, on a stream of one field or of two."""
+
+    outputs: list[str] = []
+
+    def open(self, config, context):
+        self.keys = [f"key{i}" for i in range(30)] + list(range(30)) + [1.5, None, b"b"]
+
+    def next_tuple(self):
+        if self.keys:
+            key = self.keys.pop()
+            values = [key] if len(self.outputs) == 1 else [key, "x"]
+            self.emit(values, msg_id=repr(key))
+            self.emit(values)
+
+
+@pytest.mark.parametrize("fields", [["k"], ["k", "other"]])
+@pytest.mark.parametrize("subscribers", [1, 2])
+def test_a_key_goes_to_the_same_task_by_every_fields_grouping_path(fields, subscribers):
+    """Untracked (the batch split, of bare values or of lists) and tracked: in a run (one
+    subscriber) or in a tracked batch (two), all through ``groupings.field_hash``."""
+    spout = type("Keys", (KeysTrackedAndNot,), {"outputs": fields})
+    topo = Topology("same-task-every-path")
+    topo.spout("keys", spout)
+    for i in range(subscribers):
+        topo.bolt(f"seen{i}", Seen, parallelism=3).fields_grouping("keys", ["k"])
+    with InMemoryCluster(topo, ackers=1) as cluster:
+        sent = sent_frames(cluster)
+        cluster.run_until_idle()
+        tracked = wire.RUN if subscribers == 1 else wire.TRACKED
+        assert {tracked, wire.DATA} <= {h.kind for h, _ in sent}  # both ways were taken
+        for i in range(subscribers):
+            where: dict = {}
+            for task in cluster.plan.component_tasks()[f"seen{i}"]:
+                for _, _, _, key, _ in cluster.user_object(task).seen:
+                    where.setdefault(repr(key), set()).add(task)
+            assert len(where) == 63 and all(len(tasks) == 1 for tasks in where.values())
+        assert cluster.exceptions == []
 
 
 class Splitter(Bolt):

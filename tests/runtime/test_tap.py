@@ -110,7 +110,7 @@ def test_an_executor_samples_what_its_stream_sent_until_the_tap_expires():
     c = cluster(range(50))
     try:
         ex = spout_executor(c)
-        assert ex.tap_samples() == {} and ex.record()["tapped"] == []
+        assert ex.tap_samples() == {} and ex.report()["tapped"] == []
         ex.tap("default", 5, seconds=2.0)
         c.run_until_idle()
         samples = ex.tap_samples()["default"]
@@ -120,10 +120,10 @@ def test_an_executor_samples_what_its_stream_sent_until_the_tap_expires():
         for s in samples:
             assert s["fields"] == ["n"] and s["task"] == ex.task and s["stream"] == "default"
             assert s["ids"] is None and set(s["to"]) <= sinks and s["time"] == c.clock()
-        assert ex.record()["tapped"] == ["default"]
+        assert ex.report()["tapped"] == ["default"]
         c.clock.advance(2.5)
         assert ex.tap_samples() == {}  # expired: switched off
-        assert ex.streams["default"].tap is None and ex.record()["tapped"] == []
+        assert ex.streams["default"].tap is None and ex.report()["tapped"] == []
     finally:
         c.close()
 

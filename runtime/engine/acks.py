@@ -1,0 +1,100 @@
+"""The ack messages one task owes: to the acker tasks (Storm's ``__ack_init``,
+``__ack_ack``, ``__ack_fail`` and reset-timeout messages, as flat ``op, root, value``
+triples in ACKS frames), and the completed one-tuple trees it owes spout tasks directly
+(COMPLETED frames; docs/internals/acker.md, "Leaves")."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from itertools import islice
+from operator import lt
+
+from runtime import wire
+from runtime.acking._ledger import root_task, task_bits
+from runtime.model.constants import ACKER
+from runtime.model.plan import PhysicalPlan
+
+Send = Callable[[bytes, bytes], None]
+
+
+class AckOut:
+    """The ack messages waiting to be sent: one ACKS body per acker task, and the leaves
+    (roots of one-tuple trees acked here). It owns them and their headers."""
+
+    def __init__(self, plan: PhysicalPlan, task: int, send: Send) -> None:
+        self.task, self.send = task, send
+        ackers = plan.component_tasks().get(ACKER, ())
+        # per acker task, the ACKS body being filled: flat op, root, value triples
+        self._out: dict[int, list] = {t: [] for t in ackers}
+        self._headers = {t: wire.data_header(wire.ACKS, 0, t, task) for t in ackers}
+        self._batches = list(self._out.values())  # by root % n
+        # roots of one-tuple trees acked here, for the spout tasks written in them
+        self.leaves: list[int] = []
+        self._leaf_headers: dict[int, bytes] = {}
+        self._task_bits = task_bits(len(plan.tasks))  # the task field of every root
+
+    def queue(self, op: int, root: int, value: int) -> None:
+        """Queue one message for the acker task that keeps ``root``: the root id mod the
+        number of ackers picks it, as Storm's mod hashing does."""
+        self._batches[root % len(self._batches)].extend((op, root, value))
+
+    def fail(self, ids) -> None:
+        """Fail every tree of a tracked tuple's ids (``{root: edge}``, or an int root)."""
+        for root in roots_of(ids):
+            self.queue(wire.ACK_FAIL, root, 0)
+
+    def flush(self) -> None:
+        """Send the completed leaves to their spout tasks, and what was queued for each
+        acker task."""
+        if self.leaves:
+            self._send_leaves()
+        for task, messages in self._out.items():
+            if messages:
+                self.send(self._headers[task], wire.encode_batch(messages))
+                messages.clear()
+
+    def _send_leaves(self) -> None:
+        """A one-tuple tree (a spout tuple's only copy, acked by a bolt that anchored
+        nothing to it) is complete when that tuple is acked: nobody else holds anything
+        of it, so its completion goes straight to the spout task written in its root, in
+        a ``COMPLETED`` frame, and no acker is asked (docs/internals/acker.md, "Leaves")."""
+        leaves, bits = self.leaves, self._task_bits
+        first, last, n = leaves[0], leaves[-1], len(leaves)
+        task = root_task(first, bits)
+        if (task is not None and last - first == n - 1 and root_task(last, bits) == task
+                and all(map(lt, leaves, islice(leaves, 1, None)))):
+            # the usual frame: a spout's run, acked in order; sent as first and count
+            self.send(self._leaf_header(task), wire.encode_batch([first, n, []]))
+            leaves.clear()
+            return
+        for task, roots in self._by_spout_task().items():
+            self.send(self._leaf_header(task), wire.encode_batch([0, 0, roots]))
+        leaves.clear()
+
+    def _by_spout_task(self) -> dict[int, list[int]]:
+        """The leaves by the spout task written in each; an int id that is no
+        self-initialising root goes to the acker, which decides."""
+        leaves, bits = self.leaves, self._task_bits
+        task = root_task(min(leaves), bits)
+        if task is not None and root_task(max(leaves), bits) == task:
+            return {task: leaves}  # one spout task's roots (and every root between)
+        groups: dict[int, list[int]] = {}
+        for root in leaves:
+            task = root_task(root, bits)
+            if task is None:
+                self.queue(wire.ACK_ACK, root, root)
+            else:
+                groups.setdefault(task, []).append(root)
+        return groups
+
+    def _leaf_header(self, spout_task: int) -> bytes:
+        header = self._leaf_headers.get(spout_task)
+        if header is None:
+            header = self._leaf_headers[spout_task] = wire.data_header(
+                wire.COMPLETED, 0, spout_task, self.task)
+        return header
+
+
+def roots_of(ids) -> dict[int, int]:
+    """A tracked tuple's ``{root: edge}`` (its ids, or ``{root: root}`` for an int root)."""
+    return {ids: ids} if type(ids) is int else ids

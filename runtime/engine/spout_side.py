@@ -1,0 +1,235 @@
+"""The spout's side of one task: its turns of ``next_tuple`` calls, the roots of the
+trees it emits one by one, and the outcomes that come back for them (ACKED frames from
+the ackers, COMPLETED frames from bolts), which become ``ack``/``fail`` calls."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sized
+from itertools import repeat
+
+from runtime import wire
+from runtime.acking._ledger import RootIds, new_id
+from runtime.acking._tracking import SpoutTracker
+from runtime.model.api import Spout
+from runtime.model.topology import ComponentSpec
+
+from .acks import AckOut
+from .errors import UserCodeError, call_user
+from .outbound import StreamOut
+from .runs import Runs
+from .stats import TaskCounts
+
+STEP_CHUNK = 8  # next_tuple calls between two looks at whether output waits unsent
+# (_untracked_steps writes out that many calls: change both together)
+
+_INT = {int}
+_OUTCOMES = {wire.ACKED_OK, wire.ACKED_FAILED, wire.ACKED_TIMEOUT, wire.ACKED_RENEWED}
+_NO_OP = {"ack": Spout.ack, "fail": Spout.fail}  # a spout that keeps these is not called
+
+
+class SpoutSide:
+    """One spout task's turns and its in-flight roots: it owns the tracker (None with
+    acking off), the root ids, and the msg_ids to ack at emit (acking off)."""
+
+    def __init__(self, user: Spout, spec: ComponentSpec, counts: TaskCounts,
+                 streams: Mapping[str, StreamOut], tracker: SpoutTracker | None,
+                 roots: RootIds, acks: AckOut, runs: Runs | None,
+                 monotonic: Callable[[], float], batch_size: int) -> None:
+        self.user, self.counts, self.streams = user, counts, streams
+        self.name, self.comp = spec.class_name, spec.id  # for error messages
+        self.tracker, self.roots, self.acks, self.runs = tracker, roots, acks, runs
+        self.monotonic, self.batch_size = monotonic, batch_size
+        self.at_emit: list = []  # msg_ids to ack as soon as emitted (acking off)
+
+    # -- turns --------------------------------------------------------------------------
+    def step(self, calls: int, waiting: Sized) -> int:
+        """Call ``next_tuple`` up to ``calls`` times, and not while ``max_spout_pending``
+        roots are in flight, nor once output waits in ``waiting`` (looked at every
+        ``STEP_CHUNK`` calls: a held spout queues at most that many calls' output);
+        return how many tuples were emitted."""
+        before = self.queued_or_sent()
+        try:
+            self._calls(self.user.next_tuple, calls, waiting)
+        except Exception as exc:
+            raise UserCodeError(f"{self.name}.next_tuple", exc) from exc
+        if self.at_emit:
+            self._ack_at_emit()
+        return self.queued_or_sent() - before
+
+    def _calls(self, next_tuple, calls: int, waiting: Sized) -> None:
+        tracker, mark = self.tracker, self.runs.mark if self.runs is not None else None
+        if tracker is not None and tracker.limit is not None:
+            return _limited_steps(next_tuple, calls, waiting, tracker, mark)
+        if mark is None:
+            return _untracked_steps(next_tuple, calls, waiting)
+        return _marked_steps(next_tuple, calls, waiting, mark)
+
+    def activate(self, active: bool) -> None:
+        """Call the spout's ``activate`` or ``deactivate`` hook (a spout that is no
+        :class:`Spout` may lack it: then nothing)."""
+        where = "activate" if active else "deactivate"
+        hook = getattr(self.user, where, None)
+        if hook is not None:
+            self.restamp()  # what the hook emits was emitted now
+            call_user(f"{self.name}.{where}", hook)
+
+    def restamp(self) -> None:
+        """Read the clock for the emit time of the tracked tuples emitted from now on
+        (call before handing control to the spout outside :meth:`step`)."""
+        if self.runs is not None:
+            self.runs.mark()
+
+    def queued_or_sent(self) -> int:
+        return sum(o.emitted + o.queued() for o in self.streams.values())
+
+    def _ack_at_emit(self) -> None:
+        """At most once: a tuple given a msg_id is acked as soon as it is emitted."""
+        acks, ack = self.at_emit[:], self.user.ack
+        self.at_emit.clear()
+        self.counts.acked += len(acks)
+        for msg_id in acks:
+            call_user(f"{self.name}.ack", ack, msg_id)
+
+    # -- tracked emits ------------------------------------------------------------------
+    def emit_root(self, out: StreamOut, values, msg_id, direct: int | None = None) -> None:
+        """A new spout tuple tree. Sent to one task (the usual case), it gets a
+        self-initialising root, which is also its edge id: the acker needs no init. Sent
+        to several tasks (or none), it gets a plain root, an edge id per copy, and an
+        init with their XOR, as in Storm (docs/internals/acker.md)."""
+        if out.runs is not None and out.runs.queued():  # what waits goes first, in emit
+            out.flush_tracked()  # order: the tracked batches, then the runs (newer)
+        copies = out.tracked_copies(values, direct)
+        entry = out.entry(values, self.comp)
+        if len(copies) == 1:
+            root = self._one_copy(out, copies[0], entry)
+        else:
+            root = self._copies(out, copies, entry)
+        out.emitted += 1
+        if out.recorder is not None:
+            out.recorder.tracked(values, root)
+        self.tracker.emitted(root, msg_id, self.monotonic())
+
+    def _one_copy(self, out: StreamOut, batch: list, entry) -> int:
+        root = self.roots.new()
+        batch.append(entry)
+        batch.append(root)  # an int stands for {root: root}
+        if len(batch) >= 2 * self.batch_size:
+            out.flush_tracked()
+        return root
+
+    def _copies(self, out: StreamOut, copies: list[list], entry) -> int:
+        root, xor, size = new_id(), 0, 2 * self.batch_size
+        for batch in copies:
+            edge = new_id()
+            xor ^= edge
+            batch.append(entry)
+            batch.append({root: edge})
+            if len(batch) >= size:
+                out.flush_tracked()
+        self.acks.queue(wire.ACK_INIT, root, xor)
+        return root
+
+    # -- outcomes -----------------------------------------------------------------------
+    def on_acked(self, batch: list, task: int) -> None:
+        """The acker's outcomes (``root, outcome`` pairs, flat) for roots this spout task
+        emitted: the spout's ``ack``/``fail`` are called with their msg_ids (not at all
+        when the spout keeps Spout's own, which do nothing)."""
+        if self.tracker is None:
+            raise wire.WireError(f"ack outcomes for task {task}, which tracks nothing")
+        if (len(batch) % 2 or not set(batch[1::2]) <= _OUTCOMES
+                or not set(map(type, batch[0::2])) <= _INT):
+            raise wire.WireError("an ACKED batch must hold root, outcome pairs")
+        acked, failed = self.tracker.settle(batch, self.monotonic())
+        self.counts.acked += len(acked)
+        self.counts.failed += len(failed)
+        self._call_each("ack", self.user.ack, acked)
+        self._call_each("fail", self.user.fail, failed)
+
+    def on_completed(self, body: list, task: int) -> None:
+        """Roots of one-tuple trees that a bolt acked, ``[first, count, [root, ...]]``:
+        ``count`` consecutive roots from ``first``, then others. ``ack`` their msg_ids."""
+        if self.tracker is None:
+            raise wire.WireError(f"completions for task {task}, which tracks nothing")
+        if (len(body) != 3 or type(body[0]) is not int or type(body[1]) is not int
+                or body[1] < 0 or type(body[2]) is not list
+                or not set(map(type, body[2])) <= _INT):
+            raise wire.WireError("a COMPLETED body must be [first root, count, [roots]]")
+        first, count, others = body
+        now = self.monotonic()
+        acked = self.tracker.complete_range(first, count, now) if count else []
+        if others:
+            acked += self.tracker.complete(others, now)
+        self.counts.acked += len(acked)
+        self._call_each("ack", self.user.ack, acked)
+
+    def _call_each(self, where: str, fn, msg_ids: list) -> None:
+        """``fn(msg_id)`` for each, unless ``fn`` is Spout's own no-op."""
+        if msg_ids and getattr(fn, "__func__", None) is not _NO_OP[where]:
+            self.restamp()  # what ack and fail emit was emitted now
+            try:
+                for msg_id in msg_ids:
+                    fn(msg_id)
+            except Exception as exc:
+                raise UserCodeError(f"{self.name}.{where}", exc) from exc
+
+    # -- timers -------------------------------------------------------------------------
+    def on_timer(self, now: float) -> None:
+        """Fail the roots that timed out here, give the tuner its turn, and take the
+        pending count the reports read (every turn of the instance's loop comes here)."""
+        tracker, user = self.tracker, self.user
+        if tracker is None:
+            return
+        expired = tracker.expire(now)
+        self.counts.failed += len(expired)
+        self._call_each("fail", user.fail, expired)
+        if tracker.tuner is not None:
+            progress = call_user(f"{self.name}.progress", user.progress)
+            tracker.tune(tracker.acked if progress is None else progress, now)
+        tracker.snapshot()
+
+    def set_max_spout_pending(self, value) -> None:
+        """Change the limit of a running spout: an int, None, or "auto"."""
+        if self.tracker is not None:
+            self.tracker.set_limit(value, self.monotonic())
+
+
+def _untracked_steps(next_tuple, calls: int, waiting: Sized) -> None:
+    """``calls`` calls of ``next_tuple``, looking at ``waiting`` before every
+    ``STEP_CHUNK`` (8) of them. The chunk is written out as eight calls: a loop of a loop
+    cost more per call (~50 ns) than a spout's whole ``emit``."""
+    chunks, rest = divmod(calls, STEP_CHUNK)
+    for _ in repeat(None, chunks):
+        if waiting:
+            return
+        next_tuple(); next_tuple(); next_tuple(); next_tuple()  # noqa: E702
+        next_tuple(); next_tuple(); next_tuple(); next_tuple()  # noqa: E702
+    if rest and not waiting:
+        for _ in repeat(None, rest):
+            next_tuple()
+
+
+def _marked_steps(next_tuple, calls: int, waiting: Sized, mark: Callable[[], None]) -> None:
+    """:func:`_untracked_steps` that also calls ``mark`` before each chunk: the tuples
+    a chunk emits take the time it started as their emit time (it lasts 8 calls)."""
+    chunks, rest = divmod(calls, STEP_CHUNK)
+    for _ in repeat(None, chunks):
+        if waiting:
+            return
+        mark()
+        next_tuple(); next_tuple(); next_tuple(); next_tuple()  # noqa: E702
+        next_tuple(); next_tuple(); next_tuple(); next_tuple()  # noqa: E702
+    if rest and not waiting:
+        mark()
+        for _ in repeat(None, rest):
+            next_tuple()
+
+
+def _limited_steps(next_tuple, calls: int, waiting: Sized, tracker: SpoutTracker,
+                   mark: Callable[[], None] | None) -> None:
+    """One call at a time, none once ``max_spout_pending`` roots are in flight."""
+    for i in range(calls):
+        if tracker.full() or waiting:
+            break
+        if mark is not None and not i % STEP_CHUNK:
+            mark()
+        next_tuple()
