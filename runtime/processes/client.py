@@ -166,14 +166,15 @@ class RunningTopology:
     def set_max_spout_pending(self, value: int | str | None,
                               component: str | None = None) -> list[int]:
         """Change ``max_spout_pending`` of the running spouts of ``component`` (of every
-        spout if None): an int >= 1, None (no limit) or ``"auto"`` (the tuner decides).
+        spout if None): an int >= 1, None (no limit) or ``"auto"`` (the tuner decides);
+        text is read as ``%topology tune`` reads it (``" 50 "``, ``"none"``, ``"Auto"``).
 
         It applies to spouts that track their tuples (acking on). A restarted spout gets
         the new value too; statistics show it once the spouts next report. Records a
         ``max_spout_pending`` event and returns the tasks told; ValueError for a bad value
         or a component that is not a spout of this topology.
         """
-        _controls.check_max_spout_pending(value)
+        value = _controls.check_max_spout_pending(value)
         if component is not None and component not in self.plan.component_tasks():
             raise ValueError(f"no component {component!r} in topology {self.name!r}")
         try:

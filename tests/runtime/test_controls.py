@@ -6,10 +6,12 @@ would send back is recorded (as in test_tmaster_logic.py).
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
 from runtime import Spout, Topology
-from runtime.model.controls import check_max_spout_pending
+from runtime.model.controls import check_keep, check_max_spout_pending, check_n
 from runtime.observe.exceptions import ExceptionLog, signature
 from runtime.testing import ListSink, ListSpout
 
@@ -76,6 +78,51 @@ def test_a_group_is_fatal_if_any_occurrence_was_and_records_are_copies():
 def test_a_report_without_frames_groups_on_its_message():
     assert signature("c", "e", "TypeError: no\n") == ("c", "e", "TypeError: no", "")
     assert signature("c", "e", "") == ("c", "e", "", "")
+
+
+# -- one validator per live setting (table-driven) -------------------------------------------
+
+@pytest.mark.parametrize(("value", "parsed"), [
+    (1, 1), (500, 500), (None, None), ("auto", "auto"),
+    (" 50 ", 50), ("7", 7), ("Auto", "auto"), (" AUTO ", "auto"), ("none", None), ("None", None),
+    (0, ValueError), (-1, ValueError), ("0", ValueError), ("-1", ValueError), (True, ValueError),
+    (False, ValueError), (1.0, ValueError), ("", ValueError), ("1.5", ValueError),
+    ("lots", ValueError), ("５", ValueError), ([3], ValueError),
+])
+def test_max_spout_pending_has_one_reading(value, parsed):
+    if parsed is ValueError:
+        with pytest.raises(ValueError, match=r"^max_spout_pending must be .*, not " +
+                           re.escape(repr(value)) + "$"):
+            check_max_spout_pending(value)
+    else:
+        assert check_max_spout_pending(value) == parsed
+        assert type(check_max_spout_pending(value)) is type(parsed)
+
+
+@pytest.mark.parametrize(("value", "parsed"), [
+    (1, 1), (10_000, 10_000), ("20", 20), (" 5 ", 5),
+    (0, ValueError), (10_001, ValueError), (True, ValueError), (2.5, ValueError),
+    ("", ValueError), ("-3", ValueError), ("x", ValueError), (None, ValueError),
+])
+def test_a_taps_n_has_one_reading(value, parsed):
+    if parsed is ValueError:
+        with pytest.raises(ValueError, match=r"^n must be an int from 1 to 10000, not "):
+            check_n(value)
+    else:
+        assert check_n(value) == parsed
+
+
+@pytest.mark.parametrize(("value", "parsed"), [
+    (10, 10.0), (0.5, 0.5), (600, 600.0),
+    (0, ValueError), (-1, ValueError), (601, ValueError), ("10", ValueError),
+    (None, ValueError), (True, ValueError),
+])
+def test_a_taps_keep_has_one_reading(value, parsed):
+    if parsed is ValueError:
+        with pytest.raises(ValueError, match=r"^keep must be a number of seconds in \(0, 600\]"):
+            check_keep(value)
+    else:
+        assert check_keep(value) == parsed
 
 
 @pytest.mark.parametrize("value", [0, -1, 1.5, True, "fast", [3]])
