@@ -60,28 +60,29 @@ class RunningTopology:
         return sock
 
     # -- asking the master --------------------------------------------------------------
-    def _ask(self, what: str, timeout: float = 5.0, **fields: Any) -> Any:
+    def _ask(self, question: type[wire.Question], timeout: float = 5.0, **fields: Any) -> Any:
+        """Ask the master one question (a record of :mod:`runtime.wire`, made here with
+        the next id) and return the value of its reply; RuntimeError if it refused."""
         with self._lock:
             if self._killed or not self.alive:
                 raise TopologyDead(f"topology {self.name!r} is not running")
             self._ids += 1
-            req = self._ids
-            self._sock.send_multipart(wire.seal(
-                self._secret, wire.control("request", id=req, what=what, **fields)))
-            return self._await_reply(req, what, time.monotonic() + timeout)
+            msg = question(id=self._ids, **fields)
+            self._sock.send_multipart(wire.seal(self._secret, msg))
+            return self._await_reply(msg, time.monotonic() + timeout)
 
-    def _await_reply(self, req: int, what: str, deadline: float) -> Any:
+    def _await_reply(self, question: wire.Question, deadline: float) -> Any:
         while (left := deadline - time.monotonic()) > 0:
             if not self._sock.poll(int(min(left, 0.1) * 1000) + 1):
                 if not self.alive:
                     raise TopologyDead(f"topology {self.name!r} died")
                 continue
             msg = wire.unseal(self._secret, self._sock.recv_multipart())
-            if msg["t"] == "reply" and msg["id"] == req:
-                if not msg["ok"]:
-                    raise RuntimeError(msg["value"])
-                return msg["value"]
-        raise TimeoutError(f"topology {self.name!r}: no answer to {what!r}")
+            if isinstance(msg, wire.Reply) and msg.id == question.id:
+                if not msg.ok:
+                    raise RuntimeError(msg.value)
+                return msg.value
+        raise TimeoutError(f"topology {self.name!r}: no answer to {question.KIND!r}")
 
     @property
     def alive(self) -> bool:
@@ -101,12 +102,12 @@ class RunningTopology:
 
     def statistics(self) -> list[InstanceStats]:
         """One record per instance (task), as last reported to the master."""
-        return [InstanceStats.from_record(r) for r in self._ask("statistics")]
+        return [InstanceStats.from_record(r) for r in self._ask(wire.AskStatistics)]
 
     def status(self) -> dict:
         """The master's state (``starting``, ``running``), pids, counters, and whether
         the spouts are ``paused``."""
-        return self._ask("status")
+        return self._ask(wire.AskStatus)
 
     def metrics(self, window: str = "1m") -> dict:
         """Metrics per component and per instance over a window, as Heron's UI shows
@@ -129,7 +130,7 @@ class RunningTopology:
         ``t`` in wall-clock seconds.
         """
         _series.window_seconds(window)  # refuse an unknown window before asking
-        answer = self._ask("metrics", window=window)
+        answer = self._ask(wire.AskMetrics, window=window)
         answer["series"] = {c: [tuple(p) for p in points]
                             for c, points in answer["series"].items()}
         return answer
@@ -143,11 +144,11 @@ class RunningTopology:
         times), ``tasks`` (every task it happened in), and the latest occurrence's
         ``task``, ``incarnation`` and ``time``.
         """
-        return self._ask("exceptions")
+        return self._ask(wire.AskExceptions)
 
     def events(self) -> list[dict]:
         """Restarts, activation and other events, oldest first."""
-        return self._ask("events")
+        return self._ask(wire.AskEvents)
 
     # -- live controls ------------------------------------------------------------------
     def pause(self) -> bool:
@@ -156,12 +157,12 @@ class RunningTopology:
         failed. A spout restarted while paused starts paused. Records a ``paused`` event;
         returns False if the topology was already paused.
         """
-        return self._ask("pause")
+        return self._ask(wire.AskPause)
 
     def resume(self) -> bool:
         """Undo :meth:`pause`: each spout calls ``Spout.activate()`` and emits again.
         Records a ``resumed`` event; returns False if the topology was not paused."""
-        return self._ask("resume")
+        return self._ask(wire.AskResume)
 
     def set_max_spout_pending(self, value: int | str | None,
                               component: str | None = None) -> list[int]:
@@ -178,7 +179,7 @@ class RunningTopology:
         if component is not None and component not in self.plan.component_tasks():
             raise ValueError(f"no component {component!r} in topology {self.name!r}")
         try:
-            return self._ask("set_max_spout_pending", value=value, component=component)
+            return self._ask(wire.AskSetMaxSpoutPending, value=value, component=component)
         except TopologyDead:
             raise
         except RuntimeError as exc:  # refused by the master (a bolt, say): say so plainly
@@ -208,7 +209,7 @@ class RunningTopology:
         check_keep(keep)
         deadline = time.monotonic() + timeout
         while True:
-            found = self._ask("sample", component=component, stream=stream, n=n, keep=keep)
+            found = self._ask(wire.AskSample, component=component, stream=stream, n=n, keep=keep)
             if found or not wait or time.monotonic() > deadline:
                 return found
             time.sleep(0.05)
@@ -230,7 +231,7 @@ class RunningTopology:
         from runtime.recording._parquet import check_stream
 
         check_stream(self.plan.streams, component, stream)
-        return self._ask("record", component=component, stream=stream, on=on)
+        return self._ask(wire.AskRecord, component=component, stream=stream, on=on)
 
     @property
     def record_base(self) -> str:
@@ -308,7 +309,7 @@ class RunningTopology:
         question raises :class:`TopologyDead`.
         """
         with contextlib.suppress(TopologyDead, TimeoutError, self._zmq.ZMQError):
-            self._ask("kill", timeout=timeout)
+            self._ask(wire.AskKill, timeout=timeout)
         with self._lock:
             if self._killed:
                 return

@@ -40,7 +40,7 @@ import time
 from collections.abc import Iterator, Mapping
 from typing import Any
 
-from runtime import _procs
+from runtime import _procs, wire
 from runtime.model.constants import LOG_WAIT, RECORD_DIR
 
 from . import scheduler as _scheduler
@@ -299,7 +299,7 @@ class SparkTopology(RunningTopology):
             with open(path, errors="replace") as f:
                 return f.read()
         try:
-            return self._ask("logs", timeout=LOG_WAIT + 5.0, component=component, task=task)
+            return self._ask(wire.AskLogs, timeout=LOG_WAIT + 5.0, component=component, task=task)
         except (RuntimeError, TimeoutError) as exc:  # TopologyDead is a RuntimeError
             raise FileNotFoundError(f"{path}: the log is on the host of the Spark executor "
                                     f"running container {container}, and it could not be "

@@ -10,7 +10,7 @@ import re
 
 import pytest
 
-from runtime import Spout, Topology
+from runtime import Spout, Topology, wire
 from runtime.model.controls import check_keep, check_max_spout_pending, check_n
 from runtime.observe.exceptions import ExceptionLog, signature
 from runtime.testing import ListSink, ListSpout
@@ -148,13 +148,13 @@ def master(offline_master):
 
 
 def start(tm, task, incarnation=0):
-    tm.on_hello(b"i%d.%d" % (task, incarnation),
-                {"t": "hello", "role": "instance", "id": task, "incarnation": incarnation,
-                 "pid": 100 + task})
-    tm.on_ready(b"", {"t": "ready", "task": task, "incarnation": incarnation})
+    tm.handle(b"i%d.%d" % (task, incarnation),
+                wire.control("hello", role="instance", id=task, incarnation=incarnation,
+                 pid=100 + task))
+    tm.handle(b"", wire.control("ready", task=task, incarnation=incarnation))
     kind = "spout" if tm.tasks[task]["component"] == "numbers" else "bolt"
-    tm.on_stats(b"", {"t": "stats", "task": task, "incarnation": incarnation,
-                      "record": {"kind": kind, "state": "running"}})
+    tm.handle(b"", wire.control("stats", task=task, incarnation=incarnation,
+                      record={"kind": kind, "state": "running"}))
 
 
 def start_all(tm):
@@ -164,7 +164,7 @@ def start_all(tm):
 
 
 def ask(tm, what, **fields):
-    tm.on_request(b"client", {"t": "request", "id": 7, "what": what, **fields})
+    tm.handle(b"client", wire.control(f"ask_{what}", id=7, **fields))
     ((ident, kind, reply),) = [s for s in tm.sent if s[1] == "reply"]
     tm.sent.remove((ident, kind, reply))
     return reply
@@ -179,7 +179,7 @@ def idents(tm, tasks):
 
 
 def kinds(tm, kind):
-    return [e for e in tm.events if e["kind"] == kind]
+    return [e for e in tm.observation.events if e["kind"] == kind]
 
 
 def test_pause_deactivates_every_instance_and_resume_activates_them_again(master):
@@ -194,7 +194,7 @@ def test_pause_deactivates_every_instance_and_resume_activates_them_again(master
     assert ask(master, "resume")["value"] is True
     assert told(master, "activate") == idents(master, master.tasks)
     assert ask(master, "status")["value"]["paused"] is False
-    assert [e["kind"] for e in master.events if e["kind"] in ("paused", "resumed")] == [
+    assert [e["kind"] for e in master.observation.events if e["kind"] in ("paused", "resumed")] == [
         "paused", "resumed"]
 
 
@@ -202,8 +202,8 @@ def test_a_spout_restarted_while_paused_starts_paused(master):
     start_all(master)
     ask(master, "pause")
     spout = master.component_tasks["numbers"][0]
-    master.on_restarted(b"", {"t": "restarted", "task": spout, "incarnation": 1,
-                              "restarts": 1, "reason": "exit code 70"})
+    master.handle(b"", wire.control("restarted", task=spout, incarnation=1,
+                              restarts=1, reason="exit code 70"))
     master.sent.clear()
     start(master, spout, incarnation=1)
     assert told(master, "activate") == []
@@ -216,7 +216,7 @@ def test_paused_before_start_the_spouts_are_not_activated_until_resumed(master):
     assert told(master, "deactivate") == []  # nobody is ready yet
     for task in master.tasks:
         start(master, task)
-    assert master.state == "running" and told(master, "activate") == []
+    assert master.supervision.state == "running" and told(master, "activate") == []
     ask(master, "resume")
     assert told(master, "activate") == idents(master, master.tasks)
 
@@ -232,8 +232,8 @@ def test_set_max_spout_pending_is_forwarded_remembered_and_recorded(master):
     (event,) = kinds(master, "max_spout_pending")
     assert (event["component"], event["value"], event["tasks"]) == ("numbers", 50, list(spouts))
     # a restarted spout is told the new value before it is activated
-    master.on_restarted(b"", {"t": "restarted", "task": spouts[0], "incarnation": 1,
-                              "restarts": 1, "reason": "exit code 70"})
+    master.handle(b"", wire.control("restarted", task=spouts[0], incarnation=1,
+                              restarts=1, reason="exit code 70"))
     master.sent.clear()
     start(master, spouts[0], incarnation=1)
     assert [(k, f.get("value")) for _, k, f in master.sent if k != "welcome"] == [
@@ -245,7 +245,7 @@ def test_set_max_spout_pending_for_every_component_and_to_auto_or_none(master):
     assert ask(master, "set_max_spout_pending", value="auto")["ok"]
     assert len(told(master, "set")) == 4  # bolts ignore it; the acker is never told
     assert ask(master, "set_max_spout_pending", value=None, component="numbers")["ok"]
-    assert master.spout_pending == {"numbers": None, "sink": "auto"}
+    assert master.settings.spout_pending == {"numbers": None, "sink": "auto"}
 
 
 @pytest.mark.parametrize(("fields", "message"), [
@@ -258,15 +258,15 @@ def test_a_bad_setting_is_refused_with_the_reason(master, fields, message):
     start_all(master)
     reply = ask(master, "set_max_spout_pending", **fields)
     assert reply["ok"] is False and message in reply["value"]
-    assert told(master, "set") == [] and master.spout_pending == {}
+    assert told(master, "set") == [] and master.settings.spout_pending == {}
 
 
 def test_exceptions_are_answered_grouped(master):
     task = master.component_tasks["sink"][0]
     for t in range(3):
-        master.on_exception(b"", {"t": "exception", "task": task, "incarnation": t,
-                                  "error": "Sink.process raised ValueError: bad",
-                                  "traceback": traceback_at(4), "time": 100.0 + t})
+        master.handle(b"", wire.control("exception", task=task, incarnation=t,
+                                  error="Sink.process raised ValueError: bad",
+                                  traceback=traceback_at(4), time=100.0 + t))
     (record,) = ask(master, "exceptions")["value"]
     assert (record["component"], record["count"], record["first"], record["last"]) == (
         "sink", 3, 100.0, 102.0)

@@ -15,6 +15,7 @@ import pytest
 import zmq
 
 from runtime import Topology, wire
+from runtime.processes.routing import endpoint
 from runtime.processes.stmgr import StreamManager, read_tail
 from runtime.testing import ListSink, ListSpout, wait_for
 
@@ -31,7 +32,7 @@ def stream_manager(tmp_path):
     master.bind(f"ipc://{tmp_path}/tm.sock")
     sm = StreamManager({"secret": b"s" * 32, "container": 0, "run_dir": str(tmp_path),
                         "tm": f"ipc://{tmp_path}/tm.sock"})
-    sm._wire({"plan": plan.to_data(), "inbound": {"0": sm.inbound_endpoint()}})
+    sm._wire(wire.Welcome(plan=plan.to_data(), inbound={"0": sm.router.inbound_endpoint()}))
     sm.handshake = lambda: None  # wired above
     sm.start = lambda child: None  # the test plays the instances
     loop = threading.Thread(target=sm.run, name="stmgr", daemon=True)
@@ -58,23 +59,23 @@ def test_frames_are_forwarded_whole_in_order_and_broken_ones_dropped(stream_mana
     (spout,), (sink,) = plan.component_tasks()["numbers"], plan.component_tasks()["sink"]
     header = wire.data_header(wire.DATA, 0, sink, spout)
     bodies = [wire.encode_batch([[i, "x" * i]] * 50) for i in range(40)]
-    spout_sock = instance(ctx, sm.endpoint(sm.spouts), spout)
-    sink_sock = instance(ctx, sm.endpoint(sm.task_socks[sink]), sink)
+    spout_sock = instance(ctx, endpoint(sm.router.spouts), spout)
+    sink_sock = instance(ctx, endpoint(sm.router.task_socks[sink]), sink)
     try:
         for body in bodies[:20]:  # before the sink says hello: kept for it
             spout_sock.send_multipart([header, body])
         spout_sock.send_multipart([header])  # two parts with the identity: dropped
         spout_sock.send_multipart([header, b"x", b"y"])  # four: dropped
-        wait_for(lambda: sm.dropped == 2, 10, "the broken messages to be dropped")
+        wait_for(lambda: sm.router.dropped == 2, 10, "the broken messages to be dropped")
         sink_sock.send_multipart([wire.data_header(wire.HELLO, 0, 0, sink), b""])
         for body in bodies[20:]:
             spout_sock.send_multipart([header, body])
         got = [sink_sock.recv_multipart() for _ in bodies]
         assert got == [[header, body] for body in bodies]
-        assert sm.dropped == 2
+        assert sm.router.dropped == 2
         # the loop thread may still be between sending the last queued frame and taking
         # it off its queue: the queue empties, with nothing sent twice
-        wait_for(lambda: sm.backlog == set(), 10, "the stream manager's backlog to empty")
+        wait_for(lambda: sm.router.backlog == set(), 10, "the stream manager's backlog to empty")
         sink_sock.setsockopt(zmq.RCVTIMEO, 200)
         with pytest.raises(zmq.Again):
             sink_sock.recv_multipart()
