@@ -27,6 +27,8 @@ FIRST_BACKOFF = 0.05  # seconds before a dead instance is restarted; doubles whi
 
 @dataclass
 class Child:
+    """One local task's instance process and its restart history."""
+
     task: int
     proc: subprocess.Popen | None = None
     incarnation: int = 0

@@ -58,6 +58,10 @@ QUEUE_FRAMES = 16  # frames the data socket queues each way before sends refuse
 
 
 class Instance:
+    """The instance process. Owns its two sockets (control to the master, data to its
+    stream manager), the frames waiting to be sent, whether it is active, and the time
+    its output was held; the executor owns the task's logic and its counters."""
+
     def __init__(self, boot: dict) -> None:
         self.boot = boot
         self.secret: bytes = boot["secret"]
@@ -67,8 +71,8 @@ class Instance:
         self.active = False
         self.zctx = zmq.Context()
         self.keys = _curve.keys_of(boot)  # remote: the master is a CURVE server over TCP
-        self.ctl = self._socket(boot["tm"], b"i%d.%d" % (self.task, self.incarnation),
-                                keys=self.keys)
+        self.ctl = _dealer(self.zctx, boot["tm"], b"i%d.%d" % (self.task, self.incarnation),
+                           keys=self.keys)
         self.data: zmq.Socket | None = None  # connected once the kind is known
         self.pending_emits: deque[tuple[bytes, bytes]] = deque()
         self.held_seconds = 0.0  # time with output waiting in pending_emits (held)
@@ -78,19 +82,9 @@ class Instance:
         self.executor: Executor | None = None  # made from the master's welcome
         self.handlers = {wire.Activate: lambda _: self.set_active(True),
                          wire.Deactivate: lambda _: self.set_active(False),
-                         wire.Kill: self.on_kill, wire.Setting: self.on_setting,
+                         wire.Kill: lambda _: setattr(self, "stopping", True),
+                         wire.Setting: self.on_setting,
                          wire.Tap: self.on_tap, wire.Recording: self.on_recording}
-
-    def _socket(self, endpoint: str, identity: bytes, hwm: int | None = None,
-                keys: _curve.TopologyKeys | None = None) -> zmq.Socket:
-        sock = _curve.client(self.zctx.socket(zmq.DEALER), keys)
-        sock.setsockopt(zmq.IDENTITY, identity)
-        sock.setsockopt(zmq.LINGER, 2000)
-        if hwm is not None:  # before connect: zmq sizes a pipe when it creates it
-            sock.setsockopt(zmq.SNDHWM, hwm)
-            sock.setsockopt(zmq.RCVHWM, hwm)
-        sock.connect(endpoint)
-        return sock
 
     # -- control channel ----------------------------------------------------------------
     def tell(self, msg: wire.Control) -> None:
@@ -103,14 +97,8 @@ class Instance:
             try:
                 return wire.unseal(self.secret, self.ctl.recv_multipart())
             except wire.WireError as exc:
-                self._drop_ctl(f"control message: {exc}")
+                self._drop(f"control message: {exc}")
         return None
-
-    def _drop_ctl(self, why: str) -> None:
-        if self.executor is None:  # before the welcome: nothing counts frames yet
-            log.warning("dropped a %s", why)
-        else:
-            self._drop(why)
 
     def handshake(self) -> Executor:
         """Say hello; the answer carries the plan and the pickled user code."""
@@ -136,7 +124,7 @@ class Instance:
         ex.on_error = self.report_error
         ex.output_waiting = self.pending_emits  # a held spout stops calling next_tuple
         endpoint = self.boot["sm_spouts"] if ex.kind == "spout" else self.boot["sm"]
-        self.data = self._socket(endpoint, b"t%d" % self.task, hwm=QUEUE_FRAMES)
+        self.data = _dealer(self.zctx, endpoint, b"t%d" % self.task, hwm=QUEUE_FRAMES)
         self.data.send_multipart([wire.data_header(wire.HELLO, 0, 0, self.task), b""])
         return ex
 
@@ -266,7 +254,8 @@ class Instance:
             self._drop(f"{type(exc).__name__}: {exc}")
 
     def _drop(self, why: str) -> None:
-        self.executor.dropped += 1
+        if self.executor is not None:  # before the welcome, nothing counts them yet
+            self.executor.dropped += 1
         log.warning("dropped a malformed frame: %s", why)
 
     def drain_ctl(self) -> None:
@@ -274,12 +263,9 @@ class Instance:
         while (msg := self._receive_ctl(0)) is not None:
             handler = self.handlers.get(type(msg))
             if handler is None:
-                self._drop_ctl(f"unexpected control message {msg.KIND!r}")
+                self._drop(f"unexpected control message {msg.KIND!r}")
             else:
                 handler(msg)
-
-    def on_kill(self, msg: wire.Kill) -> None:
-        self.stopping = True
 
     def on_setting(self, msg: wire.Setting) -> None:
         if msg.key == MAX_SPOUT_PENDING and self.executor.kind == "spout":
@@ -364,6 +350,19 @@ class Instance:
         deadline = time.monotonic() + seconds
         while not self.drain_pending_emits() and time.monotonic() < deadline:
             self.data.poll(10, zmq.POLLOUT)
+
+
+def _dealer(zctx: zmq.Context, endpoint: str, identity: bytes, hwm: int | None = None,
+            keys: _curve.TopologyKeys | None = None) -> zmq.Socket:
+    """A DEALER connected to ``endpoint`` as ``identity`` (a CURVE client if ``keys``)."""
+    sock = _curve.client(zctx.socket(zmq.DEALER), keys)
+    sock.setsockopt(zmq.IDENTITY, identity)
+    sock.setsockopt(zmq.LINGER, 2000)
+    if hwm is not None:  # before connect: zmq sizes a pipe when it creates it
+        sock.setsockopt(zmq.SNDHWM, hwm)
+        sock.setsockopt(zmq.RCVHWM, hwm)
+    sock.connect(endpoint)
+    return sock
 
 
 GC_THRESHOLD = 50_000  # allocations between two young-generation collections (default 700)
