@@ -149,12 +149,12 @@ def master(offline_master):
 
 def start(tm, task, incarnation=0):
     tm.handle(b"i%d.%d" % (task, incarnation),
-                wire.control("hello", role="instance", id=task, incarnation=incarnation,
-                 pid=100 + task))
+              wire.control("hello", role="instance", id=task, incarnation=incarnation,
+                           pid=100 + task))
     tm.handle(b"", wire.control("ready", task=task, incarnation=incarnation))
     kind = "spout" if tm.tasks[task]["component"] == "numbers" else "bolt"
     tm.handle(b"", wire.control("stats", task=task, incarnation=incarnation,
-                      record={"kind": kind, "state": "running"}))
+                                record={"kind": kind, "state": "running"}))
 
 
 def start_all(tm):
@@ -203,7 +203,7 @@ def test_a_spout_restarted_while_paused_starts_paused(master):
     ask(master, "pause")
     spout = master.component_tasks["numbers"][0]
     master.handle(b"", wire.control("restarted", task=spout, incarnation=1,
-                              restarts=1, reason="exit code 70"))
+                                    restarts=1, reason="exit code 70"))
     master.sent.clear()
     start(master, spout, incarnation=1)
     assert told(master, "activate") == []
@@ -233,7 +233,7 @@ def test_set_max_spout_pending_is_forwarded_remembered_and_recorded(master):
     assert (event["component"], event["value"], event["tasks"]) == ("numbers", 50, list(spouts))
     # a restarted spout is told the new value before it is activated
     master.handle(b"", wire.control("restarted", task=spouts[0], incarnation=1,
-                              restarts=1, reason="exit code 70"))
+                                    restarts=1, reason="exit code 70"))
     master.sent.clear()
     start(master, spouts[0], incarnation=1)
     assert [(k, f.get("value")) for _, k, f in master.sent if k != "welcome"] == [
@@ -265,8 +265,8 @@ def test_exceptions_are_answered_grouped(master):
     task = master.component_tasks["sink"][0]
     for t in range(3):
         master.handle(b"", wire.control("exception", task=task, incarnation=t,
-                                  error="Sink.process raised ValueError: bad",
-                                  traceback=traceback_at(4), time=100.0 + t))
+                                        error="Sink.process raised ValueError: bad",
+                                        traceback=traceback_at(4), time=100.0 + t))
     (record,) = ask(master, "exceptions")["value"]
     assert (record["component"], record["count"], record["first"], record["last"]) == (
         "sink", 3, 100.0, 102.0)

@@ -159,7 +159,7 @@ def master(offline_master):
 
 def stats(tm, task, incarnation=0, **record):
     tm.handle(b"", wire.control("stats", task=task, incarnation=incarnation,
-                      record={"kind": "bolt", "state": "running", **record}))
+                                record={"kind": "bolt", "state": "running", **record}))
 
 
 def test_the_master_answers_metrics_from_the_reports_and_counts_restarts(master):
@@ -169,7 +169,7 @@ def test_the_master_answers_metrics_from_the_reports_and_counts_restarts(master)
         stats(master, a, executed=100 * second, busy_seconds=0.1 * second, rss_bytes=7)
         stats(master, b, executed=50 * second)
     master.handle(b"", wire.control("restarted", task=b, incarnation=1, restarts=1,
-                              reason="exited with code 70"))
+                                    reason="exited with code 70"))
     master.clock.advance(1.0)
     stats(master, b, incarnation=1, executed=30)
     stats(master, a, incarnation=0, executed=1000)  # a late one of an old incarnation...
@@ -250,9 +250,9 @@ def test_queue_gauges_held_time_and_containers_are_answered():
 def test_the_master_gives_each_task_what_its_stream_manager_queues(master):
     a, b = master.component_tasks["sink"]
     master.handle(b"", wire.control("sm_stats", container=0, record={
-        "queued_bytes": {a: 5000, b: 0}, "queued_frames": {a: 3, b: 0},
-        "backpressure_seconds": 1.25, "backpressure_episodes": 1,
-        "backpressure_active": True}))
+                                    "queued_bytes": {a: 5000, b: 0}, "queued_frames": {a: 3, b: 0},
+                                    "backpressure_seconds": 1.25, "backpressure_episodes": 1,
+                                    "backpressure_active": True}))
     answer = master.observation.answer_metrics(wire.AskMetrics(id=1, window="all"))
     assert answer["instances"][a]["sm_queued_bytes"] == 5000
     assert answer["instances"][a]["sm_queued_frames"] == 3

@@ -91,3 +91,27 @@ def test_a_log_is_sent_whole_or_from_a_whole_line_of_its_end(tmp_path):
     assert read_tail(str(path), 20) == "[... the first 23 bytes are left out]\nthird \u2603\n"
     with pytest.raises(FileNotFoundError):
         read_tail(str(tmp_path / "none.log"), 10)
+
+
+def test_a_control_message_it_cannot_read_or_does_not_take_is_dropped_and_counted(tmp_path):
+    ctx = zmq.Context()
+    master = ctx.socket(zmq.ROUTER)
+    master.bind(f"ipc://{tmp_path}/tm.sock")
+    sm = StreamManager({"secret": b"s" * 32, "container": 0, "run_dir": str(tmp_path),
+                        "tm": f"ipc://{tmp_path}/tm.sock"})
+    try:
+        sm.tell(wire.Bye(role="sm", id=0))  # so that the master's socket knows it
+        assert master.poll(10_000) and master.recv_multipart()[0] == b"s0.0"
+        for frames in ([b"junk"], wire.seal(b"x" * 32, wire.Kill()),
+                       wire.seal(b"s" * 32, wire.Tap(stream="default", n=1, seconds=1.0)),
+                       wire.seal(b"s" * 32, wire.Kill())):
+            master.send_multipart([b"s0.0", *frames])
+        wait_for(lambda: sm.from_master() or sm.stopping, 10,
+                 "the kill after the three bad messages")
+        assert sm.router.dropped == 3  # unreadable, forged, and a tap (for instances)
+    finally:
+        sm.router.close()
+        sm.ctl.close(linger=0)
+        sm.zctx.term()
+        master.close(linger=0)
+        ctx.term()

@@ -168,8 +168,8 @@ def test_the_untapped_executor_path_never_touches_a_tap(monkeypatch):
 
 def test_samples_messages_round_trip_on_the_wire():
     msg = wire.control("samples", task=3, incarnation=0, stream="default", samples=[
-        {"values": [1], "fields": ["n"], "task": 3, "stream": "default",
-         "ids": {2**63 + 5: 2**64 - 1}, "to": [4], "time": 1.5}])
+                       {"values": [1], "fields": ["n"], "task": 3, "stream": "default",
+                       "ids": {2**63 + 5: 2**64 - 1}, "to": [4], "time": 1.5}])
     assert wire.unseal(b"k" * 32, wire.seal(b"k" * 32, msg)) == msg
 
 
@@ -184,7 +184,7 @@ def master(offline_master):
     tm = offline_master(topo, 1, heartbeat_timeout=None)
     for task in tm.tasks:
         tm.handle(b"i%d.0" % task, wire.control("hello", role="instance", id=task,
-                                      incarnation=0, pid=100 + task))
+                                                incarnation=0, pid=100 + task))
         tm.handle(b"", wire.control("ready", task=task, incarnation=0))
     tm.sent.clear()
     return tm
@@ -197,7 +197,7 @@ def sample(tm, t, n, time, stream="default"):
 
 def report(tm, task, samples, incarnation=0, stream="default"):
     tm.handle(b"", wire.control("samples", task=task, incarnation=incarnation,
-                        stream=stream, samples=samples))
+                                stream=stream, samples=samples))
 
 
 def ask(tm, n=3, component="numbers", stream="default", **extra):

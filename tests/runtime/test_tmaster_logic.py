@@ -39,15 +39,15 @@ def master(make_master):
 
 def start(tm, task, incarnation=0):
     tm.handle(b"i%d.%d" % (task, incarnation),
-                wire.control("hello", role="instance", id=task, incarnation=incarnation,
-                 pid=100 + task))
+              wire.control("hello", role="instance", id=task, incarnation=incarnation,
+                           pid=100 + task))
     tm.handle(b"", wire.control("ready", task=task, incarnation=incarnation))
 
 
 def report(tm, task, incarnation=0, **record):
     kind = "spout" if tm.tasks[task]["component"] == "numbers" else "bolt"
     tm.handle(b"", wire.control("stats", task=task, incarnation=incarnation,
-                      record={"kind": kind, "state": "running", "executed": 1, **record}))
+                                record={"kind": kind, "state": "running", "executed": 1, **record}))
 
 
 def events(tm, kind):
@@ -126,7 +126,7 @@ def test_the_new_incarnation_is_watched_once_ready(master):
     master.tick(master.clock())
     reason = restarts_sent(master)[0][1]["reason"]
     master.handle(b"", wire.control("restarted", task=hung, incarnation=1,
-                              restarts=1, reason=reason))
+                                    restarts=1, reason=reason))
     assert master.tasks[hung]["restarts"] == 1
     (restarted,) = events(master, "restarted")
     assert restarted["task"] == hung and restarted["reason"].startswith("hung: ")
@@ -147,7 +147,7 @@ def test_the_new_incarnation_is_watched_once_ready(master):
 def test_an_instance_that_never_became_ready_is_not_hung(master):
     task = bolt(master)
     master.handle(b"i", wire.control("hello", role="instance", id=task, incarnation=0,
-                           pid=1))
+                                     pid=1))
     master.clock.advance(100.0)
     master.tick(master.clock())
     assert events(master, "hung") == []
@@ -242,8 +242,47 @@ def test_a_restarted_spouts_tuner_counts_afresh(master):
     start(master, a)
     report(master, a, tuner_turns=3, tuner_action="increase", max_spout_pending=195)
     master.handle(b"", wire.control("restarted", task=a, incarnation=1, restarts=1,
-                              reason="exited with code 70"))
+                                    reason="exited with code 70"))
     start(master, a, incarnation=1)
     report(master, a, incarnation=1, tuner_turns=1, tuner_action="increase",
            max_spout_pending=125)
     assert [e["turns"] for e in events(master, "tuner")] == [3, 1]
+
+
+# -- dispatch ----------------------------------------------------------------------------
+
+def test_a_message_the_master_does_not_take_is_dropped_and_counted(master):
+    master.handle(b"s0.0", wire.Kill())  # the master sends kills; it never takes one
+    master.handle(b"s0.0", wire.Tap(stream="default", n=1, seconds=1.0))
+    assert master.dropped == 2 and master.sent == [] and not master.stopping
+
+
+def test_a_message_whose_handling_fails_is_dropped_and_counted(master):
+    master.handle(b"", wire.control("exception", task=9999, incarnation=0, error="?",
+                                    traceback="", time=0.0))  # no task 9999
+    master.handle(b"", wire.Stats(task=bolt(master), incarnation=0, record="not a record"))
+    assert master.dropped == 2
+    master.handle(b"", wire.Stats(task=bolt(master), incarnation=5, record="not a record"))
+    assert master.dropped == 2  # a report of another incarnation is ignored, not handled
+
+
+def test_kill_is_an_ordinary_question_answered_once_the_topology_is_down(master):
+    master.handle(b"c", wire.AskKill(id=3))
+    assert master.stopping and master.sent == []  # no answer yet
+    master.tick(master.clock())  # a stopping master restarts nothing and answers nothing
+    assert master.sent == []
+
+
+def test_every_question_gets_one_reply_with_its_id(master):
+    for question in (wire.AskStatistics(id=1), wire.AskStatus(id=2), wire.AskEvents(id=3),
+                     wire.AskExceptions(id=4), wire.AskMetrics(id=5, window="nope"),
+                     wire.AskPause(id=6), wire.AskResume(id=7),
+                     wire.AskRecord(id=8, component="numbers", stream="default", on=False),
+                     wire.AskSetMaxSpoutPending(id=9, value="auto"),
+                     wire.AskSample(id=10, component="numbers", stream="default", n=1),
+                     wire.AskLogs(id=11, component="sink", task=999)):
+        master.handle(b"c", question)
+    replies = [(f["id"], f["ok"]) for ident, kind, f in master.sent if kind == "reply"]
+    assert replies == [(1, True), (2, True), (3, True), (4, True), (5, False), (6, True),
+                       (7, True), (8, True), (9, True), (10, True), (11, False)]
+    assert master.dropped == 0

@@ -240,3 +240,29 @@ def test_records_ignore_a_truncated_tail():
 
 def test_unpack_is_the_inverse_of_pack():
     assert wire.unpack(wire.pack({1: [b"a", 2.5]})) == {1: [b"a", 2.5]}
+
+
+def test_every_control_message_has_a_receiver_that_dispatches_it(offline_master, tmp_path):
+    """The kinds the master, the stream manager and the instance take through their
+    tables, with the welcome (taken by the handshakes) and the reply (by the client),
+    are every kind there is: no record is declared that nothing dispatches."""
+    from runtime import Topology
+    from runtime.processes.instance import Instance
+    from runtime.processes.stmgr import StreamManager
+    from runtime.testing import ListSink, ListSpout
+
+    topo = Topology("receivers")
+    topo.spout("numbers", ListSpout([[1]]))
+    topo.bolt("sink", ListSink).shuffle_grouping("numbers")
+    master = offline_master(topo)
+    boot = {"secret": SECRET, "container": 0, "task": 0, "incarnation": 0,
+            "run_dir": str(tmp_path), "tm": f"ipc://{tmp_path}/tm.sock"}
+    sm, instance = StreamManager(boot), Instance(boot)
+    try:
+        taken = {*master.handlers, *sm.handlers, *instance.handlers, wire.Welcome, wire.Reply}
+        assert {k.KIND for k in taken} == set(wire.MESSAGES)
+    finally:
+        sm.router.close()
+        sm.ctl.close(linger=0)
+        sm.zctx.term()
+        instance.close()
