@@ -253,10 +253,12 @@ def _tap_args(rest: tuple[str, ...]) -> tuple[str, int]:
     words = list(rest)
     rows = TAP_ROWS
     if words and words[-1].startswith("n="):
+        text = words.pop()[2:]
         try:
-            rows = check_n(words.pop()[2:])
-        except ValueError as err:
-            raise UsageError(f"%topology tap: {err}") from None
+            rows = check_n(text)  # the one reading of a tap's n (runtime.model.controls)
+        except ValueError:
+            raise UsageError(f"%topology tap: n is a number of tuples from 1 to 10000, "
+                             f"not `{text}`") from None
     if len(words) > 1 or any("=" in w for w in words):
         raise UsageError(f"usage: %topology tap {USAGE['tap']}")
     return (words[0] if words else "default"), rows
