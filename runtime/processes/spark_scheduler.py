@@ -44,6 +44,7 @@ from runtime import _procs, wire
 from runtime.model.constants import LOG_WAIT, RECORD_DIR
 
 from . import scheduler as _scheduler
+from .children import STABLE_AFTER  # seconds a process must live for its back-off to reset
 from .client import RunningTopology
 from .curve import TopologyKeys, make_client
 
@@ -52,7 +53,6 @@ log = logging.getLogger("tupleflow.spark")
 CONTAINER_ENV = "TUPLEFLOW_CONTAINER"  # set in a container's processes: which container
 FIRST_BACKOFF = 0.1  # seconds before a dead stream manager is started again; doubles...
 MAX_BACKOFF = 5.0  # ...up to this
-STABLE_AFTER = 30.0  # seconds a stream manager must live for the back-off to reset
 MAX_FAILURES = 10  # quick deaths in a row before the task gives up (and Spark retries it)
 GENERATIONS = 1000  # generation = (round * this + Spark attempt) * this + restarts
 JOB_END_TIMEOUT = 10.0  # seconds the Spark job gets to end after a kill before it is cancelled
