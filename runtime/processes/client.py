@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import logging
 import os
 import secrets
 import subprocess
@@ -22,6 +23,9 @@ from runtime.observe.stats import InstanceStats
 
 if TYPE_CHECKING:
     import zmq
+
+
+log = logging.getLogger("tupleflow.client")
 
 
 class TopologyDead(RuntimeError):
@@ -77,7 +81,11 @@ class RunningTopology:
                 if not self.alive:
                     raise TopologyDead(f"topology {self.name!r} died")
                 continue
-            msg = wire.unseal(self._secret, self._sock.recv_multipart())
+            try:
+                msg = wire.unseal(self._secret, self._sock.recv_multipart())
+            except wire.WireError as exc:  # not from our master, or malformed: not an answer
+                log.warning("dropped a control message: %s", exc)
+                continue
             if isinstance(msg, wire.Reply) and msg.id == question.id:
                 if not msg.ok:
                     raise RuntimeError(msg.value)
