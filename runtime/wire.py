@@ -519,6 +519,7 @@ def _decode(msg: Any) -> Control:
 
 
 def seal(secret: bytes, msg: Control) -> list[bytes]:
+    """A record as ``[body, mac]``: its msgpack map and the HMAC-SHA256 of it."""
     body = _pack({"t": msg.KIND, **msg.fields()})
     return [body, hmac.digest(secret, body, "sha256")]
 

@@ -54,18 +54,10 @@ class TopologyMaster:
         self.secret: bytes = boot["secret"]
         self.plan = PhysicalPlan.from_data(boot["plan"])
         self.detached: bool = boot.get("detached", False)
-        self.zctx = zmq.Context()
-        self.sock = self.zctx.socket(zmq.ROUTER)
-        self.sock.setsockopt(zmq.LINGER, 1000)
         # remote (the Spark scheduler): CURVE on an address of the submitter's choosing,
         # and the containers are started by Spark, not here (docs/remote.md)
         self.remote: dict | None = boot.get("remote")
-        keys = _curve.keys_of(self.remote or {})
-        self.gate = _curve.Gatekeeper(self.zctx, keys) if keys is not None else None
-        _curve.serve(self.sock, keys, self.gate, "master")
-        host = self.remote["bind_host"] if self.remote else "127.0.0.1"
-        port = self.sock.bind_to_random_port(f"tcp://{host}")
-        self.endpoint = f"tcp://{self.remote['advertise_host'] if self.remote else host}:{port}"
+        self._bind()
         self.clock = time.monotonic  # when a message arrived (tests replace it)
         self.dropped = 0  # control messages refused: malformed, unexpected or failing
         self.stopping = False
@@ -75,6 +67,19 @@ class TopologyMaster:
         self._log_ids = 0
         self._parts(boot)
         self.handlers = self._handlers()
+
+    def _bind(self) -> None:
+        """The ROUTER every process and client talks to: on loopback, or (remote) a CURVE
+        server on ``bind_host`` advertised as ``advertise_host``."""
+        self.zctx = zmq.Context()
+        self.sock = self.zctx.socket(zmq.ROUTER)
+        self.sock.setsockopt(zmq.LINGER, 1000)
+        keys = _curve.keys_of(self.remote or {})
+        self.gate = _curve.Gatekeeper(self.zctx, keys) if keys is not None else None
+        _curve.serve(self.sock, keys, self.gate, "master")
+        host = self.remote["bind_host"] if self.remote else "127.0.0.1"
+        port = self.sock.bind_to_random_port(f"tcp://{host}")
+        self.endpoint = f"tcp://{self.remote['advertise_host'] if self.remote else host}:{port}"
 
     def _parts(self, boot: dict) -> None:
         """Supervision, observation and live settings, over one task table; their sends
