@@ -39,6 +39,7 @@ import zmq
 from _common import WORD_SEED, Measurement, vocabulary, word_chooser
 
 from runtime import Bolt, Spout, Topology, wire
+from runtime.processes.routing import endpoint
 from runtime.processes.stmgr import StreamManager
 
 SECRET = b"b" * 32
@@ -61,7 +62,8 @@ class BenchStreamManager(StreamManager):
         self.plan_data = plan_data
 
     def handshake(self) -> None:
-        self._wire({"plan": self.plan_data, "inbound": {"0": self.inbound_endpoint()}})
+        self._wire(wire.Welcome(plan=self.plan_data,
+                                inbound={"0": self.router.inbound_endpoint()}))
 
     def start(self, child) -> None:
         """Nothing to start: the benchmark's sockets say hello as the instances would."""
@@ -81,8 +83,8 @@ def serve(boot: dict, plan: dict, ready) -> None:
     sm = BenchStreamManager(boot, plan)
     signal.signal(signal.SIGTERM, lambda *_: setattr(sm, "stopping", True))
     sm.handshake()
-    ready.send({"spouts": sm.endpoint(sm.spouts),
-                "tasks": {t: sm.endpoint(s) for t, s in sm.task_socks.items()}})
+    ready.send({"spouts": endpoint(sm.router.spouts),
+                "tasks": {t: endpoint(s) for t, s in sm.router.task_socks.items()}})
     sm.handshake = lambda: None  # already wired
     sm.run()
 

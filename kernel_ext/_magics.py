@@ -23,6 +23,7 @@ from IPython.display import display
 
 import workbench
 from runtime import Topology
+from runtime.model.controls import check_max_spout_pending, check_n
 
 from ._registry import Registry
 
@@ -253,22 +254,23 @@ def _tap_args(rest: tuple[str, ...]) -> tuple[str, int]:
     rows = TAP_ROWS
     if words and words[-1].startswith("n="):
         text = words.pop()[2:]
-        if not text.isdigit() or not 1 <= int(text) <= 10_000:
+        try:
+            rows = check_n(text)  # the one reading of a tap's n (runtime.model.controls)
+        except ValueError:
             raise UsageError(f"%topology tap: n is a number of tuples from 1 to 10000, "
-                             f"not `{text}`")
-        rows = int(text)
+                             f"not `{text}`") from None
     if len(words) > 1 or any("=" in w for w in words):
         raise UsageError(f"usage: %topology tap {USAGE['tap']}")
     return (words[0] if words else "default"), rows
 
 
 def _pending(value: str) -> int | str | None:
-    """``auto``, ``none`` or an integer, as ``set_max_spout_pending`` takes it."""
-    if value.lower() in ("auto", "none"):
-        return None if value.lower() == "none" else "auto"
-    if value.isdigit():
-        return int(value)
-    raise UsageError(f"%topology tune: VALUE is auto, none or an integer >= 1, not `{value}`")
+    """``auto``, ``none`` or an integer >= 1, parsed by the one validator of the setting
+    (``runtime.model.controls.check_max_spout_pending``, as the dashboard's box is)."""
+    try:
+        return check_max_spout_pending(value)
+    except ValueError as err:
+        raise UsageError(f"%topology tune: {err}") from None
 
 
 def _hint(word: str, choices) -> str:

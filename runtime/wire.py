@@ -20,14 +20,17 @@ is sent, then packed as a container of its own (docs/internals/performance.md,
 "One-field streams").
 
 Control plane (everyone <-> topology master, and the client) uses sealed messages:
-``[body, mac]`` where body is a msgpack map with a ``"t"`` type and mac is an
+``[body, mac]`` where body is a msgpack map with a ``"t"`` kind and mac is an
 HMAC-SHA256 of the body under the topology's secret. A message whose mac does not
 verify is never decoded, and only a verified message may carry pickled user code.
 
+Each control message is a frozen record of its own (:class:`Hello`, :class:`Stats`,
+:class:`Kill`, ...), registered by its kind in :data:`MESSAGES`:
+
 >>> secret = b"k" * 32
->>> frames = seal(secret, control("kill"))
+>>> frames = seal(secret, Restart(task=3, reason="hung", incarnation=0))
 >>> unseal(secret, frames)
-{'t': 'kill'}
+Restart(task=3, reason='hung', incarnation=0)
 """
 
 from __future__ import annotations
@@ -35,17 +38,25 @@ from __future__ import annotations
 import hmac
 import struct
 from collections.abc import Iterator
-from typing import IO, Any, NamedTuple
+from dataclasses import MISSING, dataclass
+from dataclasses import fields as dataclass_fields
+from types import UnionType
+from typing import IO, Any, ClassVar, NamedTuple, get_args, get_type_hints
 
 import msgpack
 
 __all__ = [
     "ACKED", "ACKED_FAILED", "ACKED_OK", "ACKED_RENEWED", "ACKED_TIMEOUT", "ACKS", "ACK_ACK",
-    "ACK_FAIL", "ACK_INIT", "ACK_RESET", "BACKPRESSURE", "COMPLETED", "CONTROL", "DATA",
-    "HEADER_SIZE", "HELLO", "Header", "KINDS", "MAX_FRAME", "ROUTED", "RUN", "TRACKED",
-    "WireError", "bp_header", "bp_transition", "control", "data_header", "decode_batch",
-    "dest_of", "encodable", "encode_batch", "iter_records", "pack", "parse_header", "seal",
-    "unpack", "unpack_raw", "unseal",
+    "ACK_FAIL", "ACK_INIT", "ACK_RESET", "Activate", "AskEvents", "AskExceptions", "AskKill",
+    "AskLogs", "AskMetrics", "AskPause", "AskRecord", "AskResume", "AskSample",
+    "AskSetMaxSpoutPending", "AskStatistics", "AskStatus", "BACKPRESSURE",
+    "BackpressureChange", "Bye", "COMPLETED", "Control", "DATA", "Deactivate",
+    "ExceptionReport", "HEADER_SIZE", "HELLO", "Header", "Hello", "KINDS", "Kill", "Logs",
+    "LogsReply", "MAX_FRAME", "MESSAGES", "Question", "ROUTED", "RUN", "Ready", "Recording",
+    "Reply", "Restart", "Restarted", "Samples", "Setting", "SmStats", "Stats", "TRACKED",
+    "Tap", "Welcome", "WireError", "bp_header", "bp_transition", "control", "data_header",
+    "decode_batch", "dest_of", "encodable", "encode_batch", "iter_records", "pack",
+    "parse_header", "seal", "unpack", "unpack_raw", "unseal",
 ]
 
 # -- data plane ---------------------------------------------------------------------------
@@ -149,56 +160,387 @@ def encodable(value: Any) -> bool:
 
 
 # -- control plane ------------------------------------------------------------------------
+#
+# Every control message is a frozen record declared here, one class per kind, registered
+# in MESSAGES (kind -> record). On the wire it is a msgpack map: {"t": kind, field: value,
+# ...}. Decoding checks the kind, that every required field is there, that there is no
+# field the record does not declare, and each field's type (int means an int, never a
+# bool; float accepts an int); what fails is a WireError, which every receiver logs,
+# counts and drops. Each process dispatches on the record's type through one table.
 
-# type -> required fields. Optional fields may be added freely; unknown types are refused.
-CONTROL: dict[str, tuple[str, ...]] = {
-    "hello": ("role", "id", "incarnation", "pid"),  # a process introduces itself to the TM
-    "welcome": ("plan",),  # TM -> process: the plan (and, for instances, the code bundle)
-    "ready": ("task", "incarnation"),  # instance: opened/prepared, ready for tuples
-    "activate": (),  # TM -> instances: every instance is ready (or resume); spouts may run
-    "deactivate": (),  # TM -> instances: pause; spouts stop calling next_tuple
-    "stats": ("task", "incarnation", "record"),  # instance -> TM, every stats_interval
-    "exception": ("task", "incarnation", "error", "traceback", "time"),  # user code raised
-    "restarted": ("task", "incarnation", "restarts", "reason"),  # SM -> TM: instance replaced
-    "request": ("id", "what"),  # client -> TM: a question ("statistics", "plan", "kill", ...)
-    "reply": ("id", "ok", "value"),  # TM -> client
-    "kill": (),  # TM -> SM / instances: stop now
-    "bye": ("role", "id"),  # a process tells the TM it is exiting
-    "backpressure": ("container", "on", "cause"),  # SM -> TM: a cause crossed a water mark
-    "restart": ("task", "reason", "incarnation"),  # TM -> SM: replace that incarnation (hung)
-    "set": ("key", "value"),  # TM -> instances: change a live setting (max_spout_pending)
-    "tap": ("stream", "n", "seconds"),  # TM -> instances: keep the last n tuples sent on it
-    "samples": ("task", "incarnation", "stream", "samples"),  # instance -> TM: a tap's tuples
-    "record": ("stream", "on"),  # TM -> instances: start/stop recording a stream to Parquet
-    "sm_stats": ("container", "record"),  # SM -> TM: queued bytes/frames, time in backpressure
-    "logs": ("request", "component", "task", "limit"),  # TM -> SM: send an instance's log
-    "logs_reply": ("request", "ok", "value"),  # SM -> TM: its end (or why not), for a client
-}
+MESSAGES: dict[str, type] = {}  # kind -> record class
 
 
-def control(kind: str, **fields: Any) -> dict:
-    """Build a control message, checking its fields against :data:`CONTROL`."""
-    _check_control({"t": kind, **fields})
-    return {"t": kind, **fields}
+def _message(kind: str):
+    """Register a record class as the control message ``kind``."""
+    def register(cls: type) -> type:
+        cls.KIND = kind
+        MESSAGES[kind] = cls
+        return cls
+    return register
 
 
-def _check_control(msg: Any) -> dict:
-    if type(msg) is not dict or type(msg.get("t")) is not str or msg["t"] not in CONTROL:
+@dataclass(frozen=True, slots=True)
+class Control:
+    """The base of every control message record."""
+
+    KIND: ClassVar[str] = ""
+
+    def fields(self) -> dict[str, Any]:
+        """The record's fields by name (without its kind)."""
+        return {f: getattr(self, f) for f in _FIELDS[type(self)]}
+
+
+@_message("hello")
+@dataclass(frozen=True, slots=True)
+class Hello(Control):
+    """A process introduces itself to the master (an sm also says where peers reach it)."""
+
+    role: str  # "sm" or "instance"
+    id: int  # container or task
+    incarnation: int  # an instance's incarnation, a stream manager's generation
+    pid: int
+    inbound: str | None = None  # sm: the address peers push frames to
+    run_dir: str | None = None  # sm: its run directory (remote: on its host)
+
+
+@_message("welcome")
+@dataclass(frozen=True, slots=True)
+class Welcome(Control):
+    """Master -> process: the plan; instances get the code bundle, sms the peers."""
+
+    plan: dict
+    bundle: bytes | None = None  # pickled user code, for instances (sealed, so trusted)
+    inbound: dict | None = None  # sm: container -> where its peers push
+    incarnations: dict | None = None  # remote sm: task -> the incarnation to start at
+
+
+@_message("ready")
+@dataclass(frozen=True, slots=True)
+class Ready(Control):
+    """Instance -> master: opened or prepared, ready for tuples."""
+
+    task: int
+    incarnation: int
+
+
+@_message("activate")
+@dataclass(frozen=True, slots=True)
+class Activate(Control):
+    """Master -> instances: every instance is ready (or resume): spouts may run."""
+
+
+@_message("deactivate")
+@dataclass(frozen=True, slots=True)
+class Deactivate(Control):
+    """Master -> instances: pause; spouts stop calling next_tuple."""
+
+
+@_message("stats")
+@dataclass(frozen=True, slots=True)
+class Stats(Control):
+    """Instance -> master, every stats_interval (also its heartbeat)."""
+
+    task: int
+    incarnation: int
+    record: dict
+
+
+@_message("exception")
+@dataclass(frozen=True, slots=True)
+class ExceptionReport(Control):
+    """Instance -> master: user code raised."""
+
+    task: int
+    incarnation: int
+    error: str
+    traceback: str
+    time: float  # wall clock, seconds
+    fatal: bool = True  # whether it ended the instance
+
+
+@_message("restarted")
+@dataclass(frozen=True, slots=True)
+class Restarted(Control):
+    """Stream manager -> master: an instance was replaced."""
+
+    task: int
+    incarnation: int
+    restarts: int
+    reason: str
+
+
+@_message("kill")
+@dataclass(frozen=True, slots=True)
+class Kill(Control):
+    """Master -> stream managers and instances: stop now."""
+
+
+@_message("bye")
+@dataclass(frozen=True, slots=True)
+class Bye(Control):
+    """A process tells the master it is exiting."""
+
+    role: str
+    id: int
+
+
+@_message("backpressure")
+@dataclass(frozen=True, slots=True)
+class BackpressureChange(Control):
+    """Stream manager -> master: a cause crossed a water mark."""
+
+    container: int
+    on: bool
+    cause: int | str  # a task, or "container N" for a peer link
+
+
+@_message("restart")
+@dataclass(frozen=True, slots=True)
+class Restart(Control):
+    """Master -> stream manager: replace that incarnation (presumed hung)."""
+
+    task: int
+    reason: str
+    incarnation: int
+
+
+@_message("set")
+@dataclass(frozen=True, slots=True)
+class Setting(Control):
+    """Master -> instances: change a live setting (max_spout_pending)."""
+
+    key: str
+    value: Any  # checked by runtime.model.controls before it is sent
+
+
+@_message("tap")
+@dataclass(frozen=True, slots=True)
+class Tap(Control):
+    """Master -> instances: keep the last n tuples sent on a stream, for seconds."""
+
+    stream: str
+    n: int
+    seconds: float
+
+
+@_message("samples")
+@dataclass(frozen=True, slots=True)
+class Samples(Control):
+    """Instance -> master: a tap's tuples."""
+
+    task: int
+    incarnation: int
+    stream: str
+    samples: list
+
+
+@_message("record")
+@dataclass(frozen=True, slots=True)
+class Recording(Control):
+    """Master -> instances: start (on) or stop recording a stream to Parquet."""
+
+    stream: str
+    on: bool
+
+
+@_message("sm_stats")
+@dataclass(frozen=True, slots=True)
+class SmStats(Control):
+    """Stream manager -> master: queued bytes and frames, time in backpressure."""
+
+    container: int
+    record: dict
+
+
+@_message("logs")
+@dataclass(frozen=True, slots=True)
+class Logs(Control):
+    """Master -> stream manager: send the end of an instance's log."""
+
+    request: int
+    component: str
+    task: int
+    limit: int  # bytes
+
+
+@_message("logs_reply")
+@dataclass(frozen=True, slots=True)
+class LogsReply(Control):
+    """Stream manager -> master: a log's end (or why not), for a client."""
+
+    request: int
+    ok: bool
+    value: str
+
+
+@_message("reply")
+@dataclass(frozen=True, slots=True)
+class Reply(Control):
+    """Master -> client: the answer to the question ``id`` (``value`` says why if not ok)."""
+
+    id: int
+    ok: bool
+    value: Any
+
+
+# -- the client's questions (RunningTopology._ask): each answered by one Reply ----------------
+
+@dataclass(frozen=True, slots=True)
+class Question(Control):
+    """The base of the client's questions to the master; ``id`` pairs it with its Reply."""
+
+    id: int
+
+
+@_message("ask_statistics")
+@dataclass(frozen=True, slots=True)
+class AskStatistics(Question):
+    """Every task's latest statistics."""
+
+
+@_message("ask_status")
+@dataclass(frozen=True, slots=True)
+class AskStatus(Question):
+    """The master's state, pids and counters."""
+
+
+@_message("ask_metrics")
+@dataclass(frozen=True, slots=True)
+class AskMetrics(Question):
+    """Metrics over a window ("1m", "10m", "1h", "3h", "all")."""
+
+    window: str = "1m"
+
+
+@_message("ask_exceptions")
+@dataclass(frozen=True, slots=True)
+class AskExceptions(Question):
+    """The grouped exceptions of user code."""
+
+
+@_message("ask_events")
+@dataclass(frozen=True, slots=True)
+class AskEvents(Question):
+    """Restarts, activation and other events."""
+
+
+@_message("ask_pause")
+@dataclass(frozen=True, slots=True)
+class AskPause(Question):
+    """Deactivate every spout."""
+
+
+@_message("ask_resume")
+@dataclass(frozen=True, slots=True)
+class AskResume(Question):
+    """Activate the spouts again."""
+
+
+@_message("ask_set_max_spout_pending")
+@dataclass(frozen=True, slots=True)
+class AskSetMaxSpoutPending(Question):
+    """Change max_spout_pending of a spout component (of every one if None)."""
+
+    value: Any  # checked by runtime.model.controls.check_max_spout_pending
+    component: str | None = None
+
+
+@_message("ask_record")
+@dataclass(frozen=True, slots=True)
+class AskRecord(Question):
+    """Start (on) or stop recording a component's stream."""
+
+    component: str
+    stream: str
+    on: bool
+
+
+@_message("ask_sample")
+@dataclass(frozen=True, slots=True)
+class AskSample(Question):
+    """The newest n tuples a component sent on a stream; keeps the tap on keep seconds."""
+
+    component: str
+    stream: str
+    n: Any  # checked by runtime.model.controls.check_tap
+    keep: Any = None  # checked by runtime.model.controls.check_keep; None: the default
+
+
+@_message("ask_logs")
+@dataclass(frozen=True, slots=True)
+class AskLogs(Question):
+    """The end of an instance's log, from its container."""
+
+    component: str
+    task: int
+
+
+@_message("ask_kill")
+@dataclass(frozen=True, slots=True)
+class AskKill(Question):
+    """Kill the topology; answered once it is down."""
+
+
+def _field_types(hint: Any) -> tuple[type, ...] | None:
+    """The exact types a field accepts (None: anything), from its annotation."""
+    if hint is Any:
+        return None
+    args = get_args(hint) if isinstance(hint, UnionType) else (hint,)
+    return tuple(type(None) if a is None else a for a in args)
+
+
+_FIELDS: dict[type, dict[str, tuple[type, ...] | None]] = {
+    cls: {f.name: _field_types(get_type_hints(cls)[f.name]) for f in dataclass_fields(cls)}
+    for cls in MESSAGES.values()}
+_REQUIRED: dict[type, tuple[str, ...]] = {
+    cls: tuple(f.name for f in dataclass_fields(cls) if f.default is MISSING)
+    for cls in MESSAGES.values()}
+
+
+def _fits(value: Any, types: tuple[type, ...] | None) -> bool:
+    return types is None or type(value) in types or (type(value) is int and float in types)
+
+
+def control(kind: str, **fields: Any) -> Control:
+    """Build a control message by its kind, checked as a received one is.
+
+    >>> control("ready", task=3, incarnation=0)
+    Ready(task=3, incarnation=0)
+    """
+    return _decode({"t": kind, **fields})
+
+
+def _decode(msg: Any) -> Control:
+    """The record a decoded map stands for; WireError for an unknown kind or bad fields."""
+    if type(msg) is not dict or type(msg.get("t")) is not str or msg["t"] not in MESSAGES:
         kind = msg.get("t") if type(msg) is dict else type(msg).__name__
         raise WireError(f"unknown control message {kind!r}")
-    missing = [f for f in CONTROL[msg["t"]] if f not in msg]
+    kind = msg.pop("t")
+    cls = MESSAGES[kind]
+    missing = [f for f in _REQUIRED[cls] if f not in msg]
     if missing:
-        raise WireError(f"control message {msg['t']!r} lacks {missing}")
-    return msg
+        raise WireError(f"control message {kind!r} lacks {missing}")
+    types = _FIELDS[cls]
+    unknown = sorted(str(f) for f in msg if f not in types)
+    if unknown:
+        raise WireError(f"control message {kind!r} has unknown fields {unknown}")
+    wrong = [f for f, value in msg.items() if not _fits(value, types[f])]
+    if wrong:
+        raise WireError(f"control message {kind!r}: field {wrong[0]!r} may not be "
+                        f"{type(msg[wrong[0]]).__name__}")
+    return cls(**msg)
 
 
-def seal(secret: bytes, msg: dict) -> list[bytes]:
-    body = _pack(msg)
+def seal(secret: bytes, msg: Control) -> list[bytes]:
+    """A record as ``[body, mac]``: its msgpack map and the HMAC-SHA256 of it."""
+    body = _pack({"t": msg.KIND, **msg.fields()})
     return [body, hmac.digest(secret, body, "sha256")]
 
 
-def unseal(secret: bytes, frames: list[bytes]) -> dict:
-    """Verify and decode a sealed message; WireError if it is forged, truncated or unknown."""
+def unseal(secret: bytes, frames: list[bytes]) -> Control:
+    """Verify and decode a sealed message; WireError if it is forged, truncated, unknown
+    or malformed."""
     if len(frames) != 2:
         raise WireError(f"control message of {len(frames)} parts, expected 2")
     body, mac = frames
@@ -210,7 +552,7 @@ def unseal(secret: bytes, frames: list[bytes]) -> dict:
         msg = msgpack.unpackb(body, raw=False, strict_map_key=False)
     except Exception as exc:
         raise WireError(f"undecodable control message: {exc}") from None
-    return _check_control(msg)
+    return _decode(msg)
 
 
 # -- records on disk (sinks, bootstrap blobs) -------------------------------------------------

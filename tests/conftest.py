@@ -130,7 +130,7 @@ def offline_master(tmp_path):
                                  "plan": plan.to_data(), "bundle": b""})
         master.clock = FakeClock(1000.0)
         master.sent = []
-        master.send = lambda ident, kind, **fields: master.sent.append((ident, kind, fields))
+        master.send = lambda ident, msg: master.sent.append((ident, msg.KIND, msg.fields()))
         made.append(master)
         return master
 

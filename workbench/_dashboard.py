@@ -27,6 +27,8 @@ from typing import Any
 
 import ipywidgets as widgets
 
+from runtime.model.controls import check_max_spout_pending
+
 from . import _panels
 from ._history import History
 
@@ -88,21 +90,14 @@ def state_of(status: dict) -> str:
 
 
 def parse_pending(text: str) -> int | str | None:
-    """What the max-spout-pending box (and ``%topology tune``) accepts: ``auto``, ``none``
-    or an integer >= 1.
+    """What the max-spout-pending box accepts: what ``%topology tune`` and
+    ``running.set_max_spout_pending`` accept, parsed by the one validator of the setting
+    (``runtime.model.controls.check_max_spout_pending``).
 
     >>> parse_pending(" 200 "), parse_pending("Auto"), parse_pending("none")
     (200, 'auto', None)
-    >>> parse_pending("0")
-    Traceback (most recent call last):
-    ValueError: max spout pending is auto, none or an integer >= 1, not '0'
     """
-    word = text.strip().lower()
-    if word in ("auto", "none"):
-        return None if word == "none" else "auto"
-    if word.isdigit() and int(word) >= 1:
-        return int(word)
-    raise ValueError(f"max spout pending is auto, none or an integer >= 1, not {text.strip()!r}")
+    return check_max_spout_pending(text)
 
 
 def tap_choices(running: Any) -> list[tuple[str, tuple[str, str] | None]]:

@@ -1,5 +1,7 @@
-"""Live controls of a running topology, checked before anything is sent: pure functions
-shared by the client (which checks first, to fail in the caller's frame) and the master."""
+"""Live controls of a running topology, checked before anything is sent: pure functions,
+one per live setting, each parsing (text included) and validating it, shared by every
+entry point: the magic, the dashboard, the client (which checks first, to fail in the
+caller's frame) and the master (which checks what arrives)."""
 
 from __future__ import annotations
 
@@ -11,19 +13,34 @@ from .suggest import did_you_mean as _did_you_mean
 
 
 def check_max_spout_pending(value: Any) -> int | str | None:
-    """A valid live ``max_spout_pending``: an int >= 1, None (no limit) or "auto".
+    """The one parser and validator of a live ``max_spout_pending``, from Python or from
+    text (the ``%topology tune`` magic, the dashboard's box): an int >= 1, None (no
+    limit) or "auto". Text is read without surrounding blanks or case: ``" 50 "`` is 50,
+    ``"Auto"`` is "auto", ``"none"`` is None. 0, negatives, ``"0"``, bools and anything
+    else are refused, naming the setting and the value.
 
     >>> check_max_spout_pending(100), check_max_spout_pending(None), check_max_spout_pending("auto")
     (100, None, 'auto')
-    >>> check_max_spout_pending(0)
+    >>> [check_max_spout_pending(text) for text in (" 50 ", "None", "AUTO")]
+    [50, None, 'auto']
+    >>> check_max_spout_pending("0")
     Traceback (most recent call last):
     ...
-    ValueError: max_spout_pending must be an int >= 1, None (no limit) or 'auto', not 0
+    ValueError: max_spout_pending must be an int >= 1, None (no limit) or 'auto' (as text: ...
     """
-    if value is None or value == AUTO or (type(value) is int and value >= 1):
-        return value
-    raise ValueError(f"max_spout_pending must be an int >= 1, None (no limit) or {AUTO!r}, "
-                     f"not {value!r}")
+    parsed = _pending_text(value) if type(value) is str else value
+    if parsed is None or parsed == AUTO or (type(parsed) is int and parsed >= 1):
+        return parsed
+    raise ValueError(f"max_spout_pending must be an int >= 1, None (no limit) or {AUTO!r} "
+                     f"(as text: auto, none or an integer >= 1), not {value!r}")
+
+
+def _pending_text(text: str) -> Any:
+    """``auto``, ``none`` or digits, as a value; anything else as it came (refused)."""
+    word = text.strip().lower()
+    if word in (AUTO, "none"):
+        return None if word == "none" else AUTO
+    return int(word) if word.isascii() and word.isdigit() else text
 
 
 def spout_targets(component_tasks: Mapping[str, tuple[int, ...]], kinds: Mapping[int, Any],
@@ -79,9 +96,20 @@ def check_tap(streams: Sequence[Sequence[str]], component: str, stream: str, n: 
     if stream not in names:
         raise ValueError(f"component {component!r} has no stream {stream!r}"
                          f"{_did_you_mean(stream, names)}; it declares {', '.join(names)}")
-    if type(n) is not int or not 1 <= n <= MAX_SAMPLES:
+    return check_n(n)
+
+
+def check_n(n: Any) -> int:
+    """How many tuples a tap keeps: an int from 1 to ``MAX_SAMPLES``, or its digits as
+    text (``%topology tap ... n=50``).
+
+    >>> check_n(5), check_n(" 50 ")
+    (5, 50)
+    """
+    value = int(n) if type(n) is str and n.strip().isascii() and n.strip().isdigit() else n
+    if type(value) is not int or not 1 <= value <= MAX_SAMPLES:
         raise ValueError(f"n must be an int from 1 to {MAX_SAMPLES}, not {n!r}")
-    return n
+    return value
 
 
 def check_keep(seconds: Any) -> float:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import logging
 import os
 import secrets
 import subprocess
@@ -22,6 +23,9 @@ from runtime.observe.stats import InstanceStats
 
 if TYPE_CHECKING:
     import zmq
+
+
+log = logging.getLogger("tupleflow.client")
 
 
 class TopologyDead(RuntimeError):
@@ -60,28 +64,33 @@ class RunningTopology:
         return sock
 
     # -- asking the master --------------------------------------------------------------
-    def _ask(self, what: str, timeout: float = 5.0, **fields: Any) -> Any:
+    def _ask(self, question: type[wire.Question], timeout: float = 5.0, **fields: Any) -> Any:
+        """Ask the master one question (a record of :mod:`runtime.wire`, made here with
+        the next id) and return the value of its reply; RuntimeError if it refused."""
         with self._lock:
             if self._killed or not self.alive:
                 raise TopologyDead(f"topology {self.name!r} is not running")
             self._ids += 1
-            req = self._ids
-            self._sock.send_multipart(wire.seal(
-                self._secret, wire.control("request", id=req, what=what, **fields)))
-            return self._await_reply(req, what, time.monotonic() + timeout)
+            msg = question(id=self._ids, **fields)
+            self._sock.send_multipart(wire.seal(self._secret, msg))
+            return self._await_reply(msg, time.monotonic() + timeout)
 
-    def _await_reply(self, req: int, what: str, deadline: float) -> Any:
+    def _await_reply(self, question: wire.Question, deadline: float) -> Any:
         while (left := deadline - time.monotonic()) > 0:
             if not self._sock.poll(int(min(left, 0.1) * 1000) + 1):
                 if not self.alive:
                     raise TopologyDead(f"topology {self.name!r} died")
                 continue
-            msg = wire.unseal(self._secret, self._sock.recv_multipart())
-            if msg["t"] == "reply" and msg["id"] == req:
-                if not msg["ok"]:
-                    raise RuntimeError(msg["value"])
-                return msg["value"]
-        raise TimeoutError(f"topology {self.name!r}: no answer to {what!r}")
+            try:
+                msg = wire.unseal(self._secret, self._sock.recv_multipart())
+            except wire.WireError as exc:  # not from our master, or malformed: not an answer
+                log.warning("dropped a control message: %s", exc)
+                continue
+            if isinstance(msg, wire.Reply) and msg.id == question.id:
+                if not msg.ok:
+                    raise RuntimeError(msg.value)
+                return msg.value
+        raise TimeoutError(f"topology {self.name!r}: no answer to {question.KIND!r}")
 
     @property
     def alive(self) -> bool:
@@ -101,12 +110,12 @@ class RunningTopology:
 
     def statistics(self) -> list[InstanceStats]:
         """One record per instance (task), as last reported to the master."""
-        return [InstanceStats.from_record(r) for r in self._ask("statistics")]
+        return [InstanceStats.from_record(r) for r in self._ask(wire.AskStatistics)]
 
     def status(self) -> dict:
         """The master's state (``starting``, ``running``), pids, counters, and whether
         the spouts are ``paused``."""
-        return self._ask("status")
+        return self._ask(wire.AskStatus)
 
     def metrics(self, window: str = "1m") -> dict:
         """Metrics per component and per instance over a window, as Heron's UI shows
@@ -129,7 +138,7 @@ class RunningTopology:
         ``t`` in wall-clock seconds.
         """
         _series.window_seconds(window)  # refuse an unknown window before asking
-        answer = self._ask("metrics", window=window)
+        answer = self._ask(wire.AskMetrics, window=window)
         answer["series"] = {c: [tuple(p) for p in points]
                             for c, points in answer["series"].items()}
         return answer
@@ -143,11 +152,11 @@ class RunningTopology:
         times), ``tasks`` (every task it happened in), and the latest occurrence's
         ``task``, ``incarnation`` and ``time``.
         """
-        return self._ask("exceptions")
+        return self._ask(wire.AskExceptions)
 
     def events(self) -> list[dict]:
         """Restarts, activation and other events, oldest first."""
-        return self._ask("events")
+        return self._ask(wire.AskEvents)
 
     # -- live controls ------------------------------------------------------------------
     def pause(self) -> bool:
@@ -156,28 +165,29 @@ class RunningTopology:
         failed. A spout restarted while paused starts paused. Records a ``paused`` event;
         returns False if the topology was already paused.
         """
-        return self._ask("pause")
+        return self._ask(wire.AskPause)
 
     def resume(self) -> bool:
         """Undo :meth:`pause`: each spout calls ``Spout.activate()`` and emits again.
         Records a ``resumed`` event; returns False if the topology was not paused."""
-        return self._ask("resume")
+        return self._ask(wire.AskResume)
 
     def set_max_spout_pending(self, value: int | str | None,
                               component: str | None = None) -> list[int]:
         """Change ``max_spout_pending`` of the running spouts of ``component`` (of every
-        spout if None): an int >= 1, None (no limit) or ``"auto"`` (the tuner decides).
+        spout if None): an int >= 1, None (no limit) or ``"auto"`` (the tuner decides);
+        text is read as ``%topology tune`` reads it (``" 50 "``, ``"none"``, ``"Auto"``).
 
         It applies to spouts that track their tuples (acking on). A restarted spout gets
         the new value too; statistics show it once the spouts next report. Records a
         ``max_spout_pending`` event and returns the tasks told; ValueError for a bad value
         or a component that is not a spout of this topology.
         """
-        _controls.check_max_spout_pending(value)
+        value = _controls.check_max_spout_pending(value)
         if component is not None and component not in self.plan.component_tasks():
             raise ValueError(f"no component {component!r} in topology {self.name!r}")
         try:
-            return self._ask("set_max_spout_pending", value=value, component=component)
+            return self._ask(wire.AskSetMaxSpoutPending, value=value, component=component)
         except TopologyDead:
             raise
         except RuntimeError as exc:  # refused by the master (a bolt, say): say so plainly
@@ -207,7 +217,7 @@ class RunningTopology:
         check_keep(keep)
         deadline = time.monotonic() + timeout
         while True:
-            found = self._ask("sample", component=component, stream=stream, n=n, keep=keep)
+            found = self._ask(wire.AskSample, component=component, stream=stream, n=n, keep=keep)
             if found or not wait or time.monotonic() > deadline:
                 return found
             time.sleep(0.05)
@@ -229,7 +239,7 @@ class RunningTopology:
         from runtime.recording._parquet import check_stream
 
         check_stream(self.plan.streams, component, stream)
-        return self._ask("record", component=component, stream=stream, on=on)
+        return self._ask(wire.AskRecord, component=component, stream=stream, on=on)
 
     @property
     def record_base(self) -> str:
@@ -307,7 +317,7 @@ class RunningTopology:
         question raises :class:`TopologyDead`.
         """
         with contextlib.suppress(TopologyDead, TimeoutError, self._zmq.ZMQError):
-            self._ask("kill", timeout=timeout)
+            self._ask(wire.AskKill, timeout=timeout)
         with self._lock:
             if self._killed:
                 return

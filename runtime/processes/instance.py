@@ -60,6 +60,10 @@ QUEUE_FRAMES = 16  # frames the data socket queues each way before sends refuse
 
 
 class Instance:
+    """The instance process. Owns its two sockets (control to the master, data to its
+    stream manager), the frames waiting to be sent, whether it is active, and the time
+    its output was held; the executor owns the task's logic and its counters."""
+
     def __init__(self, boot: dict) -> None:
         self.boot = boot
         self.secret: bytes = boot["secret"]
@@ -69,66 +73,61 @@ class Instance:
         self.active = False
         self.zctx = zmq.Context()
         self.keys = _curve.keys_of(boot)  # remote: the master is a CURVE server over TCP
-        self.ctl = self._socket(boot["tm"], b"i%d.%d" % (self.task, self.incarnation),
-                                keys=self.keys)
+        self.ctl = _dealer(self.zctx, boot["tm"], b"i%d.%d" % (self.task, self.incarnation),
+                           keys=self.keys)
         self.data: zmq.Socket | None = None  # connected once the kind is known
         self.pending_emits: deque[tuple[bytes, bytes]] = deque()
         self.held_seconds = 0.0  # time with output waiting in pending_emits (held)
         self.held_since: float | None = None  # when the current hold began
         self.process = psutil.Process()  # read by the reports only, never on the tuple path
         self.metrics_on = True  # the plan's "metrics" option, once the plan is known
-
-    def _socket(self, endpoint: str, identity: bytes, hwm: int | None = None,
-                keys: _curve.TopologyKeys | None = None) -> zmq.Socket:
-        sock = _curve.client(self.zctx.socket(zmq.DEALER), keys)
-        sock.setsockopt(zmq.IDENTITY, identity)
-        sock.setsockopt(zmq.LINGER, 2000)
-        if hwm is not None:  # before connect: zmq sizes a pipe when it creates it
-            sock.setsockopt(zmq.SNDHWM, hwm)
-            sock.setsockopt(zmq.RCVHWM, hwm)
-        sock.connect(endpoint)
-        return sock
+        self.executor: Executor | None = None  # made from the master's welcome
+        self.handlers = {wire.Activate: lambda _: self.set_active(True),
+                         wire.Deactivate: lambda _: self.set_active(False),
+                         wire.Kill: lambda _: setattr(self, "stopping", True),
+                         wire.Setting: self.on_setting,
+                         wire.Tap: self.on_tap, wire.Recording: self.on_recording}
 
     # -- control channel ----------------------------------------------------------------
-    def tell(self, kind: str, **fields) -> None:
-        self.ctl.send_multipart(wire.seal(self.secret, wire.control(kind, **fields)))
+    def tell(self, msg: wire.Control) -> None:
+        self.ctl.send_multipart(wire.seal(self.secret, msg))
 
-    def _receive_ctl(self, timeout_ms: int) -> dict | None:
-        if not self.ctl.poll(timeout_ms):
-            return None
-        frames = self.ctl.recv_multipart()
-        try:
-            return wire.unseal(self.secret, frames)
-        except wire.WireError as exc:
-            log.warning("dropped a control message: %s", exc)
-            return None
+    def _receive_ctl(self, timeout_ms: int) -> wire.Control | None:
+        """The next control message, if one came in time; a malformed one is dropped
+        (counted with the malformed frames once there is an executor) and read past."""
+        while self.ctl.poll(timeout_ms):
+            try:
+                return wire.unseal(self.secret, self.ctl.recv_multipart())
+            except wire.WireError as exc:
+                self._drop(f"control message: {exc}")
+        return None
 
     def handshake(self) -> TaskExecutor:
         """Say hello; the answer carries the plan and the pickled user code."""
-        self.tell("hello", role="instance", id=self.task, incarnation=self.incarnation,
-                  pid=os.getpid())
+        self.tell(wire.Hello(role="instance", id=self.task, incarnation=self.incarnation,
+                             pid=os.getpid()))
         deadline = time.monotonic() + WELCOME_TIMEOUT
         while time.monotonic() < deadline:
             if self.stopping:  # SIGTERM before the welcome: nothing to stop yet
                 raise SystemExit(0)
             msg = self._receive_ctl(100)
-            if msg is not None and msg["t"] == "welcome":
+            if isinstance(msg, wire.Welcome):
                 return self._executor(msg)
         raise SystemExit(f"task {self.task}: no answer from the topology master")
 
-    def _executor(self, welcome: dict) -> TaskExecutor:
-        plan = PhysicalPlan.from_data(welcome["plan"])
+    def _executor(self, welcome: wire.Welcome) -> TaskExecutor:
+        plan = PhysicalPlan.from_data(welcome.plan)
         self.metrics_on = bool(plan.config.get(METRICS_ENABLED, True))  # CPU, RSS per report
         ex: TaskExecutor
         if plan.task(self.task).component == ACKER:
             ex = AckerExecutor(plan, self.task, self._send, run_dir=self.boot["run_dir"])
         else:
-            specs = cloudpickle.loads(welcome["bundle"])  # verified: sealed with our secret
+            specs = cloudpickle.loads(welcome.bundle)  # verified: sealed with our secret
             ex = Executor(plan, specs, self.task, self._send, run_dir=self.boot["run_dir"])
         ex.on_error = self.report_error
         ex.output_waiting = self.pending_emits  # a held spout stops calling next_tuple
         endpoint = self.boot["sm_spouts"] if ex.kind == "spout" else self.boot["sm"]
-        self.data = self._socket(endpoint, b"t%d" % self.task, hwm=QUEUE_FRAMES)
+        self.data = _dealer(self.zctx, endpoint, b"t%d" % self.task, hwm=QUEUE_FRAMES)
         self.data.send_multipart([wire.data_header(wire.HELLO, 0, 0, self.task), b""])
         return ex
 
@@ -156,8 +155,9 @@ class Instance:
         self.executor.errors += 1
         tb = "".join(traceback.format_exception(err))
         log.error("%s: %s\n%s", where, err, tb)
-        self.tell("exception", task=self.task, incarnation=self.incarnation,
-                  error=f"{where}: {err}", traceback=tb, time=time.time(), fatal=False)
+        self.tell(wire.ExceptionReport(task=self.task, incarnation=self.incarnation,
+                                       error=f"{where}: {err}", traceback=tb, time=time.time(),
+                                       fatal=False))
 
     # -- main loop ----------------------------------------------------------------------
     def run(self) -> int:
@@ -165,7 +165,7 @@ class Instance:
         tune_interpreter()
         try:
             ex.start()
-            self.tell("ready", task=self.task, incarnation=self.incarnation)
+            self.tell(wire.Ready(task=self.task, incarnation=self.incarnation))
             self.loop(ex)
         except UserCodeError as exc:
             return self.crash(exc)
@@ -257,22 +257,28 @@ class Instance:
             self._drop(f"{type(exc).__name__}: {exc}")
 
     def _drop(self, why: str) -> None:
-        self.executor.dropped += 1
+        if self.executor is not None:  # before the welcome, nothing counts them yet
+            self.executor.dropped += 1
         log.warning("dropped a malformed frame: %s", why)
 
     def drain_ctl(self) -> None:
+        """Hand each waiting control message to its handler (one table, built once)."""
         while (msg := self._receive_ctl(0)) is not None:
-            if msg["t"] in ("activate", "deactivate"):
-                self.set_active(msg["t"] == "activate")
-            elif msg["t"] == "kill":
-                self.stopping = True
-            elif (msg["t"] == "set" and msg["key"] == MAX_SPOUT_PENDING
-                  and self.executor.kind == "spout"):
-                self.executor.set_max_spout_pending(msg["value"])
-            elif msg["t"] == "tap":
-                self.executor.tap(msg["stream"], int(msg["n"]), float(msg["seconds"]))
-            elif msg["t"] == "record":
-                self.executor.set_recording(msg["stream"], bool(msg["on"]))
+            handler = self.handlers.get(type(msg))
+            if handler is None:
+                self._drop(f"unexpected control message {msg.KIND!r}")
+            else:
+                handler(msg)
+
+    def on_setting(self, msg: wire.Setting) -> None:
+        if msg.key == MAX_SPOUT_PENDING and self.executor.kind == "spout":
+            self.executor.set_max_spout_pending(msg.value)
+
+    def on_tap(self, msg: wire.Tap) -> None:
+        self.executor.tap(msg.stream, int(msg.n), float(msg.seconds))
+
+    def on_recording(self, msg: wire.Recording) -> None:
+        self.executor.set_recording(msg.stream, bool(msg.on))
 
     def set_active(self, active: bool) -> None:
         """Activate or deactivate (pause) this instance. A spout calls its ``activate``
@@ -287,13 +293,13 @@ class Instance:
         usage = self.usage() if self.metrics_on else {}
         record = {**self.executor.report(), **usage, **self.held_record(), "pid": os.getpid(),
                   "state": state, "incarnation": self.incarnation, "reported": time.time()}
-        return wire.seal(self.secret, wire.control(
-            "stats", task=self.task, incarnation=self.incarnation, record=record))
+        return wire.seal(self.secret, wire.Stats(task=self.task, incarnation=self.incarnation,
+                                                 record=record))
 
     def samples_messages(self) -> list[list[bytes]]:
         """One sealed ``samples`` message per tapped stream (none while nothing is tapped)."""
-        return [wire.seal(self.secret, wire.control(
-                    "samples", task=self.task, incarnation=self.incarnation, stream=stream,
+        return [wire.seal(self.secret, wire.Samples(
+                    task=self.task, incarnation=self.incarnation, stream=stream,
                     samples=samples))
                 for stream, samples in self.executor.tap_samples().items()]
 
@@ -314,8 +320,9 @@ class Instance:
         tb = "".join(traceback.format_exception(exc.cause))
         log.error("%s\n%s", exc, tb)
         self.executor.errors += 1
-        self.tell("exception", task=self.task, incarnation=self.incarnation, error=str(exc),
-                  traceback=tb, time=time.time(), fatal=True)
+        self.tell(wire.ExceptionReport(task=self.task, incarnation=self.incarnation,
+                                       error=str(exc), traceback=tb, time=time.time(),
+                                       fatal=True))
         with contextlib.suppress(UserCodeError):
             self.executor.flush()
         self.executor.close_recordings()  # what it recorded is written
@@ -333,6 +340,19 @@ class Instance:
         deadline = time.monotonic() + seconds
         while not self.drain_pending_emits() and time.monotonic() < deadline:
             self.data.poll(10, zmq.POLLOUT)
+
+
+def _dealer(zctx: zmq.Context, endpoint: str, identity: bytes, hwm: int | None = None,
+            keys: _curve.TopologyKeys | None = None) -> zmq.Socket:
+    """A DEALER connected to ``endpoint`` as ``identity`` (a CURVE client if ``keys``)."""
+    sock = _curve.client(zctx.socket(zmq.DEALER), keys)
+    sock.setsockopt(zmq.IDENTITY, identity)
+    sock.setsockopt(zmq.LINGER, 2000)
+    if hwm is not None:  # before connect: zmq sizes a pipe when it creates it
+        sock.setsockopt(zmq.SNDHWM, hwm)
+        sock.setsockopt(zmq.RCVHWM, hwm)
+    sock.connect(endpoint)
+    return sock
 
 
 GC_THRESHOLD = 50_000  # allocations between two young-generation collections (default 700)

@@ -40,10 +40,11 @@ import time
 from collections.abc import Iterator, Mapping
 from typing import Any
 
-from runtime import _procs
+from runtime import _procs, wire
 from runtime.model.constants import LOG_WAIT, RECORD_DIR
 
 from . import launch as _scheduler
+from .children import STABLE_AFTER  # seconds a process must live for its back-off to reset
 from .client import RunningTopology
 from .curve import TopologyKeys, make_client
 
@@ -52,7 +53,6 @@ log = logging.getLogger("tupleflow.spark")
 CONTAINER_ENV = "TUPLEFLOW_CONTAINER"  # set in a container's processes: which container
 FIRST_BACKOFF = 0.1  # seconds before a dead stream manager is started again; doubles...
 MAX_BACKOFF = 5.0  # ...up to this
-STABLE_AFTER = 30.0  # seconds a stream manager must live for the back-off to reset
 MAX_FAILURES = 10  # quick deaths in a row before the task gives up (and Spark retries it)
 GENERATIONS = 1000  # generation = (round * this + Spark attempt) * this + restarts
 JOB_END_TIMEOUT = 10.0  # seconds the Spark job gets to end after a kill before it is cancelled
@@ -299,7 +299,7 @@ class SparkTopology(RunningTopology):
             with open(path, errors="replace") as f:
                 return f.read()
         try:
-            return self._ask("logs", timeout=LOG_WAIT + 5.0, component=component, task=task)
+            return self._ask(wire.AskLogs, timeout=LOG_WAIT + 5.0, component=component, task=task)
         except (RuntimeError, TimeoutError) as exc:  # TopologyDead is a RuntimeError
             raise FileNotFoundError(f"{path}: the log is on the host of the Spark executor "
                                     f"running container {container}, and it could not be "

@@ -214,6 +214,28 @@ def test_every_subcommand_is_one_call(shell, fake_submit):
         shell.run_line_magic("topology", "tune demo lots")
 
 
+@pytest.mark.parametrize("text", ["auto", "Auto", "none", "NONE", "50", "' 50 '", "0", "-1",
+                                  "lots", "1.5", "True", "''"])
+def test_tune_and_the_dashboards_box_read_the_same_text_the_same_way(shell, fake_submit, text):
+    from workbench._dashboard import parse_pending
+
+    with capture_output():
+        shell.run_cell_magic("topology", "demo", CELL)
+    shell.run_line_magic("topology", "submit demo --no-dashboard")
+    word = text.strip("'")  # what shlex makes of the magic's argument
+    try:
+        expected = parse_pending(word)
+    except ValueError as err:
+        with pytest.raises(UsageError) as refused:
+            shell.run_line_magic("topology", f"tune demo {text}")
+        assert str(refused.value) == f"%topology tune: {err}"
+        assert fake_submit[0].calls == []
+    else:
+        with capture_output():
+            shell.run_line_magic("topology", f"tune demo {text}")
+        assert fake_submit[0].calls == [("tune", expected, None)]
+
+
 def test_a_dead_topology_is_reported_never_raised(shell, fake_submit):
     with capture_output():
         shell.run_cell_magic("topology", "demo", CELL)

@@ -6,10 +6,12 @@ would send back is recorded (as in test_tmaster_logic.py).
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
-from runtime import Spout, Topology
-from runtime.model.controls import check_max_spout_pending
+from runtime import Spout, Topology, wire
+from runtime.model.controls import check_keep, check_max_spout_pending, check_n
 from runtime.observe.exceptions import ExceptionLog, signature
 from runtime.testing import ListSink, ListSpout
 
@@ -78,6 +80,51 @@ def test_a_report_without_frames_groups_on_its_message():
     assert signature("c", "e", "") == ("c", "e", "", "")
 
 
+# -- one validator per live setting (table-driven) -------------------------------------------
+
+@pytest.mark.parametrize(("value", "parsed"), [
+    (1, 1), (500, 500), (None, None), ("auto", "auto"),
+    (" 50 ", 50), ("7", 7), ("Auto", "auto"), (" AUTO ", "auto"), ("none", None), ("None", None),
+    (0, ValueError), (-1, ValueError), ("0", ValueError), ("-1", ValueError), (True, ValueError),
+    (False, ValueError), (1.0, ValueError), ("", ValueError), ("1.5", ValueError),
+    ("lots", ValueError), ("５", ValueError), ([3], ValueError),
+])
+def test_max_spout_pending_has_one_reading(value, parsed):
+    if parsed is ValueError:
+        with pytest.raises(ValueError, match=r"^max_spout_pending must be .*, not " +
+                           re.escape(repr(value)) + "$"):
+            check_max_spout_pending(value)
+    else:
+        assert check_max_spout_pending(value) == parsed
+        assert type(check_max_spout_pending(value)) is type(parsed)
+
+
+@pytest.mark.parametrize(("value", "parsed"), [
+    (1, 1), (10_000, 10_000), ("20", 20), (" 5 ", 5),
+    (0, ValueError), (10_001, ValueError), (True, ValueError), (2.5, ValueError),
+    ("", ValueError), ("-3", ValueError), ("x", ValueError), (None, ValueError),
+])
+def test_a_taps_n_has_one_reading(value, parsed):
+    if parsed is ValueError:
+        with pytest.raises(ValueError, match=r"^n must be an int from 1 to 10000, not "):
+            check_n(value)
+    else:
+        assert check_n(value) == parsed
+
+
+@pytest.mark.parametrize(("value", "parsed"), [
+    (10, 10.0), (0.5, 0.5), (600, 600.0),
+    (0, ValueError), (-1, ValueError), (601, ValueError), ("10", ValueError),
+    (None, ValueError), (True, ValueError),
+])
+def test_a_taps_keep_has_one_reading(value, parsed):
+    if parsed is ValueError:
+        with pytest.raises(ValueError, match=r"^keep must be a number of seconds in \(0, 600\]"):
+            check_keep(value)
+    else:
+        assert check_keep(value) == parsed
+
+
 @pytest.mark.parametrize("value", [0, -1, 1.5, True, "fast", [3]])
 def test_a_bad_max_spout_pending_is_refused_with_a_clear_error(value):
     with pytest.raises(ValueError, match="an int >= 1, None .no limit. or 'auto'"):
@@ -101,13 +148,13 @@ def master(offline_master):
 
 
 def start(tm, task, incarnation=0):
-    tm.on_hello(b"i%d.%d" % (task, incarnation),
-                {"t": "hello", "role": "instance", "id": task, "incarnation": incarnation,
-                 "pid": 100 + task})
-    tm.on_ready(b"", {"t": "ready", "task": task, "incarnation": incarnation})
+    tm.handle(b"i%d.%d" % (task, incarnation),
+              wire.control("hello", role="instance", id=task, incarnation=incarnation,
+                           pid=100 + task))
+    tm.handle(b"", wire.control("ready", task=task, incarnation=incarnation))
     kind = "spout" if tm.tasks[task]["component"] == "numbers" else "bolt"
-    tm.on_stats(b"", {"t": "stats", "task": task, "incarnation": incarnation,
-                      "record": {"kind": kind, "state": "running"}})
+    tm.handle(b"", wire.control("stats", task=task, incarnation=incarnation,
+                                record={"kind": kind, "state": "running"}))
 
 
 def start_all(tm):
@@ -117,7 +164,7 @@ def start_all(tm):
 
 
 def ask(tm, what, **fields):
-    tm.on_request(b"client", {"t": "request", "id": 7, "what": what, **fields})
+    tm.handle(b"client", wire.control(f"ask_{what}", id=7, **fields))
     ((ident, kind, reply),) = [s for s in tm.sent if s[1] == "reply"]
     tm.sent.remove((ident, kind, reply))
     return reply
@@ -132,7 +179,7 @@ def idents(tm, tasks):
 
 
 def kinds(tm, kind):
-    return [e for e in tm.events if e["kind"] == kind]
+    return [e for e in tm.observation.events if e["kind"] == kind]
 
 
 def test_pause_deactivates_every_instance_and_resume_activates_them_again(master):
@@ -147,7 +194,7 @@ def test_pause_deactivates_every_instance_and_resume_activates_them_again(master
     assert ask(master, "resume")["value"] is True
     assert told(master, "activate") == idents(master, master.tasks)
     assert ask(master, "status")["value"]["paused"] is False
-    assert [e["kind"] for e in master.events if e["kind"] in ("paused", "resumed")] == [
+    assert [e["kind"] for e in master.observation.events if e["kind"] in ("paused", "resumed")] == [
         "paused", "resumed"]
 
 
@@ -155,8 +202,8 @@ def test_a_spout_restarted_while_paused_starts_paused(master):
     start_all(master)
     ask(master, "pause")
     spout = master.component_tasks["numbers"][0]
-    master.on_restarted(b"", {"t": "restarted", "task": spout, "incarnation": 1,
-                              "restarts": 1, "reason": "exit code 70"})
+    master.handle(b"", wire.control("restarted", task=spout, incarnation=1,
+                                    restarts=1, reason="exit code 70"))
     master.sent.clear()
     start(master, spout, incarnation=1)
     assert told(master, "activate") == []
@@ -169,7 +216,7 @@ def test_paused_before_start_the_spouts_are_not_activated_until_resumed(master):
     assert told(master, "deactivate") == []  # nobody is ready yet
     for task in master.tasks:
         start(master, task)
-    assert master.state == "running" and told(master, "activate") == []
+    assert master.supervision.state == "running" and told(master, "activate") == []
     ask(master, "resume")
     assert told(master, "activate") == idents(master, master.tasks)
 
@@ -185,8 +232,8 @@ def test_set_max_spout_pending_is_forwarded_remembered_and_recorded(master):
     (event,) = kinds(master, "max_spout_pending")
     assert (event["component"], event["value"], event["tasks"]) == ("numbers", 50, list(spouts))
     # a restarted spout is told the new value before it is activated
-    master.on_restarted(b"", {"t": "restarted", "task": spouts[0], "incarnation": 1,
-                              "restarts": 1, "reason": "exit code 70"})
+    master.handle(b"", wire.control("restarted", task=spouts[0], incarnation=1,
+                                    restarts=1, reason="exit code 70"))
     master.sent.clear()
     start(master, spouts[0], incarnation=1)
     assert [(k, f.get("value")) for _, k, f in master.sent if k != "welcome"] == [
@@ -198,7 +245,7 @@ def test_set_max_spout_pending_for_every_component_and_to_auto_or_none(master):
     assert ask(master, "set_max_spout_pending", value="auto")["ok"]
     assert len(told(master, "set")) == 4  # bolts ignore it; the acker is never told
     assert ask(master, "set_max_spout_pending", value=None, component="numbers")["ok"]
-    assert master.spout_pending == {"numbers": None, "sink": "auto"}
+    assert master.settings.spout_pending == {"numbers": None, "sink": "auto"}
 
 
 @pytest.mark.parametrize(("fields", "message"), [
@@ -211,15 +258,15 @@ def test_a_bad_setting_is_refused_with_the_reason(master, fields, message):
     start_all(master)
     reply = ask(master, "set_max_spout_pending", **fields)
     assert reply["ok"] is False and message in reply["value"]
-    assert told(master, "set") == [] and master.spout_pending == {}
+    assert told(master, "set") == [] and master.settings.spout_pending == {}
 
 
 def test_exceptions_are_answered_grouped(master):
     task = master.component_tasks["sink"][0]
     for t in range(3):
-        master.on_exception(b"", {"t": "exception", "task": task, "incarnation": t,
-                                  "error": "Sink.process raised ValueError: bad",
-                                  "traceback": traceback_at(4), "time": 100.0 + t})
+        master.handle(b"", wire.control("exception", task=task, incarnation=t,
+                                        error="Sink.process raised ValueError: bad",
+                                        traceback=traceback_at(4), time=100.0 + t))
     (record,) = ask(master, "exceptions")["value"]
     assert (record["component"], record["count"], record["first"], record["last"]) == (
         "sink", 3, 100.0, 102.0)

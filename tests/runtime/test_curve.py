@@ -128,9 +128,11 @@ def _two_container_plan():
     return topo.physical_plan(2)
 
 
-def _sm_hello(container: int, generation: int, port: int) -> dict:
-    return {"t": "hello", "role": "sm", "id": container, "incarnation": generation, "pid": 1,
-            "inbound": f"tcp://127.0.0.1:{port}"}
+def _sm_hello(container: int, generation: int, port: int):
+    from runtime import wire
+
+    return wire.Hello(role="sm", id=container, incarnation=generation, pid=1,
+                      inbound=f"tcp://127.0.0.1:{port}")
 
 
 def test_the_master_takes_a_newer_generation_as_a_restarted_container(tmp_path):
@@ -142,23 +144,23 @@ def test_the_master_takes_a_newer_generation_as_a_restarted_container(tmp_path):
                                  "keys": keys.to_data(), "bind_host": "127.0.0.1",
                                  "advertise_host": "127.0.0.1"}})
     master.sent = []
-    master.send = lambda ident, kind, **fields: master.sent.append((ident, kind, fields))
+    master.send = lambda ident, msg: master.sent.append((ident, msg.KIND, msg.fields()))
     try:
         assert master.endpoint.startswith("tcp://127.0.0.1:")
-        master.start_containers()  # Spark starts them, not the master
-        assert master.containers == {}
-        master.on_hello(b"s0.0", _sm_hello(0, 0, 1000))
-        master.on_hello(b"s1.0", _sm_hello(1, 0, 1001))
+        master.supervision.start_containers()  # Spark starts them, not the master
+        assert master.supervision.containers == {}
+        master.handle(b"s0.0", _sm_hello(0, 0, 1000))
+        master.handle(b"s1.0", _sm_hello(1, 0, 1001))
         assert [(ident, kind) for ident, kind, _ in master.sent] == [
             (b"s0.0", "welcome"), (b"s1.0", "welcome")]
         master.sent.clear()
 
-        master.on_hello(b"s1.1", _sm_hello(1, 1, 1002))  # restarted, on a new port
+        master.handle(b"s1.1", _sm_hello(1, 1, 1002))  # restarted, on a new port
         moved = {t.task for t in plan.tasks_in(1)}
         assert {t: info["incarnation"] for t, info in master.tasks.items()} == {
             t.task: int(t.task in moved) for t in plan.tasks}
-        assert [e["container"] for e in master.events if e["kind"] == "container_restarted"
-                ] == [1]
+        assert [e["container"] for e in master.observation.events
+                if e["kind"] == "container_restarted"] == [1]
         assert [(ident, kind) for ident, kind, _ in master.sent] == [
             (b"s1.0", "kill"), (b"s0.0", "welcome"), (b"s1.1", "welcome")]
         welcome = master.sent[1][2]
@@ -166,9 +168,9 @@ def test_the_master_takes_a_newer_generation_as_a_restarted_container(tmp_path):
         assert welcome["incarnations"] == {t: int(t in moved) for t in master.tasks}
         master.sent.clear()
 
-        master.on_hello(b"s1.0", _sm_hello(1, 0, 1001))  # a late hello of the old one
-        assert master.sent == [] and master.sms[1]["ident"] == b"s1.1"
-        assert master.answer_status({})["refusals"] == {"master": {}}
+        master.handle(b"s1.0", _sm_hello(1, 0, 1001))  # a late hello of the old one
+        assert master.sent == [] and master.supervision.sms[1]["ident"] == b"s1.1"
+        assert master.answer_status(None)["refusals"] == {"master": {}}
     finally:
         master.sock.close(linger=0)
         master.gate.stop()
@@ -184,18 +186,18 @@ def test_a_stream_manager_follows_a_peer_that_moved(tmp_path):
                         "tm": "tcp://127.0.0.1:9", "keys": keys.to_data(),
                         "bind_host": "127.0.0.1", "advertise_host": "127.0.0.1"})
     try:
-        assert sm.inbound_endpoint().startswith("tcp://127.0.0.1:")
-        assert sm.inbound.get(zmq.MECHANISM) == zmq.CURVE
-        assert sm.inbound.get(zmq.MAXMSGSIZE) == MAX_MESSAGE_BYTES
-        sm._wire({"plan": plan.to_data(), "inbound": {"0": sm.inbound_endpoint(),
-                                                       "1": "tcp://127.0.0.1:1001"}})
-        peer = sm.peers[1]
+        assert sm.router.inbound_endpoint().startswith("tcp://127.0.0.1:")
+        assert sm.router.inbound.get(zmq.MECHANISM) == zmq.CURVE
+        assert sm.router.inbound.get(zmq.MAXMSGSIZE) == MAX_MESSAGE_BYTES
+        sm._wire(wire.Welcome(plan=plan.to_data(), inbound={"0": sm.router.inbound_endpoint(),
+                                                             "1": "tcp://127.0.0.1:1001"}))
+        peer = sm.router.peers[1]
         peer.pending.append((wire.data_header(wire.DATA, 1, 2, 1), b"kept"))
-        sm.rewire({"0": sm.inbound_endpoint(), "1": "tcp://127.0.0.1:1002"})
+        sm.router.rewire({"0": sm.router.inbound_endpoint(), "1": "tcp://127.0.0.1:1002"})
         assert peer.sock.get(zmq.LAST_ENDPOINT) == b"tcp://127.0.0.1:1002"
         assert peer.sock.get(zmq.MECHANISM) == zmq.CURVE  # still a CURVE client
         assert [body for _, body in peer.pending] == [b"kept"]
-        sm.rewire({"1": "tcp://127.0.0.1:1002"})  # unchanged: the same socket is kept
+        sm.router.rewire({"1": "tcp://127.0.0.1:1002"})  # unchanged: the same socket is kept
         assert peer.sock.get(zmq.LAST_ENDPOINT) == b"tcp://127.0.0.1:1002"
     finally:
         sm.gate.stop()

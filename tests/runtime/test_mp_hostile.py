@@ -98,17 +98,17 @@ def control_garbage(payload: bytes) -> list[list[bytes]]:
         [payload],
         [payload, b"mac"],
         [b"", b""],
-        wire.seal(wrong, wire.control("request", id=1, what="kill")),
+        wire.seal(wrong, wire.AskKill(id=1)),
         wire.seal(wrong, wire.control("hello", role="instance", id=1, incarnation=99,
                                       pid=1)),
-        wire.seal(wrong, {"t": "welcome", "plan": {}, "bundle": payload}),
+        wire.seal(wrong, wire.Welcome(plan={}, bundle=payload)),
     ]
 
 
 def sealed_nonsense(secret: bytes) -> list[list[bytes]]:
     """Well-signed messages with fields that make no sense: a bug in a process of this
     topology, not an attack, but it must not take the master down either."""
-    return [wire.seal(secret, wire.control(kind, **fields)) for kind, fields in [
+    return [wire.seal(secret, wire.MESSAGES[kind](**fields)) for kind, fields in [
         ("restarted", {"task": 9999, "incarnation": 1, "restarts": 1, "reason": "?"}),
         ("exception", {"task": 9999, "incarnation": 0, "error": "?", "traceback": "",
                        "time": 0.0}),

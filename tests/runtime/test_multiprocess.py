@@ -349,13 +349,13 @@ def test_an_instances_log_is_also_sent_by_its_container_through_the_master():
         wait_for(lambda: all(f"chatty {t} ready" in running.logs("chatty", t) for t in tasks),
                  20, "both bolts' first line")
         for t in tasks:  # what a remote container's stream manager sends (docs/remote.md)
-            sent = running._ask("logs", component="chatty", task=t)
+            sent = running._ask(wire.AskLogs, component="chatty", task=t)
             assert f"chatty {t} ready" in sent
             assert running.logs("chatty", t).startswith(sent)  # a log only grows
         with pytest.raises(RuntimeError, match="no task 999 of 'chatty'"):
-            running._ask("logs", component="chatty", task=999)
+            running._ask(wire.AskLogs, component="chatty", task=999)
         with pytest.raises(RuntimeError, match="no task"):
-            running._ask("logs", component="numbers", task=tasks[0])
+            running._ask(wire.AskLogs, component="numbers", task=tasks[0])
 
 
 # -- 4. a value msgpack cannot carry --------------------------------------------------------
@@ -462,9 +462,9 @@ def send_as_instance(running, kind: str, **fields) -> None:
         sock.connect(running.endpoint)
         secret = running._secret
         sock.send_multipart(wire.seal(secret, wire.control(kind, **fields)))
-        sock.send_multipart(wire.seal(secret, wire.control("request", id=1, what="status")))
+        sock.send_multipart(wire.seal(secret, wire.AskStatus(id=1)))
         assert sock.poll(10_000), "the master did not answer"
-        assert wire.unseal(secret, sock.recv_multipart())["t"] == "reply"
+        assert isinstance(wire.unseal(secret, sock.recv_multipart()), wire.Reply)
     finally:
         sock.close()
         ctx.term()

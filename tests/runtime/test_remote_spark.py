@@ -109,7 +109,7 @@ def test_two_containers_on_spark_ack_every_sentence(spark, spark_cluster, tuplef
         log = running.logs("count", running.plan.component_tasks()["count"][0])
         # what a container on another host sends instead (over TCP + CURVE, via the master)
         split_task = running.plan.component_tasks()["split"][0]
-        sent = running._ask("logs", component="split", task=split_task)
+        sent = running._ask(wire.AskLogs, component="split", task=split_task)
         assert f"split {split_task} ready" in sent
         assert running.logs("split", split_task).startswith(sent)  # a log only grows
         sms = stream_managers(tupleflow_processes)

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from runtime import Topology
+from runtime import Topology, wire
 from runtime.observe.series import MINUTES_KEPT, SECONDS_KEPT, MetricsStore
 from runtime.testing import ListSink, ListSpout
 
@@ -158,8 +158,8 @@ def master(offline_master):
 
 
 def stats(tm, task, incarnation=0, **record):
-    tm.on_stats(b"", {"t": "stats", "task": task, "incarnation": incarnation,
-                      "record": {"kind": "bolt", "state": "running", **record}})
+    tm.handle(b"", wire.control("stats", task=task, incarnation=incarnation,
+                                record={"kind": "bolt", "state": "running", **record}))
 
 
 def test_the_master_answers_metrics_from_the_reports_and_counts_restarts(master):
@@ -168,12 +168,12 @@ def test_the_master_answers_metrics_from_the_reports_and_counts_restarts(master)
         master.clock.advance(1.0)
         stats(master, a, executed=100 * second, busy_seconds=0.1 * second, rss_bytes=7)
         stats(master, b, executed=50 * second)
-    master.on_restarted(b"", {"t": "restarted", "task": b, "incarnation": 1,
-                              "reason": "exited with code 70"})
+    master.handle(b"", wire.control("restarted", task=b, incarnation=1, restarts=1,
+                                    reason="exited with code 70"))
     master.clock.advance(1.0)
     stats(master, b, incarnation=1, executed=30)
     stats(master, a, incarnation=0, executed=1000)  # a late one of an old incarnation...
-    master.on_request(b"c", {"t": "request", "id": 1, "what": "metrics", "window": "all"})
+    master.handle(b"c", wire.control("ask_metrics", id=1, window="all"))
     (_, kind, reply), = master.sent
     assert kind == "reply" and reply["ok"]
     answer = reply["value"]
@@ -185,7 +185,7 @@ def test_the_master_answers_metrics_from_the_reports_and_counts_restarts(master)
 
 
 def test_the_master_refuses_an_unknown_window_saying_which_exist(master):
-    master.on_request(b"c", {"t": "request", "id": 2, "what": "metrics", "window": "1d"})
+    master.handle(b"c", wire.control("ask_metrics", id=2, window="1d"))
     (_, kind, reply), = master.sent
     assert not reply["ok"] and "1m, 10m, 1h, 3h, all" in reply["value"]
 
@@ -249,11 +249,11 @@ def test_queue_gauges_held_time_and_containers_are_answered():
 
 def test_the_master_gives_each_task_what_its_stream_manager_queues(master):
     a, b = master.component_tasks["sink"]
-    master.on_sm_stats(b"", {"t": "sm_stats", "container": 0, "record": {
-        "queued_bytes": {a: 5000, b: 0}, "queued_frames": {a: 3, b: 0},
-        "backpressure_seconds": 1.25, "backpressure_episodes": 1,
-        "backpressure_active": True}})
-    answer = master.answer_metrics({"window": "all"})
+    master.handle(b"", wire.control("sm_stats", container=0, record={
+                                    "queued_bytes": {a: 5000, b: 0}, "queued_frames": {a: 3, b: 0},
+                                    "backpressure_seconds": 1.25, "backpressure_episodes": 1,
+                                    "backpressure_active": True}))
+    answer = master.observation.answer_metrics(wire.AskMetrics(id=1, window="all"))
     assert answer["instances"][a]["sm_queued_bytes"] == 5000
     assert answer["instances"][a]["sm_queued_frames"] == 3
     assert answer["containers"][0]["backpressure_seconds"] == 1.25

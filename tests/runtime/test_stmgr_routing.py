@@ -15,6 +15,7 @@ import pytest
 import zmq
 
 from runtime import Topology, wire
+from runtime.processes.routing import endpoint
 from runtime.processes.stmgr import StreamManager, read_tail
 from runtime.testing import ListSink, ListSpout, wait_for
 
@@ -31,7 +32,7 @@ def stream_manager(tmp_path):
     master.bind(f"ipc://{tmp_path}/tm.sock")
     sm = StreamManager({"secret": b"s" * 32, "container": 0, "run_dir": str(tmp_path),
                         "tm": f"ipc://{tmp_path}/tm.sock"})
-    sm._wire({"plan": plan.to_data(), "inbound": {"0": sm.inbound_endpoint()}})
+    sm._wire(wire.Welcome(plan=plan.to_data(), inbound={"0": sm.router.inbound_endpoint()}))
     sm.handshake = lambda: None  # wired above
     sm.start = lambda child: None  # the test plays the instances
     loop = threading.Thread(target=sm.run, name="stmgr", daemon=True)
@@ -58,23 +59,23 @@ def test_frames_are_forwarded_whole_in_order_and_broken_ones_dropped(stream_mana
     (spout,), (sink,) = plan.component_tasks()["numbers"], plan.component_tasks()["sink"]
     header = wire.data_header(wire.DATA, 0, sink, spout)
     bodies = [wire.encode_batch([[i, "x" * i]] * 50) for i in range(40)]
-    spout_sock = instance(ctx, sm.endpoint(sm.spouts), spout)
-    sink_sock = instance(ctx, sm.endpoint(sm.task_socks[sink]), sink)
+    spout_sock = instance(ctx, endpoint(sm.router.spouts), spout)
+    sink_sock = instance(ctx, endpoint(sm.router.task_socks[sink]), sink)
     try:
         for body in bodies[:20]:  # before the sink says hello: kept for it
             spout_sock.send_multipart([header, body])
         spout_sock.send_multipart([header])  # two parts with the identity: dropped
         spout_sock.send_multipart([header, b"x", b"y"])  # four: dropped
-        wait_for(lambda: sm.dropped == 2, 10, "the broken messages to be dropped")
+        wait_for(lambda: sm.router.dropped == 2, 10, "the broken messages to be dropped")
         sink_sock.send_multipart([wire.data_header(wire.HELLO, 0, 0, sink), b""])
         for body in bodies[20:]:
             spout_sock.send_multipart([header, body])
         got = [sink_sock.recv_multipart() for _ in bodies]
         assert got == [[header, body] for body in bodies]
-        assert sm.dropped == 2
+        assert sm.router.dropped == 2
         # the loop thread may still be between sending the last queued frame and taking
         # it off its queue: the queue empties, with nothing sent twice
-        wait_for(lambda: sm.backlog == set(), 10, "the stream manager's backlog to empty")
+        wait_for(lambda: sm.router.backlog == set(), 10, "the stream manager's backlog to empty")
         sink_sock.setsockopt(zmq.RCVTIMEO, 200)
         with pytest.raises(zmq.Again):
             sink_sock.recv_multipart()
@@ -90,3 +91,27 @@ def test_a_log_is_sent_whole_or_from_a_whole_line_of_its_end(tmp_path):
     assert read_tail(str(path), 20) == "[... the first 23 bytes are left out]\nthird \u2603\n"
     with pytest.raises(FileNotFoundError):
         read_tail(str(tmp_path / "none.log"), 10)
+
+
+def test_a_control_message_it_cannot_read_or_does_not_take_is_dropped_and_counted(tmp_path):
+    ctx = zmq.Context()
+    master = ctx.socket(zmq.ROUTER)
+    master.bind(f"ipc://{tmp_path}/tm.sock")
+    sm = StreamManager({"secret": b"s" * 32, "container": 0, "run_dir": str(tmp_path),
+                        "tm": f"ipc://{tmp_path}/tm.sock"})
+    try:
+        sm.tell(wire.Bye(role="sm", id=0))  # so that the master's socket knows it
+        assert master.poll(10_000) and master.recv_multipart()[0] == b"s0.0"
+        for frames in ([b"junk"], wire.seal(b"x" * 32, wire.Kill()),
+                       wire.seal(b"s" * 32, wire.Tap(stream="default", n=1, seconds=1.0)),
+                       wire.seal(b"s" * 32, wire.Kill())):
+            master.send_multipart([b"s0.0", *frames])
+        wait_for(lambda: sm.from_master() or sm.stopping, 10,
+                 "the kill after the three bad messages")
+        assert sm.router.dropped == 3  # unreadable, forged, and a tap (for instances)
+    finally:
+        sm.router.close()
+        sm.ctl.close(linger=0)
+        sm.zctx.term()
+        master.close(linger=0)
+        ctx.term()

@@ -168,8 +168,8 @@ def test_the_untapped_executor_path_never_touches_a_tap(monkeypatch):
 
 def test_samples_messages_round_trip_on_the_wire():
     msg = wire.control("samples", task=3, incarnation=0, stream="default", samples=[
-        {"values": [1], "fields": ["n"], "task": 3, "stream": "default",
-         "ids": {2**63 + 5: 2**64 - 1}, "to": [4], "time": 1.5}])
+                       {"values": [1], "fields": ["n"], "task": 3, "stream": "default",
+                       "ids": {2**63 + 5: 2**64 - 1}, "to": [4], "time": 1.5}])
     assert wire.unseal(b"k" * 32, wire.seal(b"k" * 32, msg)) == msg
 
 
@@ -183,9 +183,9 @@ def master(offline_master):
     topo.bolt("sink", ListSink).shuffle_grouping("numbers")
     tm = offline_master(topo, 1, heartbeat_timeout=None)
     for task in tm.tasks:
-        tm.on_hello(b"i%d.0" % task, {"t": "hello", "role": "instance", "id": task,
-                                      "incarnation": 0, "pid": 100 + task})
-        tm.on_ready(b"", {"t": "ready", "task": task, "incarnation": 0})
+        tm.handle(b"i%d.0" % task, wire.control("hello", role="instance", id=task,
+                                                incarnation=0, pid=100 + task))
+        tm.handle(b"", wire.control("ready", task=task, incarnation=0))
     tm.sent.clear()
     return tm
 
@@ -196,13 +196,13 @@ def sample(tm, t, n, time, stream="default"):
 
 
 def report(tm, task, samples, incarnation=0, stream="default"):
-    tm.on_samples(b"", {"t": "samples", "task": task, "incarnation": incarnation,
-                        "stream": stream, "samples": samples})
+    tm.handle(b"", wire.control("samples", task=task, incarnation=incarnation,
+                                stream=stream, samples=samples))
 
 
 def ask(tm, n=3, component="numbers", stream="default", **extra):
-    return tm.answer_sample({"t": "request", "id": 1, "what": "sample",
-                             "component": component, "stream": stream, "n": n, **extra})
+    return tm.answer_sample(wire.AskSample(id=1, component=component, stream=stream, n=n,
+                                           **extra))
 
 
 def test_the_master_forwards_a_tap_to_each_instance_of_the_component(master):

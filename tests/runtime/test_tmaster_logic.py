@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import pytest
 
-from runtime import Topology, TopologyError
+from runtime import Topology, TopologyError, wire
 from runtime.testing import ListSink, ListSpout
 
 TIMEOUT = 1.5
@@ -26,7 +26,7 @@ def make_master(offline_master):
         config = {"heartbeat_timeout": TIMEOUT, "message_timeout": 30.0, **config}
         tm = offline_master(topo, 2, **config)
         for c in range(tm.plan.containers):
-            tm.sms[c] = {"ident": b"s%d.0" % c, "inbound": "", "pid": 0}
+            tm.supervision.sms[c] = {"ident": b"s%d.0" % c, "inbound": "", "pid": 0}
         return tm
 
     return make
@@ -38,20 +38,20 @@ def master(make_master):
 
 
 def start(tm, task, incarnation=0):
-    tm.on_hello(b"i%d.%d" % (task, incarnation),
-                {"t": "hello", "role": "instance", "id": task, "incarnation": incarnation,
-                 "pid": 100 + task})
-    tm.on_ready(b"", {"t": "ready", "task": task, "incarnation": incarnation})
+    tm.handle(b"i%d.%d" % (task, incarnation),
+              wire.control("hello", role="instance", id=task, incarnation=incarnation,
+                           pid=100 + task))
+    tm.handle(b"", wire.control("ready", task=task, incarnation=incarnation))
 
 
 def report(tm, task, incarnation=0, **record):
     kind = "spout" if tm.tasks[task]["component"] == "numbers" else "bolt"
-    tm.on_stats(b"", {"t": "stats", "task": task, "incarnation": incarnation,
-                      "record": {"kind": kind, "state": "running", "executed": 1, **record}})
+    tm.handle(b"", wire.control("stats", task=task, incarnation=incarnation,
+                                record={"kind": kind, "state": "running", "executed": 1, **record}))
 
 
 def events(tm, kind):
-    return [e for e in tm.events if e["kind"] == kind]
+    return [e for e in tm.observation.events if e["kind"] == kind]
 
 
 def restarts_sent(tm):
@@ -71,7 +71,7 @@ def test_instances_that_keep_reporting_are_never_hung(master):
         master.clock.advance(0.25)
         for task in master.tasks:
             report(master, task)
-        master.watch_heartbeats(master.clock())
+        master.tick(master.clock())
     assert events(master, "hung") == [] and restarts_sent(master) == []
 
 
@@ -83,10 +83,10 @@ def test_a_silent_ready_instance_is_restarted_through_its_stream_manager(master)
     for task in master.tasks:
         if task != hung:
             report(master, task)
-    master.watch_heartbeats(master.clock())
+    master.tick(master.clock())
     assert restarts_sent(master) == []  # 1.0 s: not yet
     master.clock.advance(0.75)
-    master.watch_heartbeats(master.clock())
+    master.tick(master.clock())
     (event,) = events(master, "hung")
     assert event["task"] == hung and event["component"] == "sink"
     assert event["seconds"] == pytest.approx(1.75) and event["incarnation"] == 0
@@ -104,12 +104,12 @@ def test_a_task_is_restarted_once_and_its_late_reports_are_ignored(master):
         start(master, task)
     hung = bolt(master)
     master.clock.advance(2.0)
-    master.watch_heartbeats(master.clock())
+    master.tick(master.clock())
     assert len(restarts_sent(master)) == 4  # nobody reported: all four
     sent = len(master.sent)
     report(master, hung, executed=10**9, state="running")  # SIGCONT before the SIGKILL
     master.clock.advance(5.0)
-    master.watch_heartbeats(master.clock())
+    master.tick(master.clock())
     assert len(master.sent) == sent  # no second restart while the first is under way
     assert master.tasks[hung].get("executed") != 10**9
     assert master.tasks[hung]["state"] == "restarting"
@@ -123,10 +123,10 @@ def test_the_new_incarnation_is_watched_once_ready(master):
     for task in master.tasks:
         if task != hung:
             report(master, task)
-    master.watch_heartbeats(master.clock())
+    master.tick(master.clock())
     reason = restarts_sent(master)[0][1]["reason"]
-    master.on_restarted(b"", {"t": "restarted", "task": hung, "incarnation": 1,
-                              "restarts": 1, "reason": reason})
+    master.handle(b"", wire.control("restarted", task=hung, incarnation=1,
+                                    restarts=1, reason=reason))
     assert master.tasks[hung]["restarts"] == 1
     (restarted,) = events(master, "restarted")
     assert restarted["task"] == hung and restarted["reason"].startswith("hung: ")
@@ -134,22 +134,22 @@ def test_the_new_incarnation_is_watched_once_ready(master):
     for task in master.tasks:
         if task != hung:
             report(master, task)
-    master.watch_heartbeats(master.clock())
+    master.tick(master.clock())
     assert len(events(master, "hung")) == 1
     start(master, hung, incarnation=1)
     report(master, hung, incarnation=1)
     assert master.tasks[hung]["state"] == "running"
     master.clock.advance(1.6)
-    master.watch_heartbeats(master.clock())
+    master.tick(master.clock())
     assert [e["incarnation"] for e in events(master, "hung") if e["task"] == hung] == [0, 1]
 
 
 def test_an_instance_that_never_became_ready_is_not_hung(master):
     task = bolt(master)
-    master.on_hello(b"i", {"t": "hello", "role": "instance", "id": task, "incarnation": 0,
-                           "pid": 1})
+    master.handle(b"i", wire.control("hello", role="instance", id=task, incarnation=0,
+                                     pid=1))
     master.clock.advance(100.0)
-    master.watch_heartbeats(master.clock())
+    master.tick(master.clock())
     assert events(master, "hung") == []
 
 
@@ -157,16 +157,16 @@ def test_a_stopping_master_restarts_nothing(master):
     start(master, bolt(master))
     master.stopping = True
     master.clock.advance(100.0)
-    master.watch_heartbeats(master.clock())
+    master.tick(master.clock())
     assert events(master, "hung") == []
 
 
 def test_a_hung_task_in_a_restarting_container_is_left_to_the_container(master):
     task = bolt(master)
     start(master, task)
-    del master.sms[master.tasks[task]["container"]]
+    del master.supervision.sms[master.tasks[task]["container"]]
     master.clock.advance(2.0)
-    master.watch_heartbeats(master.clock())
+    master.tick(master.clock())
     assert len(events(master, "hung")) == 1 and restarts_sent(master) == []
 
 
@@ -175,7 +175,7 @@ def test_no_heartbeat_timeout_means_no_supervision(make_master):
     start(master, bolt(master))
     report(master, bolt(master))
     master.clock.advance(1e6)
-    master.watch_heartbeats(master.clock())
+    master.tick(master.clock())
     assert events(master, "hung") == [] and restarts_sent(master) == []
 
 
@@ -241,9 +241,48 @@ def test_a_restarted_spouts_tuner_counts_afresh(master):
     a = master.component_tasks["numbers"][0]
     start(master, a)
     report(master, a, tuner_turns=3, tuner_action="increase", max_spout_pending=195)
-    master.on_restarted(b"", {"t": "restarted", "task": a, "incarnation": 1, "restarts": 1,
-                              "reason": "exited with code 70"})
+    master.handle(b"", wire.control("restarted", task=a, incarnation=1, restarts=1,
+                                    reason="exited with code 70"))
     start(master, a, incarnation=1)
     report(master, a, incarnation=1, tuner_turns=1, tuner_action="increase",
            max_spout_pending=125)
     assert [e["turns"] for e in events(master, "tuner")] == [3, 1]
+
+
+# -- dispatch ----------------------------------------------------------------------------
+
+def test_a_message_the_master_does_not_take_is_dropped_and_counted(master):
+    master.handle(b"s0.0", wire.Kill())  # the master sends kills; it never takes one
+    master.handle(b"s0.0", wire.Tap(stream="default", n=1, seconds=1.0))
+    assert master.dropped == 2 and master.sent == [] and not master.stopping
+
+
+def test_a_message_whose_handling_fails_is_dropped_and_counted(master):
+    master.handle(b"", wire.control("exception", task=9999, incarnation=0, error="?",
+                                    traceback="", time=0.0))  # no task 9999
+    master.handle(b"", wire.Stats(task=bolt(master), incarnation=0, record="not a record"))
+    assert master.dropped == 2
+    master.handle(b"", wire.Stats(task=bolt(master), incarnation=5, record="not a record"))
+    assert master.dropped == 2  # a report of another incarnation is ignored, not handled
+
+
+def test_kill_is_an_ordinary_question_answered_once_the_topology_is_down(master):
+    master.handle(b"c", wire.AskKill(id=3))
+    assert master.stopping and master.sent == []  # no answer yet
+    master.tick(master.clock())  # a stopping master restarts nothing and answers nothing
+    assert master.sent == []
+
+
+def test_every_question_gets_one_reply_with_its_id(master):
+    for question in (wire.AskStatistics(id=1), wire.AskStatus(id=2), wire.AskEvents(id=3),
+                     wire.AskExceptions(id=4), wire.AskMetrics(id=5, window="nope"),
+                     wire.AskPause(id=6), wire.AskResume(id=7),
+                     wire.AskRecord(id=8, component="numbers", stream="default", on=False),
+                     wire.AskSetMaxSpoutPending(id=9, value="auto"),
+                     wire.AskSample(id=10, component="numbers", stream="default", n=1),
+                     wire.AskLogs(id=11, component="sink", task=999)):
+        master.handle(b"c", question)
+    replies = [(f["id"], f["ok"]) for ident, kind, f in master.sent if kind == "reply"]
+    assert replies == [(1, True), (2, True), (3, True), (4, True), (5, False), (6, True),
+                       (7, True), (8, True), (9, True), (10, True), (11, False)]
+    assert master.dropped == 0

@@ -98,19 +98,42 @@ def test_oversized_frames(monkeypatch):
     with pytest.raises(WireError, match="exceeds the 10-byte limit"):
         wire.decode_batch(wire.encode_batch([["x" * 20]]))
     with pytest.raises(WireError, match="exceeds the limit"):
-        wire.unseal(SECRET, wire.seal(SECRET, wire.control("kill", note="x" * 20)))
+        wire.unseal(SECRET, wire.seal(SECRET, wire.Bye(role="x" * 20, id=0)))
 
 
 # -- control messages -----------------------------------------------------------------------
 
-def example(kind: str) -> dict:
-    return wire.control(kind, **{f: f"<{f}>" for f in wire.CONTROL[kind]})
+SAMPLE = {int: 7, str: "<x>", float: 1.5, bool: True, dict: {"a": [1, b"2"]}, list: [1, "x"],
+          bytes: b"\x00\xff"}
 
 
-@pytest.mark.parametrize("kind", sorted(wire.CONTROL))
+def example(kind: str) -> wire.Control:
+    """A record of ``kind`` with a value of the right type in every field."""
+    types = wire._FIELDS[wire.MESSAGES[kind]]
+    return wire.control(kind, **{f: "<x>" if t is None else SAMPLE[t[0]]
+                                 for f, t in types.items()})
+
+
+@pytest.mark.parametrize("kind", sorted(wire.MESSAGES))
 def test_every_control_message_round_trips(kind):
-    msg = {**example(kind), "extra": [1, b"2"]}
+    msg = example(kind)
+    assert type(msg) is wire.MESSAGES[kind]
     assert wire.unseal(SECRET, wire.seal(SECRET, msg)) == msg
+
+
+@pytest.mark.parametrize("kind", sorted(wire.MESSAGES))
+def test_every_control_message_is_a_frozen_record(kind):
+    msg = example(kind)
+    assert not hasattr(msg, "__dict__")  # slots
+    for name in msg.fields():
+        with pytest.raises(AttributeError):
+            setattr(msg, name, None)
+
+
+def test_optional_fields_may_be_left_out():
+    assert wire.control("exception", task=1, incarnation=0, error="e", traceback="",
+                        time=1.0).fatal is True
+    assert wire.control("ask_metrics", id=1) == wire.AskMetrics(id=1, window="1m")
 
 
 def test_control_refuses_missing_fields():
@@ -129,7 +152,7 @@ def test_unseal_with_the_wrong_secret():
 
 
 def test_unseal_of_a_tampered_body():
-    body, mac = wire.seal(SECRET, example("request"))
+    body, mac = wire.seal(SECRET, wire.Bye(role="<what>", id=1))
     forged = body.replace(b"<what>", b"<kill>")
     assert forged != body
     with pytest.raises(WireError, match="bad signature"):
@@ -159,6 +182,13 @@ def signed(obj) -> list[bytes]:
     ({"x": 1}, "unknown control message None"),
     ([1, 2], "unknown control message 'list'"),
     ({"t": "hello", "role": "sm"}, r"control message 'hello' lacks \['id', 'incarnation', 'pid'\]"),
+    ({"t": "kill", "note": 1}, r"control message 'kill' has unknown fields \['note'\]"),
+    ({"t": "ready", "task": "1", "incarnation": 0}, "'ready': field 'task' may not be str"),
+    ({"t": "ready", "task": True, "incarnation": 0}, "'ready': field 'task' may not be bool"),
+    ({"t": "stats", "task": 1, "incarnation": 0, "record": "not a record"},
+     "'stats': field 'record' may not be str"),
+    ({"t": "ask_logs", "id": 1, "component": None, "task": 1},
+     "'ask_logs': field 'component' may not be NoneType"),
 ])
 def test_unseal_refuses_unknown_or_incomplete_messages(obj, problem):
     with pytest.raises(WireError, match=problem):
@@ -210,3 +240,29 @@ def test_records_ignore_a_truncated_tail():
 
 def test_unpack_is_the_inverse_of_pack():
     assert wire.unpack(wire.pack({1: [b"a", 2.5]})) == {1: [b"a", 2.5]}
+
+
+def test_every_control_message_has_a_receiver_that_dispatches_it(offline_master, tmp_path):
+    """The kinds the master, the stream manager and the instance take through their
+    tables, with the welcome (taken by the handshakes) and the reply (by the client),
+    are every kind there is: no record is declared that nothing dispatches."""
+    from runtime import Topology
+    from runtime.processes.instance import Instance
+    from runtime.processes.stmgr import StreamManager
+    from runtime.testing import ListSink, ListSpout
+
+    topo = Topology("receivers")
+    topo.spout("numbers", ListSpout([[1]]))
+    topo.bolt("sink", ListSink).shuffle_grouping("numbers")
+    master = offline_master(topo)
+    boot = {"secret": SECRET, "container": 0, "task": 0, "incarnation": 0,
+            "run_dir": str(tmp_path), "tm": f"ipc://{tmp_path}/tm.sock"}
+    sm, instance = StreamManager(boot), Instance(boot)
+    try:
+        taken = {*master.handlers, *sm.handlers, *instance.handlers, wire.Welcome, wire.Reply}
+        assert {k.KIND for k in taken} == set(wire.MESSAGES)
+    finally:
+        sm.router.close()
+        sm.ctl.close(linger=0)
+        sm.zctx.term()
+        instance.close()

@@ -1,0 +1,132 @@
+"""A stream manager's supervision: the instance processes of its container.
+
+It plays Heron's executor role: it starts one process per local task, and restarts a
+process that exits, with a growing back-off when it keeps failing. When the master
+presumes an instance hung (no heartbeat), it sends ``restart``: the process is SIGKILLed
+(a stopped one too) and restarted the same way. It also reads the end of an instance's
+log for the master (a remote container's logs are on its executor's host only).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import subprocess
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from runtime import _procs, wire
+from runtime.model.constants import RESTART_BACKOFF_MAX
+from runtime.model.plan import PhysicalPlan
+
+log = logging.getLogger("tupleflow.stmgr")
+
+STABLE_AFTER = 30.0  # seconds an incarnation must live for the back-off to reset
+FIRST_BACKOFF = 0.05  # seconds before a dead instance is restarted; doubles while it keeps dying
+
+
+@dataclass
+class Child:
+    """One local task's instance process and its restart history."""
+
+    task: int
+    proc: subprocess.Popen | None = None
+    incarnation: int = 0
+    restarts: int = 0
+    streak: int = 0  # restarts in a row without a stable run in between
+    started: float = 0.0
+    restart_at: float | None = None
+    kill_reason: str | None = None  # why the master had it killed, if it did
+
+
+class Children:
+    """Owns this container's instance processes: each task's process, incarnation,
+    restart count, back-off streak and pending restart, and why the master had it
+    killed. ``spawn(child)`` starts a process; ``gone(task)`` tells routing that a
+    task's instance is gone (its frames wait for the next one)."""
+
+    def __init__(self, plan: PhysicalPlan, container: int, incarnations: dict,
+                 spawn: Callable[[Child], subprocess.Popen | None],
+                 gone: Callable[[int], None], tell: Callable[[wire.Control], None]) -> None:
+        self.plan, self.container = plan, container
+        self.spawn, self.gone, self.tell = spawn, gone, tell
+        self.children = {t.task: Child(t.task, incarnation=incarnations.get(t.task, 0))
+                         for t in plan.tasks_in(container)}
+
+    def start_all(self, now: float) -> None:
+        for child in self.children.values():
+            self.start(child, now)
+
+    def start(self, child: Child, now: float) -> None:
+        self.gone(child.task)
+        child.proc = self.spawn(child)
+        child.started, child.restart_at = now, None
+
+    def supervise(self, now: float) -> None:
+        for child in self.children.values():
+            if child.proc is not None and child.proc.poll() is not None:
+                self._schedule_restart(child, now)
+            elif child.proc is None and child.restart_at is not None and now >= child.restart_at:
+                self.start(child, now)
+
+    def _schedule_restart(self, child: Child, now: float) -> None:
+        code = child.proc.returncode
+        _procs.close_pipe(child.proc)
+        child.proc = None
+        self.gone(child.task)  # hold its frames until the next hello
+        if now - child.started > STABLE_AFTER:
+            child.streak = 0
+        cap = float(self.plan.config[RESTART_BACKOFF_MAX])
+        child.restart_at = now + min(cap, FIRST_BACKOFF * 2**child.streak)
+        child.streak += 1
+        child.restarts += 1
+        child.incarnation += 1
+        reason = f"exited with code {code}" if code >= 0 else f"killed by signal {-code}"
+        reason, child.kill_reason = child.kill_reason or reason, None
+        log.warning("task %d %s; restarting (restart %d)", child.task, reason, child.restarts)
+        self.tell(wire.Restarted(task=child.task, incarnation=child.incarnation,
+                                 restarts=child.restarts, reason=reason))
+
+    def kill_hung(self, msg: wire.Restart) -> None:
+        """SIGKILL an instance the master presumes hung (SIGKILL ends a stopped process
+        too); :meth:`supervise` then restarts it as it would any process that died."""
+        child = self.children.get(msg.task)
+        if child is None or child.proc is None or child.proc.poll() is not None:
+            return  # not ours, or already dead: its restart is under way
+        if msg.incarnation != child.incarnation:
+            return  # the master means an incarnation that has already been replaced
+        log.warning("task %d: %s; killing it", msg.task, msg.reason)
+        child.kill_reason = msg.reason
+        child.proc.kill()
+
+    def send_log(self, msg: wire.Logs, run_dir: str) -> None:
+        """The end of one of this container's instances' logs, for the master to pass on
+        to a client."""
+        if msg.task not in self.children or self.plan.task(msg.task).component != msg.component:
+            ok, value = False, (f"task {msg.task} of {msg.component!r} is not in container "
+                                f"{self.container}")
+        else:
+            path = os.path.join(run_dir, "logs", f"{msg.component}-{msg.task}.log")
+            try:
+                ok, value = True, read_tail(path, msg.limit)
+            except OSError as exc:
+                ok, value = False, f"{path} on container {self.container}'s host: {exc.strerror}"
+        self.tell(wire.LogsReply(request=msg.request, ok=ok, value=value))
+
+    def stop(self) -> None:
+        _procs.terminate([c.proc for c in self.children.values() if c.proc is not None],
+                         timeout=1.0)
+
+
+def read_tail(path: str, limit: int) -> str:
+    """The last ``limit`` bytes of a text file, from a whole line on, saying what it left
+    out."""
+    with open(path, "rb") as f:
+        size = f.seek(0, os.SEEK_END)
+        f.seek(max(0, size - limit))
+        data = f.read(limit)
+    if size <= limit:
+        return data.decode("utf-8", "replace")
+    cut = data.find(b"\n") + 1
+    return (f"[... the first {size - len(data) + cut:,} bytes are left out]\n"
+            + data[cut:].decode("utf-8", "replace"))

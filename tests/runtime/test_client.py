@@ -1,0 +1,57 @@
+"""The client's side of the control channel, against a socket that plays the master."""
+
+from __future__ import annotations
+
+import threading
+
+import zmq
+
+from runtime import Topology, wire
+from runtime.processes.client import RunningTopology
+from runtime.testing import ListSink, ListSpout
+
+SECRET = b"s" * 32
+
+
+class Alive:
+    """A stand-in for the master's Popen: always running."""
+
+    pid = 0
+
+    def poll(self) -> None:
+        return None
+
+
+def test_a_question_is_a_record_and_a_bad_answer_is_read_past(tmp_path):
+    topology = Topology("client")
+    topology.spout("numbers", ListSpout([[1]]))
+    topology.bolt("sink", ListSink).shuffle_grouping("numbers")
+    ctx = zmq.Context()
+    master = ctx.socket(zmq.ROUTER)
+    master.setsockopt(zmq.LINGER, 0)
+    endpoint = f"ipc://{tmp_path}/tm.sock"
+    master.bind(endpoint)
+    asked = []
+
+    def answer() -> None:
+        ident, *frames = master.recv_multipart()
+        asked.append(wire.unseal(SECRET, frames))
+        for bad in ([b"junk"], wire.seal(b"x" * 32, wire.Reply(id=1, ok=True, value="forged")),
+                    wire.seal(SECRET, wire.Reply(id=99, ok=True, value="another's"))):
+            master.send_multipart([ident, *bad])
+        master.send_multipart([ident, *wire.seal(SECRET, wire.Reply(id=1, ok=True,
+                                                                    value={"state": "x"}))])
+
+    thread = threading.Thread(target=answer, daemon=True)
+    thread.start()
+    running = RunningTopology("client", topology.physical_plan(1), str(tmp_path), SECRET,
+                              endpoint, Alive(), 0.0)
+    try:
+        assert running.status() == {"state": "x"}
+        assert asked == [wire.AskStatus(id=1)]
+    finally:
+        thread.join(10)
+        running._sock.close(linger=0)
+        running._zctx.term()
+        master.close()
+        ctx.term()
