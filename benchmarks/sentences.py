@@ -258,13 +258,17 @@ def tupleflow_run(args, sentences: int, workload: str, rate: float | None) -> li
         stats = wait_until_done(running, sentences, words, acking)
         after = cpu_seconds(roles)
     check_tupleflow(stats, sentences, words, acking)
-    extra = shape(args) + (complete_latencies(stats, SPOUT) if acking else ())
-    measured = Measurement("tupleflow", workload, acking, args.spouts,
-                           args.splitters + args.counters, sentences,
-                           executing_window(stats, COUNT), extra)
+    measured = measurement(args, workload, sentences, stats)
     if not args.cpu or rate:
         return [measured]
     return [measured, *cpu_shares(measured, roles, before, after)]
+
+
+def measurement(args, workload: str, sentences: int, stats) -> Measurement:
+    acking = args.acking == "on"
+    extra = shape(args) + (complete_latencies(stats, SPOUT) if acking else ())
+    return Measurement("tupleflow", workload, acking, args.spouts, args.splitters + args.counters,
+                       sentences, executing_window(stats, COUNT), extra)
 
 
 def run_config(args, sentences: int, rate: float | None) -> dict:
