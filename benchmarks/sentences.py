@@ -34,9 +34,11 @@ Reading the output
     example (each one line, wrapped here)::
 
         RESULT name=tupleflow workload=sentences acking=on spouts=1 bolts=2
-               tuples=200000 seconds=4.651 tps=43001 splitters=1 counters=1 words=10
-               max_spout_pending=5000 p50_ms=101.00 p99_ms=326.00
-        RESULT name=tupleflow workload=sentences-half-rate acking=on ...
+               tuples=200000 seconds=3.279 tps=60985 splitters=1 counters=1 words=10
+               max_spout_pending=5000 p50_ms=81.39 p99_ms=96.79
+        RESULT name=tupleflow workload=sentences-half-rate acking=on spouts=1 bolts=2
+               tuples=152462 seconds=5.155 tps=29578 splitters=1 counters=1 words=10
+               max_spout_pending=5000 p50_ms=7.19 p99_ms=162.77
 
     ``tuples`` are sentences and ``tps`` sentences per second; ``bolts`` counts the
     split and count tasks (not the acker); ``splitters``, ``counters``, ``words`` (per
@@ -59,11 +61,13 @@ Reading the output
     count, acker, stmgr, master, benchmark) and their total::
 
         CPU name=tupleflow workload=sentences acking=on role=split processes=1
-            seconds=2.345 us_per_sentence=11.72
+            seconds=2.280 us_per_sentence=11.40
 
     the CPU time (user + system, psutil) its processes spent from the moment every
     instance was ready, the spouts held paused until then (so start-up is not
-    counted), to the end of the run, per sentence.
+    counted), to the end of the run, per sentence. psutil counts in clock ticks (10 ms):
+    give a few seconds' worth of sentences. On a shared machine the CPU per sentence
+    varies far less from run to run than the throughput does.
 
 Run it as a script, with ``runtime`` importable (installed, or the repository root on
 PYTHONPATH)::
