@@ -12,10 +12,15 @@ runs can be compared with ``grep RESULT``::
 from __future__ import annotations
 
 import argparse
+import contextlib
 import functools
+import queue
 import random
 import string
+import time
 from dataclasses import dataclass
+
+import psutil
 
 VOCABULARY_SIZE = 175_000  # Heron paper §7.3: "~175k words"
 VOCABULARY_SEED = 2015  # the vocabulary is the same in every process and every run
@@ -113,7 +118,7 @@ def checked_seconds(name: str, seconds: float) -> float:
     return seconds
 
 
-def _positive_int(text: str) -> int:
+def positive_int(text: str) -> int:
     value = int(text)
     if value < 1:
         raise argparse.ArgumentTypeError(f"must be a positive integer, not {text}")
@@ -125,10 +130,18 @@ def base_parser(description: str, default_tuples: int = 2_000_000) -> argparse.A
     parser = argparse.ArgumentParser(
         description=description, formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    count = _positive_int
+    count = positive_int
     parser.add_argument("--tuples", type=count, default=default_tuples, help="tuples in total")
     parser.add_argument("--spouts", type=count, default=1, help="spout parallelism")
     parser.add_argument("--bolts", type=count, default=1, help="bolt parallelism")
+    add_engine_options(parser)
+    return parser
+
+
+def add_engine_options(parser: argparse.ArgumentParser) -> None:
+    """``--acking``, ``--containers``, ``--batch-size``, ``--flush-interval`` and ``--only``:
+    the options of ``base_parser`` that do not depend on the topology's shape."""
+    count = positive_int
     parser.add_argument("--acking", choices=("off", "on"), default="off", help="at least once")
     parser.add_argument("--containers", type=count, default=1, help="tupleflow containers")
     parser.add_argument("--batch-size", type=count, help="tupleflow batch_size (default: engine's)")
@@ -136,7 +149,12 @@ def base_parser(description: str, default_tuples: int = 2_000_000) -> argparse.A
     parser.add_argument(
         "--only", action="append", metavar="NAME", help="run only this implementation (repeatable)"
     )
-    return parser
+
+
+def engine_options(args) -> dict:
+    """The engine settings given on the command line (the engine's defaults otherwise)."""
+    options = {"batch_size": args.batch_size, "flush_interval": args.flush_interval}
+    return {k: v for k, v in options.items() if v is not None}
 
 
 def selected(parser: argparse.ArgumentParser, names: list[str], only: list[str] | None):
@@ -145,3 +163,88 @@ def selected(parser: argparse.ArgumentParser, names: list[str], only: list[str] 
     if unknown:
         parser.error(f"unknown --only {', '.join(unknown)}; choose from {', '.join(names)}")
     return [name for name in names if not only or name in only]
+
+
+# --- tupleflow's statistics -------------------------------------------------------
+
+
+def total(stats, component: str, field: str) -> int:
+    """``field`` summed over the instances of ``component`` (``InstanceStats`` records)."""
+    return sum(getattr(record, field) for record in stats if record.component == component)
+
+
+def executing_window(stats, component: str) -> float:
+    """From the first tuple any ``component`` instance executed to the last one."""
+    tasks = [r for r in stats if r.component == component and r.first_executed is not None]
+    if not tasks:
+        raise BenchmarkError(f"tupleflow: no {component!r} instance reports a first_executed time")
+    first = min(r.first_executed for r in tasks)
+    return checked_seconds("tupleflow", max(r.last_executed for r in tasks) - first)
+
+
+def complete_latencies(stats, spout: str) -> tuple[tuple[str, str], ...]:
+    """The complete latency of ``spout``'s tuples: the worst p50 and p99 over its tasks."""
+    summaries = [r.complete_latency_ms for r in stats if r.component == spout]
+    if not all(summaries):
+        raise BenchmarkError("tupleflow: a spout task reported no complete latency")
+    return (("p50_ms", f"{max(s['p50'] for s in summaries):.2f}"),
+            ("p99_ms", f"{max(s['p99'] for s in summaries):.2f}"))
+
+
+def cpu_seconds(pids) -> dict[int, float]:
+    """CPU time so far (user + system, all threads, in seconds) of each of ``pids`` that
+    is still alive."""
+    seconds = {}
+    for pid in pids:
+        with contextlib.suppress(psutil.NoSuchProcess):
+            times = psutil.Process(pid).cpu_times()
+            seconds[pid] = times.user + times.system
+    return seconds
+
+
+# --- baselines made of processes ---------------------------------------------------
+
+
+def batch_sizes(items: int, batch: int) -> list[int]:
+    """``items`` cut in batches of ``batch``, the last one shorter.
+
+    >>> batch_sizes(2500, 1000)
+    [1000, 1000, 500]
+    """
+    full, rest = divmod(items, batch)
+    return [batch] * full + ([rest] if rest else [])
+
+
+def run_processes(name: str, processes, reports, timeout: float):
+    """Start ``processes`` and return the first item put on ``reports``; always reap
+    them. ``BenchmarkError`` (naming the baseline ``name``) if one fails or none reports."""
+    for process in processes:
+        process.start()
+    try:
+        report = await_report(name, processes, reports, timeout)
+    finally:
+        reap(processes)
+    for process in processes:
+        check_equal(name, f"exit code of {process.name}", process.exitcode, 0)
+    return report
+
+
+def await_report(name: str, processes, reports, timeout: float):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            return reports.get(timeout=0.1)
+        except queue.Empty:
+            for process in processes:
+                if process.exitcode not in (None, 0):
+                    message = f"{name}: {process.name} exited with {process.exitcode}"
+                    raise BenchmarkError(message) from None
+    raise BenchmarkError(f"{name}: no report within {timeout:.0f} s")
+
+
+def reap(processes, grace: float = 5.0) -> None:
+    for process in processes:
+        process.join(grace)
+        if process.is_alive():
+            process.terminate()
+            process.join()

@@ -1,0 +1,53 @@
+"""Smoke test of ``benchmarks/sentences.py``: a tiny run of each acking mode, as a script
+(the way it is run), whose RESULT and CPU lines must parse and whose checks must pass."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+SCRIPT = ROOT / "benchmarks" / "sentences.py"
+SENTENCES = 2000
+ROLES = {"off": ["spout", "split", "count", "stmgr", "master", "benchmark", "total"],
+         "on": ["spout", "split", "count", "acker", "stmgr", "master", "benchmark", "total"]}
+
+pytestmark = pytest.mark.slow
+
+
+def run_benchmark(*options: str) -> subprocess.CompletedProcess:
+    env = dict(os.environ, PYTHONPATH=str(ROOT))  # runtime from this tree
+    return subprocess.run([sys.executable, str(SCRIPT), *options], capture_output=True,
+                          text=True, env=env, timeout=100)
+
+
+def fields(line: str) -> dict[str, str]:
+    """``KIND key=value ...`` as a dict, the kind under "kind"."""
+    kind, *pairs = line.split()
+    return {"kind": kind, **dict(pair.split("=", 1) for pair in pairs)}
+
+
+@pytest.mark.parametrize("acking", ["off", "on"])
+def test_a_tiny_run_passes_its_checks_and_prints_parsable_lines(acking):
+    done = run_benchmark("--sentences", str(SENTENCES), "--acking", acking, "--cpu")
+    assert done.returncode == 0, done.stderr
+    assert "FAILED" not in done.stderr
+    lines = [fields(line) for line in done.stdout.splitlines()]
+    results = [f for f in lines if f["kind"] == "RESULT"]
+    expected = [("tupleflow", "sentences")] + (
+        [("tupleflow", "sentences-half-rate")] if acking == "on" else []) + [
+        ("python-loop", "sentences"), ("zmq-pipe", "sentences")]
+    assert [(r["name"], r["workload"]) for r in results] == expected
+    for r in results:
+        assert int(r["tuples"]) == SENTENCES and r["words"] == "10"
+        assert float(r["seconds"]) > 0 and int(r["tps"]) > 0
+    tupleflow = [r for r in results if r["name"] == "tupleflow"]
+    assert all(r["acking"] == acking for r in tupleflow)
+    assert all(("p99_ms" in r) == (acking == "on") for r in tupleflow)
+    cpu = [f for f in lines if f["kind"] == "CPU"]
+    assert [c["role"] for c in cpu] == ROLES[acking]
+    assert float(cpu[-1]["us_per_sentence"]) > 0
