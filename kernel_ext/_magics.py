@@ -23,7 +23,7 @@ from IPython.display import display
 
 import workbench
 from runtime import Topology
-from runtime.model.controls import check_max_spout_pending, check_n
+from runtime.options import check_max_spout_pending, check_n
 
 from ._registry import Registry
 

@@ -1,8 +1,11 @@
 """The engine's options, public: their keys, defaults and checker, for whoever builds a
-topology from text (``workbench``'s ``%%topology`` cells) rather than from Python.
+topology from text (``workbench``'s ``%%topology`` cells) rather than from Python; and the
+one parser of each live setting (``check_max_spout_pending``, a tap's ``check_n`` and
+``check_keep``), which the magics, the dashboard, the client and the master all call.
 
 The keys and defaults live in ``runtime/model/constants.py`` (with a line on each), the
-checks in ``runtime/model/options.py``; this module is their public import path.
+checks in ``runtime/model/options.py`` and ``runtime/model/controls.py``; this module is
+their public import path.
 
 >>> option_problem(BATCH_SIZE, 0), DEFAULTS[ACKERS], TICK_FREQ_SECS in COMPONENT_KEYS
 ('an integer >= 1', 0, True)
@@ -32,6 +35,7 @@ from .model.constants import (
     TICK_FREQ_SECS,
     TUNE_INTERVAL,
 )
+from .model.controls import check_keep, check_max_spout_pending, check_n
 from .model.options import option_problem
 
 __all__ = [
@@ -57,5 +61,8 @@ __all__ = [
     "STATS_INTERVAL",
     "TICK_FREQ_SECS",
     "TUNE_INTERVAL",
+    "check_keep",
+    "check_max_spout_pending",
+    "check_n",
     "option_problem",
 ]

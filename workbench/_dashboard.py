@@ -27,7 +27,7 @@ from typing import Any
 
 import ipywidgets as widgets
 
-from runtime.model.controls import check_max_spout_pending
+from runtime.options import check_max_spout_pending
 
 from . import _panels
 from ._history import History
@@ -92,7 +92,7 @@ def state_of(status: dict) -> str:
 def parse_pending(text: str) -> int | str | None:
     """What the max-spout-pending box accepts: what ``%topology tune`` and
     ``running.set_max_spout_pending`` accept, parsed by the one validator of the setting
-    (``runtime.model.controls.check_max_spout_pending``).
+    (``runtime.options.check_max_spout_pending``).
 
     >>> parse_pending(" 200 "), parse_pending("Auto"), parse_pending("none")
     (200, 'auto', None)

@@ -39,9 +39,6 @@ from runtime.groupings import (
     field_hash,
 )
 
-# the taps' limits live with the other constants; the master and the client import them here
-from runtime.model.constants import MAX_SAMPLES, TAP_SECONDS  # noqa: F401
-
 from .errors import not_a_list
 
 Send = Callable[[bytes, bytes], None]

@@ -13,9 +13,8 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from runtime import _procs, wire
-from runtime.engine.outbound import TAP_SECONDS
 from runtime.model import controls as _controls
-from runtime.model.constants import RECORD_DIR
+from runtime.model.constants import RECORD_DIR, TAP_SECONDS
 from runtime.model.controls import check_keep, check_tap
 from runtime.model.plan import PhysicalPlan
 from runtime.observe import series as _series

@@ -81,9 +81,13 @@ def _sys_path() -> list[str]:
     return [os.path.abspath(p or os.getcwd()) for p in sys.path]
 
 
+def package_root() -> str:
+    """The folder that holds the ``runtime`` package (this file is three levels down), put
+    on the path of every process a topology starts, here or in a Spark executor."""
+    return os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
 def _child_env() -> dict[str, str]:
-    # the folder that holds the runtime package: runtime/processes/launch.py is 3 levels down
-    package_root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
     env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join(p for p in (package_root, env.get("PYTHONPATH")) if p)
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (package_root(), env.get("PYTHONPATH")) if p)
     return env

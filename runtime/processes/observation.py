@@ -15,8 +15,7 @@ from collections import deque
 from collections.abc import Callable
 
 from runtime import wire
-from runtime.engine.outbound import TAP_SECONDS
-from runtime.model.constants import MESSAGE_TIMEOUT
+from runtime.model.constants import MESSAGE_TIMEOUT, TAP_SECONDS
 from runtime.model.controls import check_keep, check_tap
 from runtime.model.plan import PhysicalPlan
 from runtime.observe import health as _health

@@ -129,13 +129,12 @@ def spark_session(master, remote: dict):
         raise ValueError(f"scheduler='spark': this process already runs a SparkContext for "
                          f"{active.master!r}, not {master!r}; pass that SparkSession as "
                          "master=, or stop it first")
-    package_root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     # pyspark picks the executors' Python from this variable (spark.pyspark.python is only
     # read by spark-submit): by default, the one running this, with tupleflow's dependencies
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     return (SparkSession.builder.master(master).appName("tupleflow")
             .config("spark.pyspark.python", sys.executable)
-            .config("spark.executorEnv.PYTHONPATH", package_root)
+            .config("spark.executorEnv.PYTHONPATH", _scheduler.package_root())
             .config("spark.driver.host", remote["advertise_host"])
             .config("spark.driver.bindAddress", remote["bind_host"])
             .config("spark.ui.enabled", "false")
@@ -147,9 +146,8 @@ def spark_session(master, remote: dict):
 
 def task_boot(name: str, secret: bytes, keys: TopologyKeys, endpoint: str) -> dict:
     """Everything a container task needs, and nothing more: no user code."""
-    package_root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     return {"name": name, "secret": secret, "tm": endpoint, "keys": keys.to_data(),
-            "sys_path": _scheduler._sys_path(), "pythonpath": package_root,
+            "sys_path": _scheduler._sys_path(), "pythonpath": _scheduler.package_root(),
             "run_root": os.environ.get(_scheduler.RUN_ROOT_ENV)}
 
 

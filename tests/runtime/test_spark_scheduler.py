@@ -53,6 +53,8 @@ def test_a_container_task_carries_keys_and_an_address_but_no_user_code(topology_
     assert set(boot) == {"name", "secret", "tm", "keys", "sys_path", "pythonpath",
                          "run_root"}
     assert boot["run_root"] == topology_guard  # so the process guard sees the containers
+    # an executor imports runtime from there, wherever Spark starts its Python
+    assert os.path.isfile(os.path.join(boot["pythonpath"], "runtime", "__init__.py"))
 
     supervisor = ContainerSupervisor({**boot, "round": 2}, container=1, attempt=1,
                                      host="127.0.0.1")
