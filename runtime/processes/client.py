@@ -3,16 +3,13 @@
 from __future__ import annotations
 
 import contextlib
-import logging
 import os
-import secrets
 import subprocess
-import threading
 import time
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from runtime import _procs, wire
+from runtime import wire
 from runtime.model import controls as _controls
 from runtime.model.constants import RECORD_DIR, TAP_SECONDS
 from runtime.model.controls import check_keep, check_tap
@@ -20,92 +17,53 @@ from runtime.model.plan import PhysicalPlan
 from runtime.observe import series as _series
 from runtime.observe.stats import InstanceStats
 
-if TYPE_CHECKING:
-    import zmq
+from .master_link import MasterLink, TopologyDead
 
+__all__ = ["RunningTopology", "TopologyDead"]  # TopologyDead: raised by MasterLink
 
-log = logging.getLogger("tupleflow.client")
-
-
-class TopologyDead(RuntimeError):
-    """The topology master is gone (killed, or crashed): the topology is not running."""
 
 
 class RunningTopology:
     """A running topology. Ask it questions; leaving a ``with`` block kills it.
 
     The submitting process only ever talks to the topology master, over a loopback
-    socket whose every message is signed with the topology's secret.
+    socket whose every message is signed with the topology's secret
+    (:class:`~runtime.processes.master_link.MasterLink` owns that end).
     """
 
     def __init__(self, name: str, plan: PhysicalPlan, run_dir: str, secret: bytes,
                  endpoint: str, process: subprocess.Popen, submitted: float) -> None:
         self.name, self.plan, self.run_dir = name, plan, run_dir
         self.endpoint, self.submitted = endpoint, submitted
-        self._secret, self._process = secret, process
-        self._lock = threading.Lock()
-        self._ids = 0
-        self._killed = False
-        import zmq  # here, not at the top: importing runtime to define a topology needs none
+        self._secret = secret
+        self._link = MasterLink(name, endpoint, secret, process, self._secure)
 
-        self._zmq = zmq
-        self._zctx = zmq.Context()
-        self._sock = self._connect()
-
-    def _connect(self) -> zmq.Socket:
+    @staticmethod
+    def _secure(sock):
+        """A loopback client: its messages are size-limited like every receiver's."""
         from .curve import limit  # (imports zmq: not at the top of this module)
 
-        zmq = self._zmq
-        sock = limit(self._zctx.socket(zmq.DEALER))
-        sock.setsockopt(zmq.IDENTITY, b"c" + secrets.token_hex(8).encode())
-        sock.setsockopt(zmq.LINGER, 0)
-        sock.connect(self.endpoint)
-        return sock
+        return limit(sock)
 
-    # -- asking the master --------------------------------------------------------------
     def _ask(self, question: type[wire.Question], timeout: float = 5.0, **fields: Any) -> Any:
-        """Ask the master one question (a record of :mod:`runtime.wire`, made here with
-        the next id) and return the value of its reply; RuntimeError if it refused."""
-        with self._lock:
-            if self._killed or not self.alive:
-                raise TopologyDead(f"topology {self.name!r} is not running")
-            self._ids += 1
-            msg = question(id=self._ids, **fields)
-            self._sock.send_multipart(wire.seal(self._secret, msg))
-            return self._await_reply(msg, time.monotonic() + timeout)
-
-    def _await_reply(self, question: wire.Question, deadline: float) -> Any:
-        while (left := deadline - time.monotonic()) > 0:
-            if not self._sock.poll(int(min(left, 0.1) * 1000) + 1):
-                if not self.alive:
-                    raise TopologyDead(f"topology {self.name!r} died")
-                continue
-            try:
-                msg = wire.unseal(self._secret, self._sock.recv_multipart())
-            except wire.WireError as exc:  # not from our master, or malformed: not an answer
-                log.warning("dropped a control message: %s", exc)
-                continue
-            if isinstance(msg, wire.Reply) and msg.id == question.id:
-                if not msg.ok:
-                    raise RuntimeError(msg.value)
-                return msg.value
-        raise TimeoutError(f"topology {self.name!r}: no answer to {question.KIND!r}")
+        """Ask the master one question and return the value of its reply."""
+        return self._link.ask(question, timeout, **fields)
 
     @property
     def alive(self) -> bool:
         """Whether the topology master process is still running."""
-        return self._process.poll() is None
+        return self._link.alive
 
     @property
     def killed(self) -> bool:
         """Whether :meth:`kill` was called on this handle."""
-        return self._killed
+        return self._link.closed
 
     @property
     def exit_code(self) -> int | None:
         """The topology master's exit code, None while it runs: 0 is a clean stop (a kill
         from anywhere), anything else a crash."""
-        return self._process.poll()
+        return self._link.process.poll()
 
     def statistics(self) -> list[InstanceStats]:
         """One record per instance (task), as last reported to the master."""
@@ -315,24 +273,9 @@ class RunningTopology:
         statistics): the socket is closed under the lock, and that thread's next
         question raises :class:`TopologyDead`.
         """
-        with contextlib.suppress(TopologyDead, TimeoutError, self._zmq.ZMQError):
+        with contextlib.suppress(TopologyDead, TimeoutError, self._link.zmq.ZMQError):
             self._ask(wire.AskKill, timeout=timeout)
-        with self._lock:
-            if self._killed:
-                return
-            self._killed = True
-            with contextlib.suppress(subprocess.TimeoutExpired):
-                self._process.wait(timeout)
-            self._sweep()
-            _procs.close_pipe(self._process)
-            self._sock.close(linger=0)
-            self._zctx.term()
-
-    def _sweep(self) -> None:
-        """Whatever the master left behind in its process group goes too."""
-        _procs.kill_group(self._process.pid, timeout=1.0)
-        with contextlib.suppress(subprocess.TimeoutExpired):
-            self._process.wait(1.0)
+        self._link.close(timeout)
 
     def __enter__(self) -> RunningTopology:
         return self
@@ -341,7 +284,7 @@ class RunningTopology:
         self.kill()
 
     def __repr__(self) -> str:
-        state = "killed" if self._killed else ("running" if self.alive else "dead")
+        state = "killed" if self.killed else ("running" if self.alive else "dead")
         return f"<RunningTopology {self.name!r} {state} run_dir={self.run_dir!r}>"
 
 

@@ -241,13 +241,9 @@ class SparkTopology(RunningTopology):
         self._keys, self.job = keys, job
         super().__init__(*args)
 
-    def _connect(self):
-        zmq = self._zmq
-        sock = make_client(self._zctx.socket(zmq.DEALER), self._keys)
-        sock.setsockopt(zmq.IDENTITY, b"c" + secrets.token_hex(8).encode())
-        sock.setsockopt(zmq.LINGER, 0)
-        sock.connect(self.endpoint)
-        return sock
+    def _secure(self, sock):
+        """A CURVE client of the master, with the topology's keys."""
+        return make_client(sock, self._keys)
 
     @property
     def record_base(self) -> str:

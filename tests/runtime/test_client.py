@@ -51,7 +51,7 @@ def test_a_question_is_a_record_and_a_bad_answer_is_read_past(tmp_path):
         assert asked == [wire.AskStatus(id=1)]
     finally:
         thread.join(10)
-        running._sock.close(linger=0)
-        running._zctx.term()
+        running._link.sock.close(linger=0)
+        running._link.zctx.term()
         master.close()
         ctx.term()
