@@ -91,6 +91,7 @@ class WireError(ValueError):
 
 
 class Header(NamedTuple):
+    """A data frame's 12-byte header: what it is, on which stream, for and from which task."""
     kind: int
     stream: int
     dest: int

@@ -27,6 +27,7 @@ from .options import option_problem
 
 @dataclass(frozen=True)
 class TaskInfo:
+    """One task of the physical plan: its id, component, index within it and container."""
     task: int
     component: str
     index: int  # 0..parallelism-1 within its component

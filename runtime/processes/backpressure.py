@@ -24,7 +24,6 @@ START, STOP = "start", "stop"
 
 class WaterMarks:
     """Queued bytes per destination, and the crossings of the high and low marks."""
-
     def __init__(self, high: int, low: int) -> None:
         if not 0 <= low < high:
             raise ValueError(f"water marks need 0 <= low < high, got low={low} high={high}")
@@ -60,6 +59,8 @@ class WaterMarks:
 
 @dataclass(frozen=True)
 class BackpressureStatistics:
+    """A stream manager's water-mark state, as data: whether its spouts are held, and why."""
+
     active: bool
     local_causes: tuple  # destinations of this container over the high mark
     remote_causes: tuple  # tasks announced by peer stream managers
