@@ -1,0 +1,159 @@
+"""The dashboard's health verdict: healthy, degraded or failing, the reason in words, and
+the component that causes it. A pure function of a snapshot (``workbench._dashboard.collect``):
+it reads only signals the master already measures, so a recorded metrics dict gives the
+same verdict as the live topology.
+
+The signals, worst first:
+
+- the master crashed or does not answer (failing / degraded);
+- a spout's tuples fail or time out: failing when none of them completes any more,
+  degraded otherwise; the cause is the component the tuples wait on (below);
+- a spout's p99 complete latency near ``message_timeout`` (from :data:`LATE` of it): its
+  tuples are about to time out and be replayed;
+- backpressure: a bolt's queue is so long that the spouts are held;
+- a bolt at capacity (:data:`BUSY` or more): it spends nearly all its time in ``process``
+  and cannot take more;
+- instances restarting (user code crashes) in the window.
+
+"The component that causes it", for a spout's failures or latency, is the backpressure
+root cause if there is one, else the busiest bolt when it is busy, else a bolt that
+restarts or raises: where a person should look first.
+
+>>> snap = {"state": "running", "config": {"message_timeout": 30.0}, "metrics": {
+...     "components": {"src": {"kind": "spout", "acked": 0, "failed": 4000},
+...                    "count": {"kind": "bolt", "capacity": 0.98}}}}
+>>> verdict(snap)  # doctest: +NORMALIZE_WHITESPACE
+{'level': 'failing', 'component': 'count',
+ 'reason': "spout src: 4k failed, none acked; count is at capacity (0.98): it cannot keep up"}
+>>> verdict({"state": "running", "metrics": {"components": {"a": {"kind": "bolt"}}}})["level"]
+'healthy'
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from . import _format
+
+LEVELS = ("healthy", "degraded", "failing")  # worst last
+BUSY = 0.8  # a bolt's capacity from which it is called "at capacity" (Storm's UI: red at 0.8)
+LATE = 0.5  # complete latency, as a share of message_timeout, from which tuples risk timing out
+DEFAULT_TIMEOUT = 30.0  # seconds: runtime's default message_timeout, when the config lacks it
+
+
+def verdict(snapshot: Mapping[str, Any]) -> dict:
+    """``{"level", "reason", "component"}`` for a snapshot (see the module docstring)."""
+    state = snapshot.get("state")
+    if state == "dead":
+        return _say("failing", "the topology master crashed", None)
+    if state == "not answering":
+        return _say("degraded", "the topology master does not answer", None)
+    components = _components(snapshot)
+    if not components or state not in ("running", "paused"):
+        return _say("healthy", "", None) if state in ("running", "paused") else \
+            _say(None, "", None)
+    findings = [f for check in CHECKS for f in check(snapshot, components)]
+    if not findings:
+        return _say("healthy", "every spout tuple completes; no bolt is at capacity", None)
+    findings.sort(key=lambda f: -LEVELS.index(f[0]))
+    level, reason, component = findings[0]
+    return _say(level, reason, component)
+
+
+def _say(level: str | None, reason: str, component: str | None) -> dict:
+    return {"level": level, "component": component, "reason": reason}
+
+
+def _components(snapshot: Mapping[str, Any]) -> dict[str, Mapping[str, Any]]:
+    found = (snapshot.get("metrics") or {}).get("components") or {}
+    return {c: m for c, m in found.items() if isinstance(m, Mapping) and not c.startswith("__")}
+
+
+def _num(m: Mapping[str, Any], key: str) -> float:
+    return _format.number(m.get(key)) or 0
+
+
+def culprit(snapshot: Mapping[str, Any], components: Mapping[str, Mapping]) -> str | None:
+    """Where a person should look when spout tuples are slow or lost (module docstring)."""
+    held = [c.get("component") for c in held_by(snapshot)]
+    if held:
+        return held[0]
+    bolts = {c: m for c, m in components.items() if m.get("kind") != "spout"}
+    busy = max(bolts, key=lambda c: _num(bolts[c], "capacity"), default=None)
+    if busy is not None and _num(bolts[busy], "capacity") >= BUSY:
+        return busy
+    crashing = [c for c, m in bolts.items() if _num(m, "restarts")]
+    return crashing[0] if crashing else None
+
+
+def held_by(snapshot: Mapping[str, Any]) -> list[Mapping[str, Any]]:
+    """The backpressure root causes the master reports (``status()["backpressure"]``)."""
+    found = (snapshot.get("status") or {}).get("backpressure") or []
+    return [c for c in found if isinstance(c, Mapping)]
+
+
+def _because(snapshot: Mapping[str, Any], components: Mapping[str, Mapping]) -> tuple:
+    """(the culprit, a clause saying why it is one) for a spout's trouble."""
+    cause = culprit(snapshot, components)
+    if cause is None:
+        return None, ""
+    m = components.get(cause) or {}
+    if cause in {c.get("component") for c in held_by(snapshot)}:
+        return cause, f"; {cause} holds the spouts (backpressure)"
+    if _num(m, "capacity") >= BUSY:
+        return cause, f"; {cause} is at capacity ({_format.share(m.get('capacity'))}): " \
+                      "it cannot keep up"
+    return cause, f"; {cause} restarted {_format.whole(m.get('restarts'))} times"
+
+
+def _failures(snapshot: Mapping[str, Any], components: Mapping[str, Mapping]) -> list:
+    out = []
+    for name, m in components.items():
+        lost = _num(m, "failed") + _num(m, "timed_out")
+        if m.get("kind") != "spout" or not lost:
+            continue
+        acked = _num(m, "acked")
+        cause, why = _because(snapshot, components)
+        level = "failing" if not acked else "degraded"
+        done = "none acked" if not acked else f"{_format.count(acked)} acked"
+        out.append((level, f"spout {name}: {_format.count(lost)} failed, {done}{why}",
+                    cause or name))
+    return out
+
+
+def _latency(snapshot: Mapping[str, Any], components: Mapping[str, Mapping]) -> list:
+    timeout = _format.number((snapshot.get("config") or {}).get("message_timeout"))
+    timeout = timeout if timeout and timeout > 0 else DEFAULT_TIMEOUT
+    out = []
+    for name, m in components.items():
+        p99 = _format.number((m.get("complete_latency_ms") or {}).get("p99")) \
+            if isinstance(m.get("complete_latency_ms"), Mapping) else None
+        if m.get("kind") != "spout" or p99 is None or p99 < LATE * timeout * 1000:
+            continue
+        cause, why = _because(snapshot, components)
+        out.append(("degraded", f"spout {name}: p99 complete latency {_format.millis(p99)}, "
+                                f"near the {timeout:g} s message timeout{why}", cause or name))
+    return out
+
+
+def _backpressure(snapshot: Mapping[str, Any], components: Mapping[str, Mapping]) -> list:
+    return [("degraded", f"backpressure: {c.get('component')} cannot keep up and holds "
+                         "the spouts", c.get("component")) for c in held_by(snapshot)[:1]]
+
+
+def _capacity(snapshot: Mapping[str, Any], components: Mapping[str, Mapping]) -> list:
+    busy = [(c, m) for c, m in components.items()
+            if m.get("kind") != "spout" and _num(m, "capacity") >= BUSY]
+    return [("degraded", f"{c} is at capacity ({_format.share(m.get('capacity'))}): it "
+                         "spends nearly all its time in process and cannot keep up", c)
+            for c, m in sorted(busy, key=lambda cm: -_num(cm[1], "capacity"))[:1]]
+
+
+def _restarts(snapshot: Mapping[str, Any], components: Mapping[str, Mapping]) -> list:
+    return [("degraded", f"{c} restarted {_format.whole(m.get('restarts'))} times "
+                         "(its code raised: see exceptions)", c)
+            for c, m in components.items() if _num(m, "restarts")][:1]
+
+
+CHECKS = (_failures, _latency, _backpressure, _capacity, _restarts)
