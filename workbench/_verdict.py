@@ -6,7 +6,7 @@ same verdict as the live topology.
 The signals, worst first:
 
 - the master crashed or does not answer (failing / degraded);
-- a spout's tuples fail or time out: failing when none of them completes any more,
+- a spout's tuples fail (timed-out ones included): failing when none completes any more,
   degraded otherwise; the cause is the component the tuples wait on (below);
 - a spout's p99 complete latency near ``message_timeout`` (from :data:`LATE` of it): its
   tuples are about to time out and be replayed;
@@ -110,14 +110,15 @@ def _because(snapshot: Mapping[str, Any], components: Mapping[str, Mapping]) -> 
 def _failures(snapshot: Mapping[str, Any], components: Mapping[str, Mapping]) -> list:
     out = []
     for name, m in components.items():
-        lost = _num(m, "failed") + _num(m, "timed_out")
+        lost = _num(m, "failed")  # timed-out tuples are counted as failed too
         if m.get("kind") != "spout" or not lost:
             continue
-        acked = _num(m, "acked")
+        acked, late = _num(m, "acked"), _num(m, "timed_out")
         cause, why = _because(snapshot, components)
         level = "failing" if not acked else "degraded"
         done = "none acked" if not acked else f"{_format.count(acked)} acked"
-        out.append((level, f"spout {name}: {_format.count(lost)} failed, {done}{why}",
+        late = f" ({_format.count(late)} timed out)" if late else ""
+        out.append((level, f"spout {name}: {_format.count(lost)} failed{late}, {done}{why}",
                     cause or name))
     return out
 
