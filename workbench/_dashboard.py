@@ -247,10 +247,6 @@ class Dashboard(widgets.VBox):
     def _draw(self, snap: dict) -> None:
         self._parts.draw({**snap, "history": self.history}, self.topology, self.history)
 
-    def redraw(self) -> None:
-        """Draw the last snapshot again (a view choice changed, e.g. the drill-down)."""
-        self._draw(self.snapshot)
-
     def poke(self) -> None:
         """Refresh now rather than at the next tick (after a control was used)."""
         self._wake.set()

@@ -79,7 +79,7 @@ class Parts:
         self.component = widgets.Dropdown(options=[("(choose a component)", "")] + [
             (c, c) for c in components], description="tasks of", style=WIDE)
         self.edge.observe(lambda _: board.tap_changed(), names="value")
-        self.component.observe(lambda _: board.redraw(), names="value")
+        self.component.observe(lambda _: board.poke(), names="value")  # drawn by the thread
         self.window.observe(lambda change: board.set_window(change["new"]), names="value")
 
     def _controls(self, board: Any, spouts: list[str]) -> None:
