@@ -11,7 +11,10 @@ from __future__ import annotations
 
 import datetime
 import html
-from collections.abc import Mapping
+import linecache
+import re
+import sys
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from . import _format
@@ -85,8 +88,53 @@ def exception_details(record: Mapping[str, Any], name: str = "NAME") -> str:
     log = (f"%topology logs {name} {record.get('component')} {record.get('task')}"
            if record.get("task") is not None else "")
     tail = f"<small>the instance's whole log: <code>{_esc(log)}</code></small>" if log else ""
+    traceback = with_sources(str(record.get("traceback", "")), linecache.getline, cell_label)
     return (f"<details><summary>{_esc(record.get('error'))}</summary>"
-            f"<pre>{_esc(record.get('traceback', ''))}</pre>{tail}</details>")
+            f"<pre>{_esc(traceback)}</pre>{tail}</details>")
+
+
+FRAME = re.compile(r'^(?P<indent>\s*)File "(?P<file>[^"]+)", line (?P<line>\d+)(?P<rest>.*)$')
+
+
+def with_sources(text: str, getline: Callable[[str, int], str],
+                 label: Callable[[str], str | None] = lambda _: None) -> str:
+    r"""A traceback made in an instance, read where the code was written: each frame
+    without its source line gets it from ``getline`` (the kernel's linecache holds every
+    cell it ran, which the instance cannot read), and a cell's temporary file is named
+    as IPython names it (``Cell In[7]``) by ``label``.
+
+    >>> tb = 'Traceback:\n  File "/tmp/ipykernel_9/ab.py", line 2, in process\nKeyError: 1'
+    >>> print(with_sources(tb, lambda f, n: "    x = d[1]\n", lambda f: "Cell In[7]"))
+    Traceback:
+      Cell In[7], line 2, in process
+        x = d[1]
+    KeyError: 1
+    """
+    lines, out = text.splitlines(), []
+    for i, line in enumerate(lines):
+        frame = FRAME.match(line)
+        if frame is None:
+            out.append(line)
+            continue
+        indent, file, number = frame["indent"], frame["file"], int(frame["line"])
+        named = label(file)
+        out.append(f"{indent}{named}, line {number}{frame['rest']}" if named else line)
+        following = lines[i + 1] if i + 1 < len(lines) else ""
+        if following.startswith(indent + "  ") and not FRAME.match(following):
+            continue  # the instance could read the source: it is there already
+        source = getline(file, number).strip()
+        if source:
+            out.append(f"{indent}  {source}")
+    return "\n".join(out)
+
+
+def cell_label(filename: str) -> str | None:
+    """``Cell In[7]`` for the file IPython compiled cell 7 into, in this kernel; None
+    elsewhere (IPython is not imported for this: only asked if it is running)."""
+    ipython = sys.modules.get("IPython")
+    shell = ipython.get_ipython() if ipython is not None else None
+    named = getattr(getattr(shell, "compile", None), "format_code_name", lambda _: None)(filename)
+    return " ".join(named) if named else None
 
 
 def exceptions_html(snapshot: Mapping[str, Any]) -> str:

@@ -194,3 +194,18 @@ def test_an_opened_traceback_is_never_redrawn():
     assert "×7" in line.value
     assert board.box.children[:len(children)] == children  # the new one is appended
     assert "%topology logs wc split 3" in details.value
+
+
+def test_a_traceback_from_an_instance_gets_the_cells_source_lines():
+    tb = ('Traceback (most recent call last):\n'
+          '  File "/usr/lib/x.py", line 3, in run\n'
+          '    known()\n'
+          '  File "/tmp/ipykernel_7/12.py", line 5, in process\n'
+          "ValueError: forty is right out")
+    lines = {("/tmp/ipykernel_7/12.py", 5): "            raise ValueError('forty')\n"}
+    shown = _lists.with_sources(tb, lambda f, n: lines.get((f, n), ""),
+                                lambda f: "Cell In[3]" if "ipykernel" in f else None)
+    assert shown.splitlines()[1:] == [
+        '  File "/usr/lib/x.py", line 3, in run', "    known()",
+        "  Cell In[3], line 5, in process", "    raise ValueError('forty')",
+        "ValueError: forty is right out"]
