@@ -229,6 +229,8 @@ class Dashboard(widgets.VBox):
             snap.setdefault("exceptions", self.snapshot.get("exceptions"))
         if snap.get("stats") is not None:
             self.history.add(snap["stats"], snap["time"])
+            snap["recent"] = {c: {"capacity": self.history.recent(c, "capacity")}
+                              for c in {s.get("component") for s in snap["stats"]}}
         if snap.get("tap") is not None and not snap["tap"]["tuples"]:
             snap["tap"]["why"] = _tap.why_empty(snap, self._tap_spec(), self.graph,
                                                 self.tap_since)

@@ -12,7 +12,9 @@ The signals, worst first:
   tuples are about to time out and be replayed;
 - backpressure: a bolt's queue is so long that the spouts are held;
 - a bolt at capacity (:data:`BUSY` or more): it spends nearly all its time in ``process``
-  and cannot take more;
+  and cannot take more. Its capacity is the larger of the window's and the last few
+  seconds' (``snapshot["recent"]``, from the dashboard's history): the window's counts the
+  start-up too, so a bolt that cannot keep up would show it only after a minute;
 - instances restarting (user code crashes) in the window.
 
 "The component that causes it", for a spout's failures or latency, is the backpressure
@@ -24,7 +26,7 @@ restarts or raises: where a person should look first.
 ...                    "count": {"kind": "bolt", "capacity": 0.98}}}}
 >>> verdict(snap)  # doctest: +NORMALIZE_WHITESPACE
 {'level': 'failing', 'component': 'count',
- 'reason': "spout src: 4k failed, none acked; count is at capacity (0.98): it cannot keep up"}
+ 'reason': 'spout src: 4k failed, none acked; count is at capacity (0.98): it cannot keep up'}
 >>> verdict({"state": "running", "metrics": {"components": {"a": {"kind": "bolt"}}}})["level"]
 'healthy'
 """
@@ -65,13 +67,23 @@ def _say(level: str | None, reason: str, component: str | None) -> dict:
     return {"level": level, "component": component, "reason": reason}
 
 
-def _components(snapshot: Mapping[str, Any]) -> dict[str, Mapping[str, Any]]:
-    found = (snapshot.get("metrics") or {}).get("components") or {}
-    return {c: m for c, m in found.items() if isinstance(m, Mapping) and not c.startswith("__")}
-
-
 def _num(m: Mapping[str, Any], key: str) -> float:
     return _format.number(m.get(key)) or 0
+
+
+def _components(snapshot: Mapping[str, Any]) -> dict[str, Mapping[str, Any]]:
+    """The user components' metrics, each bolt's capacity the larger of the window's and
+    the recent one (module docstring)."""
+    found = (snapshot.get("metrics") or {}).get("components") or {}
+    recent = snapshot.get("recent") or {}
+    out = {}
+    for c, m in found.items():
+        if not isinstance(m, Mapping) or c.startswith("__"):
+            continue
+        lately = _format.number((recent.get(c) or {}).get("capacity"))
+        busy = max(_num(m, "capacity"), lately or 0)
+        out[c] = {**m, "capacity": busy} if m.get("kind") == "bolt" and busy else m
+    return out
 
 
 def culprit(snapshot: Mapping[str, Any], components: Mapping[str, Mapping]) -> str | None:

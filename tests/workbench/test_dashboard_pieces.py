@@ -209,3 +209,12 @@ def test_a_traceback_from_an_instance_gets_the_cells_source_lines():
         '  File "/usr/lib/x.py", line 3, in run', "    known()",
         "  Cell In[3], line 5, in process", "    raise ValueError('forty')",
         "ValueError: forty is right out"]
+
+
+def test_a_bolt_busy_in_the_last_seconds_is_at_capacity_before_the_window_says_so():
+    # the window's capacity counts the start-up: 0.4 after 4 s of a 10 s span
+    snap = recorded(src=SPOUT, count={**IDLE_COUNT, "capacity": 0.4})
+    assert _verdict.verdict(snap)["level"] == "healthy"
+    snap["recent"] = {"count": {"capacity": 0.97}, "src": {"capacity": 1.0}}
+    found = _verdict.verdict(snap)
+    assert (found["level"], found["component"]) == ("degraded", "count")
