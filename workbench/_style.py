@@ -20,7 +20,7 @@ CSS = """
 .tupleflow-header {position: sticky; top: 0; z-index: 3; padding: 2px 0 4px;
   background: var(--jp-layout-color0, #fff); border-bottom: 1px solid #ddd}
 .tupleflow-header .widget-label, .tupleflow-header label {width: auto !important}
-.tupleflow-dashboard .lm-TabBar-tab {flex: 0 0 auto !important; min-width: max-content}
+.tupleflow-dashboard .lm-TabBar-tab {flex: 0 0 auto !important; min-width: max-content !important}
 .tf-live, .tf-ended {display: inline-block; overflow: hidden; white-space: nowrap;
   vertical-align: bottom}
 .tf-ended {max-width: 0; visibility: hidden;
