@@ -241,7 +241,13 @@ class TopologyMagics(Magics):
     def _tune(self, name: str, value: str, component: str | None = None) -> None:
         running = self._running(name)
         tasks = running.set_max_spout_pending(_pending(value), component)
+        topology = self.registry.get(name).topology
         names = workbench.task_names(running.plan.component_tasks())
+        if topology is not None:  # the spouts' tasks only: bolts are told too, and ignore it
+            graph = getattr(topology, "topology", topology).graph
+            names = {t: n for t, n in names.items()
+                     if graph.nodes.get(n.split("[")[0], {}).get("kind") == "spout"}
+            tasks = [t for t in tasks if t in names]
         told = ", ".join(names.get(t, str(t)) for t in tasks) or "no spout task yet"
         print(f"max_spout_pending={value} sent to {told}")
 

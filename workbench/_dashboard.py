@@ -363,10 +363,24 @@ class Dashboard(widgets.VBox):
         except ValueError as err:
             self._parts.message.value = f"max spout pending {text.strip()!r}: {_esc(err)}"
             return
-        names = _tap.names(self.running.plan.component_tasks())
-        self.act(f"max spout pending = {text.strip()}", lambda: "told " + (", ".join(
-            names.get(t, str(t)) for t in self.running.set_max_spout_pending(
-                value, component or None)) or "no task yet (each is told when ready)"))
+        self.act(f"max spout pending = {text.strip()}", lambda: told(
+            self.running.set_max_spout_pending(value, component or None),
+            self.running.plan.component_tasks(), _spouts(self.topology)))
+
+
+def told(tasks: list[int], component_tasks: dict, spouts: list[str]) -> str:
+    """What a max-spout-pending change reached, in words: the spout tasks told. The
+    master tells every user component when no spout is named (a bolt ignores it, and one
+    that has not reported yet may be a spout), so its list may hold bolts' tasks too.
+
+    >>> told([1, 4, 5], {"sentences": (1,), "count": (4, 5)}, ["sentences"])
+    'told sentences[1]'
+    >>> told([], {"sentences": (1,)}, ["sentences"])
+    'told no spout task yet (each is told when it is ready)'
+    """
+    names = {t: f"{c}[{t}]" for c, ts in component_tasks.items() if c in spouts for t in ts}
+    shown = [names[t] for t in tasks if t in names]
+    return "told " + (", ".join(shown) or "no spout task yet (each is told when it is ready)")
 
 
 def has_numbers(snap: dict) -> bool:

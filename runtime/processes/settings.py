@@ -44,12 +44,8 @@ class LiveSettings:
         """Change max_spout_pending of one spout component (or all); remembered, so
         that a restarted instance gets it too. Returns the tasks told now."""
         value = _controls.check_max_spout_pending(msg.value)
-        kinds = self.tasks.kinds()
-        targets = _controls.spout_targets(self.component_tasks, kinds, msg.component)
-        # For "every spout", leave out the components known to be bolts: they ignore the
-        # setting, and the tasks told (the answer, the event) must be the spouts' only.
-        targets = {c: ts for c, ts in targets.items()
-                   if not all(kinds.get(t) == "bolt" for t in ts)}
+        targets = _controls.spout_targets(self.component_tasks, self.tasks.kinds(),
+                                          msg.component)
         tasks = [t for ts in targets.values() for t in ts]
         self.spout_pending.update(dict.fromkeys(targets, value))
         told = self.tell(wire.Setting(key=MAX_SPOUT_PENDING, value=value), tasks)

@@ -208,7 +208,7 @@ def test_every_subcommand_is_one_call(shell, fake_submit):
         ("status",), ("status",), ("exceptions",), ("logs", "double", 1), ("pause",),
         ("resume",), ("tune", "auto", None), ("tune", None, "src"), ("tune", 50, None)]
     for text in ["demo: running", "container 0", "double ×3", "a log line", "paused demo",
-                 "demo was not paused", "max_spout_pending=50 sent to 0, "]:
+                 "demo was not paused", "max_spout_pending=50 sent to src[1]"]:
         assert text in out.stdout
     with pytest.raises(UsageError, match="auto, none or an integer"):
         shell.run_line_magic("topology", "tune demo lots")
