@@ -25,6 +25,7 @@ EVENTS_SHOWN = 30  # raw events kept under each group
 CHANGES_SHOWN = 10  # controls and tuner turns listed, newest first
 CONTROLS = ("tuner", "max_spout_pending", "paused", "resumed", "recording_started",
             "recording_stopped")  # events a person caused (or the tuner): kept visible
+HIDDEN = {"max_spout_pending": ("tasks",)}  # the master tells bolts too: their tasks mislead
 EXIT_MEANING = {70: "crashed (user code raised)", 1: "crashed", -9: "killed (SIGKILL)",
                 -15: "stopped (SIGTERM)"}  # instance exit codes (runtime/processes/instance.py)
 
@@ -207,8 +208,9 @@ def event_text(event: Mapping[str, Any]) -> str:
     >>> event_text({"kind": "restarted", "task": 3, "reason": "exited with code 70"})
     'restarted: task=3, reason=crashed (user code raised), exit code 70'
     """
+    hidden = HIDDEN.get(event.get("kind"), ()) + ("kind", "time")
     rest = ", ".join(f"{k}={_reason(v) if k == 'reason' else v}" for k, v in event.items()
-                     if k not in ("kind", "time"))
+                     if k not in hidden)
     return f"{event.get('kind')}" + (f": {rest}" if rest else "")
 
 
