@@ -26,12 +26,14 @@ def number(value: Any) -> float | None:
 
 
 def _sig(value: float) -> str:
-    """Three significant digits, no exponent: 1.25, 12.3, 123."""
+    """Three significant digits, no exponent: 1.25, 12.3, 123; two below 1."""
     if value == 0:
         return "0"
     if abs(value) >= 100:
         return f"{value:.0f}"
-    return f"{value:.3g}" if abs(value) >= 0.001 else f"{value:.1e}"
+    if abs(value) >= 1:
+        return f"{value:.3g}"
+    return f"{value:.2g}" if abs(value) >= 0.001 else f"{value:.1e}"  # 0.043, not 0.0431
 
 
 def count(value: Any) -> str:
