@@ -134,6 +134,8 @@ def test_controls_pause_resume_tune_and_kill_reach_the_topology():
         board.set_max_spout_pending("9")  # every spout: the spouts' tasks only are told
         assert "told src[1]" in board._parts.message.value
         assert "sink" not in board._parts.message.value
+        wait_for(lambda: table(board.refresh() and board)["src"]["emitted"] not in ("0", "–"),
+                 20, "counts to show before the kill")
         board.kill()
         assert not running.alive and board.stopped
         assert ">killed</span>" in board._parts.status.value
