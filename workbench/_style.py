@@ -21,6 +21,7 @@ CSS = """
   background: var(--jp-layout-color0, #fff); border-bottom: 1px solid #ddd}
 .tupleflow-header .widget-label, .tupleflow-header label {width: auto !important}
 .tupleflow-dashboard .lm-TabBar-tab {flex: 0 0 auto !important; min-width: max-content !important}
+.tupleflow-dashboard .lm-TabBar-content {flex-wrap: wrap}
 .tf-live, .tf-ended {display: inline-block; overflow: hidden; white-space: nowrap;
   vertical-align: bottom}
 .tf-ended {max-width: 0; visibility: hidden;

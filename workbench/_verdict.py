@@ -15,7 +15,7 @@ The signals, worst first:
   and cannot take more. Its capacity is the larger of the window's and the last few
   seconds' (``snapshot["recent"]``, from the dashboard's history): the window's counts the
   start-up too, so a bolt that cannot keep up would show it only after a minute;
-- instances restarting (user code crashes) in the window.
+- instances restarted (user code crashes) in the last minute (the events say when).
 
 "The component that causes it", for a spout's failures or latency, is the backpressure
 root cause if there is one, else the busiest bolt when it is busy, else a bolt that
@@ -41,6 +41,7 @@ from . import _format
 LEVELS = ("healthy", "degraded", "failing")  # worst last
 BUSY = 0.8  # a bolt's capacity from which it is called "at capacity" (Storm's UI: red at 0.8)
 LATE = 0.5  # complete latency, as a share of message_timeout, from which tuples risk timing out
+RESTARTS_WITHIN = 60.0  # seconds: a restart older than this no longer degrades the verdict
 DEFAULT_TIMEOUT = 30.0  # seconds: runtime's default message_timeout, when the config lacks it
 
 
@@ -116,7 +117,7 @@ def _because(snapshot: Mapping[str, Any], components: Mapping[str, Mapping]) -> 
     if _num(m, "capacity") >= BUSY:
         return cause, f"; {cause} is at capacity ({_format.share(m.get('capacity'))}): " \
                       "it cannot keep up"
-    return cause, f"; {cause} restarted {_format.whole(m.get('restarts'))} times"
+    return cause, f"; {cause} restarted {_times(int(_num(m, 'restarts')))}"
 
 
 def _failures(snapshot: Mapping[str, Any], components: Mapping[str, Mapping]) -> list:
@@ -164,9 +165,23 @@ def _capacity(snapshot: Mapping[str, Any], components: Mapping[str, Mapping]) ->
 
 
 def _restarts(snapshot: Mapping[str, Any], components: Mapping[str, Mapping]) -> list:
-    return [("degraded", f"{c} restarted {_format.whole(m.get('restarts'))} times "
+    """Instances restarted in the last :data:`RESTARTS_WITHIN` seconds (the events say
+    when; the metrics count every restart since the start, which one old crash would
+    keep "degraded" for ever)."""
+    now = _format.number(snapshot.get("time")) or 0
+    recent: dict[str, int] = {}
+    for e in snapshot.get("events") or []:
+        when = _format.number(e.get("time")) or 0
+        if e.get("kind") == "restarted" and e.get("component") in components and \
+                now - when <= RESTARTS_WITHIN:
+            recent[e["component"]] = recent.get(e["component"], 0) + 1
+    return [("degraded", f"{c} restarted {_times(n)} in the last {RESTARTS_WITHIN:g} s "
                          "(its code raised: see exceptions)", c)
-            for c, m in components.items() if _num(m, "restarts")][:1]
+            for c, n in sorted(recent.items(), key=lambda cn: -cn[1])[:1]]
+
+
+def _times(n: int) -> str:
+    return "once" if n == 1 else f"{_format.whole(n)} times"
 
 
 CHECKS = (_failures, _latency, _backpressure, _capacity, _restarts)

@@ -56,6 +56,14 @@ OVERFLOW = """(selector) => {
     const node = document.querySelector(selector);
     return node.scrollWidth - node.clientWidth;
 }"""
+# What sticks out of the dashboard's right edge (to say why it overflows).
+STICKING_OUT = """(selector) => {
+    const node = document.querySelector(selector);
+    const right = node.getBoundingClientRect().right;
+    return [...node.querySelectorAll('*')]
+        .filter(e => e.getBoundingClientRect().right > right + 1)
+        .slice(0, 5).map(e => e.tagName + '.' + [...e.classList].join('.'));
+}"""
 # Whether the node's box is inside the browser's window (the header is "visible").
 IN_VIEW = """(selector) => {
     const box = document.querySelector(selector).getBoundingClientRect();
@@ -75,7 +83,8 @@ FLAKY = ("from runtime import Bolt\n"
          "            raise ValueError('forty is right out')\n"
          "        self.emit(tup.values)")
 LEARNER_CELLS = [
-    "%load_ext kernel_ext\nfrom runtime.testing import PacedSpout, Doubler",
+    "%load_ext kernel_ext\nfrom runtime.testing import PacedSpout, Doubler\n"
+    "import runtime\nprint(runtime.__file__)",
     FLAKY,
     "%%topology demo\nnums:   PacedSpout\nflaky:  Flaky * 2  <- nums shuffle\n"
     "double: Doubler    <- flaky shuffle",
@@ -195,7 +204,8 @@ def fits(page, width: int) -> None:
     in view once the dashboard is scrolled to, and a screenshot is saved."""
     page.set_viewport_size({"width": width, "height": 1000})
     refreshes(page, 1)
-    assert page.evaluate(OVERFLOW, DASHBOARD) <= 1, f"the dashboard scrolls sideways at {width}"
+    assert page.evaluate(OVERFLOW, DASHBOARD) <= 1, (
+        f"the dashboard scrolls sideways at {width}: {page.evaluate(STICKING_OUT, DASHBOARD)}")
     page.locator(DASHBOARD).first.evaluate("node => node.scrollIntoView({block: 'start'})")
     assert page.evaluate(IN_VIEW, ".tupleflow-header"), f"header out of view at {width}"
     page.screenshot(path=str(SHOTS / f"dashboard-{width}.png"))
@@ -216,6 +226,8 @@ def test_a_learner_can_read_the_dashboard(lab, page, tupleflow_processes):
     open_notebook(page, lab, len(LEARNER_CELLS))
     run_all_cells(page)
     page.wait_for_function(STATE_IS, arg=[STATUS, "demo", "running"], timeout=KERNEL_WORK)
+    first = page.locator(".jp-Notebook .jp-Cell").first.locator(".jp-OutputArea-output")
+    assert str(REPO) in first.text_content()  # the kernel runs this checkout's code
     wait_for_counts_to_grow(page)
     for width in (950, 1400):
         fits(page, width)

@@ -80,10 +80,15 @@ def test_complete_latency_near_the_timeout_is_degraded():
     assert _verdict.verdict(snap)["level"] == "healthy"
 
 
-def test_restarts_and_a_dead_master():
-    found = _verdict.verdict(recorded(sentences=SPOUT, split={**SPLIT, "restarts": 106}))
+def test_recent_restarts_and_a_dead_master():
+    snap = recorded(sentences=SPOUT, split={**SPLIT, "restarts": 106}) | {"time": 1000.0}
+    snap["events"] = [{"kind": "restarted", "component": "split", "time": t}
+                      for t in (100.0, 950.0, 990.0)]
+    found = _verdict.verdict(snap)
     assert (found["level"], found["component"]) == ("degraded", "split")
-    assert "restarted 106 times" in found["reason"]
+    assert "restarted 2 times in the last 60 s" in found["reason"]
+    snap["time"] = 2000.0  # a minute later with no new crash: healthy again
+    assert _verdict.verdict(snap)["level"] == "healthy"
     assert _verdict.verdict({"state": "dead"})["level"] == "failing"
     assert _verdict.verdict({"state": "killed"})["level"] is None  # no verdict on the end
 
