@@ -89,7 +89,7 @@ class Parts:
                                     layout={"width": "auto"})
         self.resume = widgets.Button(description="resume spouts", icon="play",
                                      layout={"width": "auto"})
-        self.pending_box = widgets.Text(placeholder="auto, none or a number",
+        self.pending_box = widgets.Text(placeholder="auto, none or 100",
                                         description="max spout pending", style=WIDE,
                                         layout={"width": "300px"})
         self.spout = widgets.Dropdown(options=[("all spouts", "")] + [(c, c) for c in spouts],

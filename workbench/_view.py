@@ -256,7 +256,8 @@ def _badges(x: float, y: float, box_w: int, live: Mapping[str, Any], cause: bool
     marks = ([("tf-badge-backpressure", "⚠ backpressure")] if cause else []) + \
         ([("tf-badge-failed", f"✗ {count(live['failed'])} failed")] if live.get("failed")
          else []) + \
-        ([("tf-badge-restarts", f"↻ {count(live['restarts'])} restarts")]
+        ([("tf-badge-restarts", f"↻ {count(live['restarts'])} restart"
+                                 + "s" * (live["restarts"] != 1))]
          if live.get("restarts") else [])
     text = "  ".join(label for _, label in marks)
     if not text:
