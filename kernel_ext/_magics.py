@@ -11,6 +11,7 @@ magic never lets it escape.
 from __future__ import annotations
 
 import ast
+import contextlib
 import difflib
 import inspect
 import shlex
@@ -59,6 +60,7 @@ class TopologyMagics(Magics):
         super().__init__(shell)
         self.registry = Registry()
         self.parsed: dict[str, workbench.ParsedTopology] = {}  # NAME -> its last cell
+        self.handles = HandleViews()
 
     @line_cell_magic
     def topology(self, line: str, cell: str | None = None) -> Any:
@@ -148,6 +150,7 @@ class TopologyMagics(Magics):
         entry.running.kill()
         for board in entry.dashboards:  # in this cell, so that their last picture lands now
             board.wait_stopped()
+        self.handles.update()
         print(f"killed {name}")
 
     def _dashboard(self, name: str, *options: str) -> Any:
@@ -165,6 +168,7 @@ class TopologyMagics(Magics):
         entry = self.registry.get(name)
         board = workbench.Dashboard(running, interval=float(interval), topology=entry.topology)
         entry.dashboards.append(board)
+        board.on_stop.append(self.handles.update)  # its handle's text says how it ended
         board.show()
 
     def _tap(self, name: str, component: str, *rest: str) -> None:
@@ -205,6 +209,7 @@ class TopologyMagics(Magics):
         print(f"stopped recording {component} [{stream}]")
 
     def _list(self) -> None:
+        self.handles.update()
         if not self.registry.entries:
             print("no topologies submitted from this kernel")
         for name, entry in self.registry.entries.items():
@@ -250,6 +255,34 @@ class TopologyMagics(Magics):
             tasks = [t for t in tasks if t in names]
         told = ", ".join(names.get(t, str(t)) for t in tasks) or "no spout task yet"
         print(f"max_spout_pending={value} sent to {told}")
+
+
+class HandleViews:
+    """Where this kernel showed a :class:`runtime.RunningTopology` (as a cell's result,
+    ``<RunningTopology 'demo' running ...>``): each is a display with an id, redrawn when
+    the topology stops, so the text under a dashboard never says "running" after a kill.
+    Registered for the type by ``load_ipython_extension``."""
+
+    def __init__(self) -> None:
+        self.shown: list[tuple[Any, Any]] = []  # (handle, its display)
+
+    def show(self, running: Any) -> None:
+        self.shown.append((running, display(_Text(repr(running)), display_id=True)))
+
+    def update(self) -> None:
+        for running, view in self.shown:
+            with contextlib.suppress(Exception):  # the frontend may be gone
+                view.update(_Text(repr(running)))
+
+
+class _Text:
+    """Plain text as a display (no HTML: what the handle's repr shows)."""
+
+    def __init__(self, text: str) -> None:
+        self.text = text
+
+    def _repr_mimebundle_(self, **kwargs: Any) -> dict:
+        return {"text/plain": self.text}
 
 
 def _option(word: str, sub: str = "submit") -> tuple[str, Any]:

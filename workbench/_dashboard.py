@@ -174,6 +174,7 @@ class Dashboard(widgets.VBox):
         self._over = threading.Event()  # stopped, and the last picture drawn and sent
         self._thread: threading.Thread | None = None
         self._handle: Any = None
+        self.on_stop: list[Callable[[], Any]] = []  # called once it has stopped
         self._parts = Parts(self, tap_choices(running, self.graph), list(self.graph.nodes),
                             _spouts(self.topology))
         super().__init__(children=self._parts.layout(), **kwargs)
@@ -276,6 +277,9 @@ class Dashboard(widgets.VBox):
         if self._handle is not None:
             with contextlib.suppress(Exception):  # the frontend may be gone
                 self._handle.update(_Static(self.static_html()), raw=False)
+        for callback in self.on_stop:
+            with contextlib.suppress(Exception):  # a watcher's failure is not the board's
+                callback()
         self._over.set()
 
     def close(self) -> None:

@@ -172,3 +172,17 @@ def test_record_errors_are_one_line_usage_errors(running_demo, line, message):
     ip, _, _ = running_demo
     with pytest.raises(UsageError, match=message):
         ip.run_line_magic("topology", line)
+
+
+def test_the_handle_shown_under_a_dashboard_says_killed_after_the_kill(running_demo):
+    ip, running, _ = running_demo
+    with capture_output() as shown:
+        ip.run_cell("demo_running")  # the handle as a cell's result
+    assert any("<RunningTopology 'demo' running" in o.data.get("text/plain", "")
+               for o in shown.outputs)
+    ((handle, view),) = magics(ip).handles.shown
+    assert handle is running and view.display_id
+    with capture_output() as redrawn:
+        ip.run_line_magic("topology", "kill demo")
+    assert any("<RunningTopology 'demo' killed" in o.data.get("text/plain", "")
+               for o in redrawn.outputs), [o.data for o in redrawn.outputs]
