@@ -98,19 +98,24 @@ def status_html(snapshot: Mapping[str, Any], live: bool = True) -> str:
     extra += f" · {error}" if error and state not in ("killed", "dead", "closed") else ""
     shown = (f'<span class="tf-state" style="color:{colour};font-weight:bold">'
              f"{_esc(state)}</span>")
+    verdict_ = verdict_html(snapshot)
     if live and state in ("running", "paused", "starting", "not answering"):
         shown = _stale(shown, snapshot)
+        verdict_ = (f'<div class="tf-fades" style="--tf-stale:{_delay(snapshot):g}s">'
+                    f"{verdict_}</div>")  # the last verdict, greyed with the "ended"
     return (f'<b>{_esc(snapshot.get("name", ""))}</b>: {shown} '
-            f"<small>{_esc(_clock(snapshot.get('time')))}{_esc(extra)}</small>"
-            f"{verdict_html(snapshot)}")
+            f"<small>{_esc(_clock(snapshot.get('time')))}{_esc(extra)}</small>{verdict_}")
+
+
+def _delay(snapshot: Mapping[str, Any]) -> float:
+    """Seconds without a refresh after which a live view says it has ended."""
+    return max(STALE_AFTER, 3 * (_format.number(snapshot.get("interval")) or 1.0))
 
 
 def _stale(shown: str, snapshot: Mapping[str, Any]) -> str:
     """The state, and "ended" in the same place, swapped in by an animation that starts
     whenever this HTML is (re)drawn: each refresh restarts it, a dead kernel does not."""
-    interval = _format.number(snapshot.get("interval")) or 1.0
-    delay = max(STALE_AFTER, 3 * interval)
-    return (f'<span class="tf-states" style="--tf-stale:{delay:g}s">'
+    return (f'<span class="tf-states" style="--tf-stale:{_delay(snapshot):g}s">'
             f'<span class="tf-live">{shown}</span><span class="tf-ended">'
             '<span class="tf-state" style="color:#777;font-weight:bold">ended</span> '
             f"<small>(no update since {_esc(_clock(snapshot.get('time')))}: the kernel "

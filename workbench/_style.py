@@ -29,6 +29,8 @@ CSS = """
 .tf-live {animation: tf-live 0s linear var(--tf-stale, 5s) forwards}
 @keyframes tf-ended {to {max-width: 100em; visibility: visible}}
 @keyframes tf-live {to {max-width: 0; visibility: hidden}}
+.tf-fades {animation: tf-fades 0s linear var(--tf-stale, 5s) forwards}
+@keyframes tf-fades {to {opacity: 0.45}}
 .tf-verdict {margin: 2px 0; white-space: normal}
 .tf-level {color: #fff; border-radius: 3px; padding: 0 6px; font-weight: bold}
 .tupleflow-graph svg, .tupleflow-snapshot svg {max-width: 100%; height: auto}
