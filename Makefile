@@ -82,13 +82,15 @@ bench: $(VENV)/.stamp-base
 # editable, so the kernel imports kernel_ext and workbench from this checkout. Loopback only.
 .PHONY: lab
 # overrides.json turns on "save widget state", so a notebook saved while a dashboard is live
-# reopens showing its last picture instead of "model not found".
+# reopens showing its last picture instead of "model not found". As root (a container, often),
+# Jupyter refuses to start without --allow-root: it is added only then.
 LAB_SETTINGS := $(VENV)/share/jupyter/lab/settings
 lab: $(VENV)/.stamp-test
 	@mkdir -p $(LAB_SETTINGS)
 	@echo '{"@jupyter-widgets/jupyterlab-manager:plugin": {"saveState": true}}' \
 	  > $(LAB_SETTINGS)/overrides.json
-	$(PY) -m jupyterlab --ServerApp.ip=127.0.0.1 --ServerApp.root_dir=tutorials
+	$(PY) -m jupyterlab --ServerApp.ip=127.0.0.1 --ServerApp.root_dir=tutorials \
+	  $$([ "$$(id -u)" = 0 ] && echo --allow-root)
 
 clean:
 	rm -rf $(VENV) .pytest_cache .ruff_cache .hypothesis .tupleflow artifacts build dist *.egg-info

@@ -6,6 +6,8 @@ See docs/notebook.md.
 
 from __future__ import annotations
 
+from runtime import RunningTopology
+
 from ._magics import TopologyMagics
 
 __all__ = ["TopologyMagics", "load_ipython_extension", "unload_ipython_extension"]
@@ -18,6 +20,8 @@ def load_ipython_extension(shell) -> None:
     magics = TopologyMagics(shell)
     shell.register_magics(magics)
     _loaded[id(shell)] = magics
+    # a handle shown as a cell's result is redrawn when its topology stops
+    _handle_formatter(shell).for_type(RunningTopology, magics.handles.show)
 
 
 def unload_ipython_extension(shell) -> None:
@@ -26,6 +30,12 @@ def unload_ipython_extension(shell) -> None:
     if magics is None:
         return
     magics.registry.close()
+    _handle_formatter(shell).pop(RunningTopology, None)
     shell.magics_manager.registry.pop(type(magics).__name__, None)
     for kind in ("line", "cell"):
         shell.magics_manager.magics[kind].pop("topology", None)
+
+
+def _handle_formatter(shell):
+    """IPython's formatter that displays an object itself (``_ipython_display_``-like)."""
+    return shell.display_formatter.ipython_display_formatter

@@ -11,10 +11,12 @@ magic never lets it escape.
 from __future__ import annotations
 
 import ast
+import contextlib
 import difflib
 import inspect
 import shlex
 import sys
+import time
 from typing import Any
 
 from IPython.core.error import UsageError
@@ -58,6 +60,7 @@ class TopologyMagics(Magics):
         super().__init__(shell)
         self.registry = Registry()
         self.parsed: dict[str, workbench.ParsedTopology] = {}  # NAME -> its last cell
+        self.handles = HandleViews()
 
     @line_cell_magic
     def topology(self, line: str, cell: str | None = None) -> Any:
@@ -147,6 +150,7 @@ class TopologyMagics(Magics):
         entry.running.kill()
         for board in entry.dashboards:  # in this cell, so that their last picture lands now
             board.wait_stopped()
+        self.handles.update()
         print(f"killed {name}")
 
     def _dashboard(self, name: str, *options: str) -> Any:
@@ -164,21 +168,27 @@ class TopologyMagics(Magics):
         entry = self.registry.get(name)
         board = workbench.Dashboard(running, interval=float(interval), topology=entry.topology)
         entry.dashboards.append(board)
+        board.on_stop.append(self.handles.update)  # its handle's text says how it ended
         board.show()
 
     def _tap(self, name: str, component: str, *rest: str) -> None:
-        """The latest tuples NAME's COMPONENT sent on STREAM: ``running.sample(...)``."""
+        """The latest tuples NAME's COMPONENT sent on STREAM: ``running.sample(...)``; for
+        a component that sends nothing (a sink) and no STREAM given, what it receives."""
         running = self._running(name)
         stream, rows = _tap_args(rest)
+        topology = self.registry.get(name).topology
+        tap = ("out", component, stream)
+        if not rest or rest[0].startswith("n="):
+            tap = _default_tap(running, topology, component)
         try:
-            tuples = running.sample(component, stream, rows, wait=True, timeout=TAP_WAIT)
+            tuples = _wait_for_tuples(running, topology, tap, rows)
         except ValueError as err:  # unknown component or stream: the user's words
             raise UsageError(f"%topology tap: {err}") from None
+        names = workbench.task_names(running.plan.component_tasks())
         if not tuples:
-            print(f"no tuples seen on {component} [{stream}] in {TAP_WAIT:g} s: the tap "
-                  "shows tuples sent after it starts; run it again")
+            print(_silent(running, topology, tap))
             return
-        display(workbench.TupleTable(component, stream, tuples))
+        display(workbench.TupleTable(component, stream, tuples, names, tap[0]))
 
     def _record(self, name: str, component: str, stream: str = "default") -> None:
         """Record NAME's COMPONENT's STREAM to Parquet: ``running.record(...)``."""
@@ -199,6 +209,7 @@ class TopologyMagics(Magics):
         print(f"stopped recording {component} [{stream}]")
 
     def _list(self) -> None:
+        self.handles.update()
         if not self.registry.entries:
             print("no topologies submitted from this kernel")
         for name, entry in self.registry.entries.items():
@@ -233,8 +244,45 @@ class TopologyMagics(Magics):
         print(f"resumed {name}" if done else f"{name} was not paused")
 
     def _tune(self, name: str, value: str, component: str | None = None) -> None:
-        tasks = self._running(name).set_max_spout_pending(_pending(value), component)
-        print(f"max_spout_pending={value} sent to tasks {tasks}")
+        running = self._running(name)
+        tasks = running.set_max_spout_pending(_pending(value), component)
+        topology = self.registry.get(name).topology
+        names = workbench.task_names(running.plan.component_tasks())
+        if topology is not None:  # the spouts' tasks only: bolts are told too, and ignore it
+            graph = getattr(topology, "topology", topology).graph
+            names = {t: n for t, n in names.items()
+                     if graph.nodes.get(n.split("[")[0], {}).get("kind") == "spout"}
+            tasks = [t for t in tasks if t in names]
+        told = ", ".join(names.get(t, str(t)) for t in tasks) or "no spout task yet"
+        print(f"max_spout_pending={value} sent to {told}")
+
+
+class HandleViews:
+    """Where this kernel showed a :class:`runtime.RunningTopology` (as a cell's result,
+    ``<RunningTopology 'demo' running ...>``): each is a display with an id, redrawn when
+    the topology stops, so the text under a dashboard never says "running" after a kill.
+    Registered for the type by ``load_ipython_extension``."""
+
+    def __init__(self) -> None:
+        self.shown: list[tuple[Any, Any]] = []  # (handle, its display)
+
+    def show(self, running: Any) -> None:
+        self.shown.append((running, display(_Text(repr(running)), display_id=True)))
+
+    def update(self) -> None:
+        for running, view in self.shown:
+            with contextlib.suppress(Exception):  # the frontend may be gone
+                view.update(_Text(repr(running)))
+
+
+class _Text:
+    """Plain text as a display (no HTML: what the handle's repr shows)."""
+
+    def __init__(self, text: str) -> None:
+        self.text = text
+
+    def _repr_mimebundle_(self, **kwargs: Any) -> dict:
+        return {"text/plain": self.text}
 
 
 def _option(word: str, sub: str = "submit") -> tuple[str, Any]:
@@ -279,11 +327,62 @@ def _hint(word: str, choices) -> str:
 
 
 def _state(running: Any) -> str:
-    """``running``/``starting`` (``paused``) as the master says, or ``dead``."""
-    if not running.alive:
-        return "dead"
+    """``running``/``starting`` (``paused``) as the master says; once it has stopped,
+    ``killed`` (by a handle, or its master stopped cleanly) or ``crashed`` with what the
+    exit code says."""
+    if getattr(running, "killed", False) or not running.alive:
+        return ended(running)
     try:
         status = running.status()
     except Exception as err:  # dying while we ask
         return f"not answering ({type(err).__name__})"
     return status.get("state", "?") + (" paused" if status.get("paused") else "")
+
+
+def ended(running: Any) -> str:
+    """How a stopped topology ended, in words.
+
+    >>> class Gone: killed, alive, exit_code = False, False, 1
+    >>> ended(Gone())
+    'crashed (its master exited with code 1)'
+    """
+    if getattr(running, "killed", False) or getattr(running, "exit_code", 0) == 0:
+        return "killed"
+    return f"crashed (its master exited with code {running.exit_code})"
+
+
+def _default_tap(running: Any, topology: Any, component: str) -> tuple:
+    """What ``%topology tap NAME COMPONENT`` with no STREAM looks at: the component's
+    default stream, or, for a component nobody subscribes to (a sink: what it sends goes
+    nowhere), what it receives."""
+    graph = getattr(topology, "topology", topology).graph if topology is not None else None
+    if graph is None or component not in graph or graph.out_degree(component) \
+            or not graph.in_degree(component):
+        return ("out", component, "default")
+    return ("in", component, "")
+
+
+def _wait_for_tuples(running: Any, topology: Any, tap: tuple, rows: int) -> list:
+    """Sample ``tap`` until some tuple comes or :data:`TAP_WAIT` seconds pass."""
+    if tap[0] == "out":
+        return running.sample(tap[1], tap[2], rows, wait=True, timeout=TAP_WAIT)
+    graph = getattr(topology, "topology", topology).graph
+    deadline = time.monotonic() + TAP_WAIT
+    while True:
+        found = workbench.sample_tap(running, graph, tap, rows)
+        if found or time.monotonic() > deadline:
+            return found
+        time.sleep(0.05)  # a poll interval, not synchronisation: the tap reports when it can
+
+
+def _silent(running: Any, topology: Any, tap: tuple) -> str:
+    """Why a tap saw nothing, in words (see ``workbench.tap_why_empty``)."""
+    graph = getattr(topology, "topology", topology).graph if topology is not None else None
+    try:
+        snap = {"state": _state(running).split()[-1], "metrics": running.metrics("1m"),
+                "config": {"stats_interval": running.plan.config.get("stats_interval")}}
+    except Exception:  # dying while we ask: say only what we know
+        snap = {}
+    where = f"{tap[1]} [{tap[2]}]" if tap[0] == "out" else f"the input of {tap[1]}"
+    why = workbench.tap_why_empty(snap, tap, graph, since=None)
+    return f"no tuples seen on {where} in {TAP_WAIT:g} s: {why}"

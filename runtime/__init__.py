@@ -54,6 +54,7 @@ __all__ = [
     "TopologyDead",
     "TopologyError",
     "Tuple",
+    "set_picture_maker",
     "stable_hash",
 ]
 
@@ -74,6 +75,13 @@ def _persistent_aggregate(*args, **kwargs):
     from runtime import trident
 
     return trident.persistent_aggregate(*args, **kwargs)
+
+
+def set_picture_maker(maker) -> None:
+    """Plug in how a :class:`Topology` and its ``graph`` are drawn in a notebook:
+    ``maker(topology_or_graph) -> SVG text``. ``import workbench`` plugs in its
+    ``topology_svg`` (the picture ``%%topology`` shows); without one they show their repr."""
+    _hooks.plug(picture=maker)
 
 
 # The model may not import the layers above it (pyproject.toml, [tool.importlinter]);

@@ -14,10 +14,20 @@ imports neither IPython, ipywidgets nor pyspark: each is imported when first use
 
 from typing import Any
 
+import runtime
+
 from ._dsl import TopologySyntaxError
 from ._dsl_build import ParsedTopology, parse_topology
-from ._panels import TupleTable
+from ._lists import TupleTable
+from ._tap import names as task_names
+from ._tap import sample as sample_tap
+from ._tap import why_empty as tap_why_empty
+from ._verdict import verdict
 from ._view import TopologyView, topology_svg
+
+# A Topology and its graph show themselves as this picture in a notebook (runtime's model
+# may not import the workbench: it asks through a hook, which this plugs in).
+runtime.set_picture_maker(topology_svg)
 
 __all__ = [
     "Dashboard",
@@ -26,8 +36,12 @@ __all__ = [
     "TopologyView",
     "TupleTable",
     "parse_topology",
+    "sample_tap",
     "spark_session",
+    "tap_why_empty",
+    "task_names",
     "topology_svg",
+    "verdict",
 ]
 
 

@@ -10,6 +10,9 @@ thread, so the kernel's main thread is never blocked: a cell runs while the dash
 updates. Button callbacks run in the kernel's main thread; they call the topology and then
 wake the refresh thread, which draws the result.
 
+What a learner sees first is the header: the state, the health verdict
+(:mod:`workbench._verdict`) and the controls; the layout is :mod:`workbench._parts`.
+
 The refresh stops when :meth:`Dashboard.close` is called, or when the topology is found
 dead or killed; the status line says which. A dashboard shown with :meth:`Dashboard.show`
 then replaces its output with the static HTML picture of its last state, so a saved
@@ -20,6 +23,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import html
 import threading
 import time
 from collections.abc import Callable
@@ -27,26 +31,31 @@ from typing import Any
 
 import ipywidgets as widgets
 
-from runtime.options import check_max_spout_pending
+from runtime.options import DEFAULTS, MESSAGE_TIMEOUT, STATS_INTERVAL, check_max_spout_pending
 
-from . import _panels
+from . import _panels, _tap
 from ._history import History
+from ._parts import Parts
 
 SLOW_EVERY = 5  # ticks between two asks for events and exceptions (they only grow)
 TAP_ROWS = 20
 NO_TAP = "(no tap)"
 STOPPED = ("killed", "dead", "closed")
+LIVE = ("running", "paused")
 
 
 def collect(running: Any, *, window: str = "1m", slow: bool = True,
-            tap: tuple[str, str] | None = None, tap_rows: int = TAP_ROWS) -> dict:
+            tap: tuple | None = None, tap_rows: int = TAP_ROWS, graph: Any = None) -> dict:
     """One snapshot of ``running`` for :mod:`workbench._panels` (see its docstring).
 
+    ``tap`` is ``(component, stream)`` (an output), or ``("out", component, stream)`` /
+    ``("in", component, "")`` (what ``component`` receives: needs the logical ``graph``).
     Never raises for the topology's sake: a dead master gives ``state="dead"`` (or
     ``"killed"`` when it was killed through its handle), a master that does not answer
     in time gives ``state="not answering"`` with the error.
     """
-    snap: dict[str, Any] = {"name": running.name, "time": time.time()}
+    snap: dict[str, Any] = {"name": running.name, "time": time.time(),
+                            "config": _config(running)}
     if running.killed or not running.alive:
         snap["state"] = _ended(running)
         return snap
@@ -58,8 +67,7 @@ def collect(running: Any, *, window: str = "1m", slow: bool = True,
             snap["events"] = running.events()
             snap["exceptions"] = running.exceptions()
         if tap is not None:
-            snap["tap"] = {"component": tap[0], "stream": tap[1],
-                           "tuples": running.sample(tap[0], tap[1], tap_rows)}
+            snap["tap"] = _tapped(running, graph, tap, tap_rows)
     except Exception as err:  # the master died or stalled while we asked
         snap["error"] = f"{type(err).__name__}: {err}"
         if running.killed or not running.alive:
@@ -69,6 +77,21 @@ def collect(running: Any, *, window: str = "1m", slow: bool = True,
         return snap
     snap["state"] = state_of(snap["status"])
     return snap
+
+
+def _tapped(running: Any, graph: Any, tap: tuple, rows: int) -> dict:
+    """The tap part of a snapshot: the tuples, how to name tasks, which way it looks."""
+    tap = ("out", *tap) if len(tap) == 2 else tuple(tap)
+    return {"direction": tap[0], "component": tap[1], "stream": tap[2] or "default",
+            "tuples": _tap.sample(running, graph, tap, rows),
+            "names": _tap.names(running.plan.component_tasks())}
+
+
+def _config(running: Any) -> dict:
+    """The options the panels read: message timeout (the verdict), stats interval (the
+    tap's wait)."""
+    config = getattr(getattr(running, "plan", None), "config", None) or {}
+    return {key: config.get(key, DEFAULTS.get(key)) for key in (MESSAGE_TIMEOUT, STATS_INTERVAL)}
 
 
 def _changes(running: Any) -> dict:
@@ -100,12 +123,12 @@ def parse_pending(text: str) -> int | str | None:
     return check_max_spout_pending(text)
 
 
-def tap_choices(running: Any) -> list[tuple[str, tuple[str, str] | None]]:
-    """The edges one can tap: every user stream of every component (``__`` streams are
-    the runtime's own), as dropdown options ``(label, (component, stream))``."""
-    streams = [(c, s) for c, s in running.plan.streams
-               if not c.startswith("__") and not s.startswith("__")]
-    return [(NO_TAP, None)] + [(f"{c} [{s}]", (c, s)) for c, s in streams]
+def tap_choices(running: Any, graph: Any = None) -> list[tuple[str, tuple | None]]:
+    """What one can tap: every user stream's output (``__`` streams are the runtime's
+    own), then, given the logical graph, every bolt's input; as dropdown options."""
+    if graph is None:
+        graph = _components_only(running).graph
+    return _tap.choices(graph, running.plan.streams)
 
 
 def _ended(running: Any) -> str:
@@ -127,9 +150,11 @@ class Dashboard(widgets.VBox):
     to the caller (:meth:`refresh`), as tests do.
 
     DOM contract (a browser test relies on it): the root has CSS class
-    ``tupleflow-dashboard``; ``tupleflow-graph`` (inline ``<svg>``), ``tupleflow-metrics``
-    (emitted/executed/acked per component), ``tupleflow-status`` (the state) are HTML
-    widgets.
+    ``tupleflow-dashboard``; ``tupleflow-header`` holds ``tupleflow-status`` (the state, and
+    the verdict in ``.tf-verdict[data-level]``) and ``tupleflow-controls``;
+    ``tupleflow-graph`` (inline ``<svg>``), ``tupleflow-metrics`` (a table, one
+    ``tr[data-component]`` per component, each number's exact value in ``data-value``)
+    and ``tupleflow-exceptions`` (one ``tupleflow-traceback`` per error) follow.
     """
 
     def __init__(self, running: Any, interval: float = 1.0, *, topology: Any = None,
@@ -139,14 +164,19 @@ class Dashboard(widgets.VBox):
         self.running, self.interval, self.window = running, float(interval), window
         topology = topology if topology is not None else getattr(running, "topology", None)
         self.topology = topology if topology is not None else _components_only(running)
+        self.graph = getattr(self.topology, "topology", self.topology).graph
         self.history = History()
-        self.snapshot: dict = {"name": running.name, "state": "starting"}
-        self.ticks = 0
+        self.snapshot: dict = {"name": running.name, "state": "starting",
+                               "interval": self.interval}
+        self.last_live: dict | None = None  # the last snapshot with real numbers in it
+        self.ticks, self.tap_since = 0, None
         self._wake, self._done = threading.Event(), threading.Event()  # tick; stop asked
         self._over = threading.Event()  # stopped, and the last picture drawn and sent
         self._thread: threading.Thread | None = None
         self._handle: Any = None
-        self._parts = _Parts(self, tap_choices(running))
+        self.on_stop: list[Callable[[], Any]] = []  # called once it has stopped
+        self._parts = Parts(self, tap_choices(running, self.graph), list(self.graph.nodes),
+                            _spouts(self.topology))
         super().__init__(children=self._parts.layout(), **kwargs)
         self.add_class("tupleflow-dashboard")
         self._draw(self.snapshot)
@@ -176,10 +206,22 @@ class Dashboard(widgets.VBox):
         if self._done.is_set():
             return self.snapshot
         slow = self.ticks % SLOW_EVERY == 0
-        snap = collect(self.running, window=self.window, slow=slow, tap=self._parts.tap())
+        snap = collect(self.running, window=self.window, slow=slow, tap=self._parts.tap(),
+                       graph=self.graph)
         if self._done.is_set():  # closed while we asked: draw nothing more
             return self.snapshot
         self.ticks += 1
+        snap = self._complete(snap, slow)
+        self.snapshot = snap
+        self._draw(snap)
+        if snap["state"] in STOPPED:
+            self._finish()
+        return snap
+
+    def _complete(self, snap: dict, slow: bool) -> dict:
+        """What the panels need beyond this tick's answers: the events and exceptions of
+        the last slow tick, why a tap is empty, and at the end the last real numbers."""
+        snap["interval"] = self.interval
         if not slow and snap["state"] != self.snapshot.get("state") and \
                 snap["state"] not in STOPPED and "error" not in snap:
             snap = {**snap, **_changes(self.running)}  # a new state: its event, at once
@@ -188,13 +230,22 @@ class Dashboard(widgets.VBox):
             snap.setdefault("exceptions", self.snapshot.get("exceptions"))
         if snap.get("stats") is not None:
             self.history.add(snap["stats"], snap["time"])
-        if snap["state"] in STOPPED or snap.get("metrics") is None:  # keep the last numbers
-            snap = {**self.snapshot, **snap}
-        self.snapshot = snap
-        self._draw(snap)
+            snap["recent"] = {c: {"capacity": self.history.recent(c, "capacity")}
+                              for c in {s.get("component") for s in snap["stats"]}}
+        if snap.get("tap") is not None and not snap["tap"]["tuples"]:
+            snap["tap"]["why"] = _tap.why_empty(snap, self._tap_spec(), self.graph,
+                                                self.tap_since)
+        if snap["state"] in LIVE and has_numbers(snap):
+            self.last_live = snap
         if snap["state"] in STOPPED:
-            self._finish()
+            return final(snap, self.last_live or self.snapshot)
+        if snap.get("metrics") is None:  # not answering: keep the last numbers
+            return {**self.snapshot, **snap}
         return snap
+
+    def _tap_spec(self) -> tuple:
+        tap = self._parts.tap()
+        return ("out", *tap) if tap is not None and len(tap) == 2 else tap
 
     def _draw(self, snap: dict) -> None:
         self._parts.draw({**snap, "history": self.history}, self.topology, self.history)
@@ -202,6 +253,15 @@ class Dashboard(widgets.VBox):
     def poke(self) -> None:
         """Refresh now rather than at the next tick (after a control was used)."""
         self._wake.set()
+
+    def tap_changed(self) -> None:
+        self.tap_since = time.time()
+        self.poke()
+
+    def set_window(self, window: str) -> None:
+        """Show counts over ``window`` (``1m``, ``10m``, ``1h``, ``all``) from now on."""
+        self.window = window
+        self.poke()
 
     @property
     def stopped(self) -> bool:
@@ -217,6 +277,9 @@ class Dashboard(widgets.VBox):
         if self._handle is not None:
             with contextlib.suppress(Exception):  # the frontend may be gone
                 self._handle.update(_Static(self.static_html()), raw=False)
+        for callback in self.on_stop:
+            with contextlib.suppress(Exception):  # a watcher's failure is not the board's
+                callback()
         self._over.set()
 
     def close(self) -> None:
@@ -225,7 +288,8 @@ class Dashboard(widgets.VBox):
             self._done.set()  # first stop the thread, so that nothing draws after "closed"
             self._wake.set()
             self._join()
-            self.snapshot = {**self.snapshot, "state": "closed"}
+            self.snapshot = final({**self.snapshot, "state": "closed"},
+                                  self.last_live or self.snapshot)
             self._draw(self.snapshot)
             self._finish()
         self._join()
@@ -260,13 +324,17 @@ class Dashboard(widgets.VBox):
 
     # -- controls (called by the buttons; also usable directly) ----------------------------
     def act(self, what: str, action: Callable[[], Any]) -> None:
-        """Run one control action; its outcome (or error) goes to the message line."""
+        """Run one control action; its outcome (or error, in words) goes to the message
+        line."""
         try:
             outcome = action()
+        except ValueError as err:  # refused (a bad value, a bolt): the reason is the message
+            self._parts.message.value = f"{what}: refused: {_esc(err)}"
         except Exception as err:
-            self._parts.message.value = f"{what}: {type(err).__name__}: {err}"
+            self._parts.message.value = f"{what}: {type(err).__name__}: {_esc(err)}"
         else:
-            self._parts.message.value = f"{what}: {outcome}" if outcome is not None else what
+            self._parts.message.value = f"{what}: {_esc(outcome)}" if outcome is not None \
+                else what
         self.poke()
 
     def kill(self) -> None:
@@ -292,80 +360,62 @@ class Dashboard(widgets.VBox):
         self.act("resumed", self.running.resume)
 
     def set_max_spout_pending(self, text: str, component: str | None = None) -> None:
-        self.act(f"max spout pending = {text.strip()} (tasks told)",
-                 lambda: self.running.set_max_spout_pending(parse_pending(text),
-                                                            component or None))
+        """Set max spout pending from the box's text; the message names the spout tasks
+        told, or says in words why the value was refused."""
+        try:
+            value = parse_pending(text)
+        except ValueError as err:
+            self._parts.message.value = f"max spout pending {text.strip()!r}: {_esc(err)}"
+            return
+        self.act(f"max spout pending = {text.strip()}", lambda: told(
+            self.running.set_max_spout_pending(value, component or None),
+            self.running.plan.component_tasks(), _spouts(self.topology)))
 
 
-class _Parts:
-    """The dashboard's child widgets and how a snapshot is drawn into them."""
+def told(tasks: list[int], component_tasks: dict, spouts: list[str]) -> str:
+    """What a max-spout-pending change reached, in words: the spout tasks told. The
+    master tells every user component when no spout is named (a bolt ignores it, and one
+    that has not reported yet may be a spout), so its list may hold bolts' tasks too.
 
-    def __init__(self, board: Dashboard, choices: list) -> None:
-        html = widgets.HTML
-        self.style = html(_panels.style())
-        self.status, self.graph, self.metrics = html(), html(), html()
-        self.plan, self.pending, self.tap_table = html(), html(), html()
-        self.exceptions, self.events, self.message = html(), html(), html()
-        for widget, cls in ((self.status, "status"), (self.graph, "graph"),
-                            (self.metrics, "metrics"), (self.plan, "plan"),
-                            (self.pending, "pending"), (self.tap_table, "tap"),
-                            (self.exceptions, "exceptions"), (self.events, "events"),
-                            (self.message, "message")):
-            widget.add_class(f"tupleflow-{cls}")
-        self.kill = widgets.Button(description="kill", button_style="danger", icon="stop")
-        self.pause = widgets.Button(description="pause spouts", icon="pause")
-        self.resume = widgets.Button(description="resume spouts", icon="play")
-        self.pending_box = widgets.Text(placeholder="auto, none or a number",
-                                        description="max pending", layout={"width": "260px"})
-        self.spout = widgets.Dropdown(options=[("all spouts", "")] + [
-            (c, c) for c in _spouts(board.topology)], layout={"width": "140px"})
-        self.set_pending = widgets.Button(description="set")
-        self.edge = widgets.Dropdown(options=choices, description="tap edge")
-        self.kill.on_click(lambda _: board.kill())
-        self.pause.on_click(lambda _: board.pause())
-        self.resume.on_click(lambda _: board.resume())
-        self.set_pending.on_click(lambda _: board.set_max_spout_pending(
-            self.pending_box.value, self.spout.value))
-        self.edge.observe(lambda _: board.poke(), names="value")
+    >>> told([1, 4, 5], {"sentences": (1,), "count": (4, 5)}, ["sentences"])
+    'told sentences[1]'
+    >>> told([], {"sentences": (1,)}, ["sentences"])
+    'told no spout task yet (each is told when it is ready)'
+    """
+    names = {t: f"{c}[{t}]" for c, ts in component_tasks.items() if c in spouts for t in ts}
+    shown = [names[t] for t in tasks if t in names]
+    return "told " + (", ".join(shown) or "no spout task yet (each is told when it is ready)")
 
-    def controls(self) -> list:
-        return [self.kill, self.pause, self.resume, self.pending_box, self.spout,
-                self.set_pending]
 
-    def layout(self) -> list:
-        bar = widgets.HBox(self.controls())
-        bar.add_class("tupleflow-controls")
-        tabs = widgets.Tab(children=[self.plan, self.pending,
-                                     widgets.VBox([self.edge, self.tap_table]),
-                                     self.exceptions, self.events])
-        for i, title in enumerate(("physical plan", "max spout pending", "tuple tap",
-                                   "exceptions", "events")):
-            tabs.set_title(i, title)
-        self.boxes = [bar, tabs, tabs.children[2]]
-        return [self.style, self.status, bar, self.message, self.graph, self.metrics, tabs]
+def has_numbers(snap: dict) -> bool:
+    """Whether a snapshot's metrics count anything (a dying master may answer zeros).
 
-    def all(self) -> list:
-        return [self.style, self.status, self.graph, self.metrics, self.plan, self.pending,
-                self.tap_table, self.exceptions, self.events, self.message, self.edge,
-                *self.controls(), *self.boxes]
+    >>> has_numbers({"metrics": {"components": {"a": {"emitted": 0, "executed": 3}}}})
+    True
+    >>> has_numbers({"metrics": {"components": {"a": {"emitted": 0}}}}), has_numbers({})
+    (False, False)
+    """
+    components = (snap.get("metrics") or {}).get("components") or {}
+    return any((m.get("emitted") or 0) + (m.get("executed") or 0) > 0
+               for m in components.values() if isinstance(m, dict))
 
-    def tap(self) -> tuple[str, str] | None:
-        return self.edge.value
 
-    def draw(self, snap: dict, topology: Any, history: History) -> None:
-        """Assign each panel's HTML; traitlets sends only the values that changed."""
-        self.status.value = _panels.status_html(snap)
-        self.graph.value = _panels.graph_html(topology, snap)
-        self.metrics.value = _panels.metrics_html(snap, history, _panels.graph_order(topology))
-        self.plan.value = _panels.plan_html(snap)
-        self.pending.value = _panels.pending_html(snap)
-        self.tap_table.value = _panels.tap_html(snap.get("tap"))
-        self.exceptions.value = _panels.exceptions_html(snap)
-        self.events.value = _panels.events_html(snap)
+def final(snap: dict, live: dict) -> dict:
+    """The last picture of a stopped topology: its final state and time over the last
+    snapshot that had real numbers, with no error from asking a master that was going
+    away (``TopologyDead``), and the numbers not replaced by the zeros of its last words.
 
-    def disable(self) -> None:
-        for widget in (*self.controls(), self.edge):
-            widget.disabled = True
+    >>> live = {"state": "running", "metrics": {"components": {"a": {"emitted": 5}}}}
+    >>> end = final({"state": "killed", "time": 9.0, "error": "TopologyDead: gone"}, live)
+    >>> end["state"], end["time"], end["metrics"]["components"]["a"]["emitted"], "error" in end
+    ('killed', 9.0, 5, False)
+    """
+    kept = {k: v for k, v in snap.items() if k not in ("error", "metrics", "stats", "status")}
+    end = {**live, **kept}
+    end.pop("error", None)
+    if end.get("status"):  # backpressure and pause belong to the live topology
+        end["status"] = {**end["status"], "backpressure": [], "paused": False}
+    return end
 
 
 class _Static:
@@ -376,6 +426,10 @@ class _Static:
 
     def _repr_mimebundle_(self, **kwargs: Any) -> dict:
         return {"text/html": self.html, "text/plain": "tupleflow dashboard (stopped)"}
+
+
+def _esc(value: Any) -> str:
+    return html.escape(str(value), quote=True)
 
 
 def _spouts(topology: Any) -> list[str]:

@@ -3,15 +3,17 @@
 A *snapshot* is a plain dict (built by ``workbench._dashboard.collect``)::
 
     {"name", "time", "state",          # "running", "paused", "killed", "dead", ...
-     "status", "metrics", "stats",     # running.status(), .metrics("1m"), .statistics()
+     "status", "metrics", "stats",     # running.status(), .metrics(window), .statistics()
      "events", "exceptions",           # lists of dicts, as the master returns them
-     "history", "tap", "error"}        # History, {"component", "stream", "tuples"}, str
+     "config", "interval",             # the topology's options; seconds between refreshes
+     "history", "tap", "error"}        # History, the tapped tuples (see _lists), str
 
 Any of them may be missing or None (a topology that died, an older master, a field that
 is not there yet): a missing value is shown as "–", never raised. Each ``*_html``
 function returns one panel's inner HTML; the dashboard puts it in an HTML widget with the
 panel's CSS class (``tupleflow-<panel>``). :func:`render` puts every panel in one
-self-contained ``<div>``: the static picture a saved notebook keeps.
+self-contained ``<div>``: the static picture a saved notebook keeps. The lists (tap,
+exceptions, events, a component's tasks) are in :mod:`workbench._lists`.
 
 >>> html_ = render({"name": "demo", "state": "dead"})
 >>> 'class="tupleflow-status"' in html_ and "dead" in html_
@@ -25,28 +27,52 @@ import html
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from . import _format, _lists
+from ._lists import TupleTable, events_html, exceptions_html, tap_html, tasks_html
 from ._sparkline import sparkline
+from ._style import style
+from ._verdict import held_by, verdict
 from ._view import BACKPRESSURE, PALETTE, topology_svg
 
-MISSING = "–"
+__all__ = ["TupleTable", "events_html", "exceptions_html", "style", "tap_html", "tasks_html"]
+
+MISSING = _format.MISSING
 COLUMNS = (  # metrics table: (heading, key path in a component's metrics, format)
-    ("emitted", "emitted", "int"), ("executed", "executed", "int"), ("acked", "acked", "int"),
-    ("failed", "failed", "int"), ("emitted/s", "emitted_per_s", "rate"),
-    ("executed/s", "executed_per_s", "rate"), ("capacity", "capacity", "share"),
-    ("execute ms", "execute_latency_ms", "ms"),
-    ("process p99 ms", "latency_ms.process.p99", "ms"),
-    ("complete p99 ms", "latency_ms.complete.p99", "ms"),
-    ("queued", "queued_tuples", "int"), ("sm queued bytes", "sm_queued_bytes", "int"),
-    ("held s", "held_seconds", "rate"), ("cpu %", "cpu_percent", "rate"),
-    ("restarts", "restarts", "int"))
+    ("emitted", "emitted", "count"), ("executed", "executed", "count"),
+    ("acked", "acked", "count"), ("failed", "failed", "count"),
+    ("emitted/s", "emitted_per_s", "rate"), ("executed/s", "executed_per_s", "rate"),
+    ("capacity", "capacity", "share"), ("execute", "execute_latency_ms", "ms"),
+    ("process p99", "latency_ms.process.p99", "ms"),
+    ("complete p99", "latency_ms.complete.p99", "ms"),
+    ("queued", "queued_tuples", "count"), ("sm queued", "sm_queued_bytes", "bytes"),
+    ("held", "held_seconds", "s"), ("cpu", "cpu_percent", "cpu"),
+    ("restarts", "restarts", "whole"))
+UNITS = {  # heading -> (unit shown under it, what it means: the header's tooltip)
+    "emitted": ("tuples", "tuples emitted in the window"),
+    "executed": ("tuples", "tuples executed (process called) in the window"),
+    "acked": ("tuples", "tuples acked in the window"),
+    "failed": ("tuples", "tuples failed or timed out in the window"),
+    "emitted/s": ("rate", "tuples emitted per second over the window"),
+    "executed/s": ("rate", "tuples executed per second over the window"),
+    "capacity": ("0–1", "share of the time a bolt spends in process (1: it cannot keep up)"),
+    "execute": ("latency", "mean time in process per tuple"),
+    "process p99": ("latency", "99th percentile of the time in process"),
+    "complete p99": ("latency", "99th percentile of a spout tuple's time to be fully acked"),
+    "queued": ("tuples", "tuples waiting in the instances' queues"),
+    "sm queued": ("bytes", "bytes the stream manager holds for the component"),
+    "held": ("time", "time the spouts were held by backpressure"),
+    "cpu": ("%", "CPU of the instances (100 = one core)"),
+    "restarts": ("count", "instances restarted since the topology started"),
+}
 SPARKS = (("emitted", "#2f6db5"), ("acked", "#3d9a50"), ("failed", BACKPRESSURE),
           ("latency", "#8e5bb5"))
-EVENTS_SHOWN = 30
+STALE_AFTER = 5.0  # seconds with no refresh before a live status says the view has ended
+LEVEL_COLOURS = {"healthy": "#3d9a50", "degraded": "#e6a100", "failing": BACKPRESSURE}
 
 
 def render(snapshot: Mapping[str, Any], topology: Any = None) -> str:
     """Every panel in one ``<div>``: what a saved notebook shows when widgets cannot run."""
-    panels = [("status", status_html(snapshot))]
+    panels = [("status", status_html(snapshot, live=False))]
     if topology is not None:
         panels.append(("graph", graph_html(topology, snapshot)))
     panels += [("metrics", metrics_html(snapshot, order=graph_order(topology))),
@@ -57,24 +83,61 @@ def render(snapshot: Mapping[str, Any], topology: Any = None) -> str:
     return f'<div class="tupleflow-snapshot">{body}</div>'
 
 
-# -- status ---------------------------------------------------------------------------------
-def status_html(snapshot: Mapping[str, Any]) -> str:
-    """``name: state`` with the time, what is under backpressure, and any error."""
+# -- status: the header ---------------------------------------------------------------------
+def status_html(snapshot: Mapping[str, Any], live: bool = True) -> str:
+    """``name: state`` with the time, the health verdict, what is under backpressure, and
+    any error. A live view of a topology that runs also carries, hidden, "ended": shown by
+    CSS alone once no refresh has replaced this line for a while (the kernel restarted,
+    or the notebook was reopened from its saved widget state), so it never says
+    "running" for a topology nobody is watching any more."""
     state = snapshot.get("state") or MISSING
     colour = {"running": "#3d9a50", "paused": "#e6a100"}.get(state, BACKPRESSURE)
-    causes = [str(c.get("component") or c.get("cause")) for c in backpressure(snapshot)]
+    causes = [str(c.get("component") or c.get("cause")) for c in held_by(snapshot)]
     extra = f" · backpressure from {', '.join(causes)}" if causes else ""
     error = snapshot.get("error")
-    extra += f" · {error}" if error else ""
-    return (f'<b>{_esc(snapshot.get("name", ""))}</b>: '
-            f'<span class="tf-state" style="color:{colour};font-weight:bold">{_esc(state)}'
-            f"</span> <small>{_esc(_clock(snapshot.get('time')))}{_esc(extra)}</small>")
+    extra += f" · {error}" if error and state not in ("killed", "dead", "closed") else ""
+    shown = (f'<span class="tf-state" style="color:{colour};font-weight:bold">'
+             f"{_esc(state)}</span>")
+    verdict_ = verdict_html(snapshot)
+    if live and state in ("running", "paused", "starting", "not answering"):
+        shown = _stale(shown, snapshot)
+        verdict_ = (f'<div class="tf-fades" style="--tf-stale:{_delay(snapshot):g}s">'
+                    f"{verdict_}</div>")  # the last verdict, greyed with the "ended"
+    return (f'<b>{_esc(snapshot.get("name", ""))}</b>: {shown} '
+            f"<small>{_esc(_clock(snapshot.get('time')))}{_esc(extra)}</small>{verdict_}")
+
+
+def _delay(snapshot: Mapping[str, Any]) -> float:
+    """Seconds without a refresh after which a live view says it has ended."""
+    return max(STALE_AFTER, 3 * (_format.number(snapshot.get("interval")) or 1.0))
+
+
+def _stale(shown: str, snapshot: Mapping[str, Any]) -> str:
+    """The state, and "ended" in the same place, swapped in by an animation that starts
+    whenever this HTML is (re)drawn: each refresh restarts it, a dead kernel does not."""
+    return (f'<span class="tf-states" style="--tf-stale:{_delay(snapshot):g}s">'
+            f'<span class="tf-live">{shown}</span><span class="tf-ended">'
+            '<span class="tf-state" style="color:#777;font-weight:bold">ended</span> '
+            f"<small>(no update since {_esc(_clock(snapshot.get('time')))}: the kernel "
+            "stopped or restarted; these are the last numbers)</small></span></span>")
+
+
+def verdict_html(snapshot: Mapping[str, Any]) -> str:
+    """The health verdict as a badge with its reason, or nothing when there is none."""
+    found = verdict(snapshot)
+    level = found["level"]
+    if level is None:
+        return ""
+    reason = f": {found['reason']}" if found["reason"] else ""
+    return (f'<div class="tf-verdict tf-{level}" data-level="{level}" '
+            f'data-component="{_esc(found["component"] or "")}">'
+            f'<span class="tf-level" style="background:{LEVEL_COLOURS[level]}">{level}</span>'
+            f"{_esc(reason)}</div>")
 
 
 def backpressure(snapshot: Mapping[str, Any]) -> list[dict]:
     """The root causes the master reports now (``status()["backpressure"]``)."""
-    found = (snapshot.get("status") or {}).get("backpressure") or []
-    return [c for c in found if isinstance(c, Mapping)]
+    return held_by(snapshot)
 
 
 # -- graph ----------------------------------------------------------------------------------
@@ -92,32 +155,62 @@ def graph_order(topology: Any) -> list[str]:
 
 
 def overlay(snapshot: Mapping[str, Any], edges: Iterable[tuple] = ()) -> dict:
-    """Capacity, failed tuples, restarts and backpressure per component; each edge's rate:
-    the tuples per second its source emitted on the streams the edge subscribes to (its
-    data's ``streams``; every subscriber of a stream gets all of it), or on all its
-    streams for an edge given without data.
+    """Capacity (bolts only: a spout's is time in its own ``next_tuple``), failed tuples,
+    restarts and backpressure per component; each edge's label: the tuples per second
+    delivered to its target (:func:`delivered`), and the queue at the target when any.
 
-    >>> snap = {"metrics": {"components": {"a": {"capacity": 0.5, "emitted_per_s": 12.0,
-    ...         "stream_emitted_per_s": {"default": 10.0, "odd": 2.0}}}},
+    >>> snap = {"metrics": {"components": {"a": {"kind": "spout", "capacity": 0.5,
+    ...         "emitted_per_s": 12.0, "stream_emitted_per_s": {"default": 10.0, "odd": 2.0}},
+    ...         "b": {"kind": "bolt", "capacity": 0.9, "queued_tuples": 1200}}},
     ...         "status": {"backpressure": [{"cause": 3, "component": "b"}]}}
     >>> overlay(snap, [("a", "b", {"streams": ["odd"]}), ("a", "c")])
     ... # doctest: +NORMALIZE_WHITESPACE
-    {'nodes': {'a': {'capacity': 0.5, 'failed': None, 'restarts': None, 'backpressure': False},
-               'b': {'backpressure': True}}, 'edges': {('a', 'b'): '2/s', ('a', 'c'): '12/s'}}
+    {'nodes': {'a': {'capacity': None, 'failed': None, 'restarts': None, 'backpressure': False},
+               'b': {'capacity': 0.9, 'failed': None, 'restarts': None, 'backpressure': True}},
+     'edges': {('a', 'b'): '2/s · q 1.2k', ('a', 'c'): '12/s'}}
     """
     components = (snapshot.get("metrics") or {}).get("components") or {}
-    causes = {c.get("component") for c in backpressure(snapshot)}
-    nodes = {c: {"capacity": m.get("capacity"), "failed": m.get("failed"),
-                 "restarts": m.get("restarts"), "backpressure": c in causes}
+    causes = {c.get("component") for c in held_by(snapshot)}
+    nodes = {c: {"capacity": m.get("capacity") if m.get("kind") != "spout" else None,
+                 "failed": m.get("failed"), "restarts": m.get("restarts"),
+                 "backpressure": c in causes}
              for c, m in components.items()}
     for c in sorted(causes - set(nodes), key=str):
         nodes[c] = {"backpressure": True}
+    edges = [(u, v, data[0] if data else {}) for u, v, *data in edges]
     rates = {}
-    for u, v, *data in edges:
-        rate = edge_rate(components.get(u) or {}, data[0] if data else {})
+    for u, v, data in edges:
+        rate = delivered(components, edges, u, v, data)
         if rate is not None:
-            rates[(u, v)] = f"{_number(rate)}/s"
+            rates[(u, v)] = f"{_format.rate(rate)}/s" + _queue(components.get(v) or {})
     return {"nodes": nodes, "edges": rates}
+
+
+def delivered(components: Mapping[str, Any], edges: list[tuple], u: str, v: str,
+              data: Mapping[str, Any]) -> float | None:
+    """Tuples per second ``v`` executes of what ``u`` sends it: ``v``'s executed rate,
+    shared among its inputs in proportion to what each sends; what ``u`` sends when ``v``
+    reports no executed rate. So an edge into a bolt that keeps up with 196/s says 196/s,
+    not the 3,702/s its source emits.
+
+    >>> comps = {"a": {"emitted_per_s": 300.0}, "b": {"emitted_per_s": 100.0},
+    ...          "c": {"executed_per_s": 40.0}}
+    >>> edges = [("a", "c", {}), ("b", "c", {})]
+    >>> delivered(comps, edges, "a", "c", {}), delivered(comps, edges, "b", "c", {})
+    (30.0, 10.0)
+    """
+    sent = edge_rate(components.get(u) or {}, data)
+    executed = _format.number((components.get(v) or {}).get("executed_per_s"))
+    if sent is None or executed is None:
+        return sent
+    into = [edge_rate(components.get(s) or {}, d) or 0 for s, t, d in edges if t == v]
+    total = sum(into)
+    return min(sent, executed * sent / total) if total > 0 else 0.0
+
+
+def _queue(target: Mapping[str, Any]) -> str:
+    queued = _format.number(target.get("queued_tuples"))
+    return f" · q {_format.count(queued)}" if queued else ""
 
 
 def edge_rate(source: Mapping[str, Any], data: Mapping[str, Any]) -> float | None:
@@ -134,19 +227,30 @@ def edge_rate(source: Mapping[str, Any], data: Mapping[str, Any]) -> float | Non
 def metrics_html(snapshot: Mapping[str, Any], history: Any = None,
                  order: Iterable[str] = ()) -> str:
     """One row per component: counts, rates, capacity, latencies, sparklines. ``order``
-    (the graph's components) gives each component the same colour as in the graph."""
+    (the graph's components) gives each component the same colour as in the graph. The
+    table scrolls in its own box, its component column frozen."""
     components = (snapshot.get("metrics") or {}).get("components") or {}
     history = history if history is not None else snapshot.get("history")
-    head = "".join(f"<th>{_esc(h)}</th>" for h, _, _ in COLUMNS)
-    spark_head = "".join(f"<th>{name}/s</th>" if name != "latency" else "<th>latency</th>"
-                         for name, _ in SPARKS) if history is not None else ""
+    head = "".join(_heading(h, key) for h, key, _ in COLUMNS)
+    spark_head = "".join(_heading(name, "spark-" + name, unit)
+                         for name, unit in (("emitted", "per s"), ("acked", "per s"),
+                                            ("failed", "per s"), ("latency", "ms")))
+    spark_head = spark_head if history is not None else ""
     colour = colours(order, components)
     rows = [_metrics_row(colour[c], c, m, history) for c, m in components.items()]
     body = "".join(rows) or f'<tr><td colspan="{len(COLUMNS) + 1}">no metrics yet</td></tr>'
     window = (snapshot.get("metrics") or {}).get("window", "1m")
-    return (f'<table class="tf-table">'
-            f"<caption>per component, counts over the last {_esc(window)}</caption>"
-            f"<tr><th>component</th>{head}{spark_head}</tr>{body}</table>")
+    return (f'<div class="tf-caption">per component, counts over the last {_esc(window)}</div>'
+            f'<div class="tf-scroll"><table class="tf-table">'
+            f'<tr><th data-key="component">component</th>{head}{spark_head}</tr>{body}'
+            "</table></div>")
+
+
+def _heading(name: str, key: str, unit: str | None = None) -> str:
+    """A compact two-line header: the name, and its unit under it (the tooltip says more)."""
+    unit, tip = UNITS.get(name, (unit or "", ""))
+    return (f'<th data-key="{_esc(key)}" title="{_esc(tip)}">{_esc(name)}'
+            f'<br/><small class="tf-unit">{_esc(unit)}</small></th>')
 
 
 def colours(order: Iterable[str], more: Iterable[str] = ()) -> dict[str, str]:
@@ -162,15 +266,26 @@ def colours(order: Iterable[str], more: Iterable[str] = ()) -> dict[str, str]:
 
 
 def _metrics_row(colour: str, component: str, m: Mapping[str, Any], history: Any) -> str:
-    cells = "".join(f"<td>{_fmt(field(m, key), kind)}</td>" for _, key, kind in COLUMNS)
+    cells = "".join(_cell(field(m, key), kind, key, m.get("kind")) for _, key, kind in COLUMNS)
     sparks = ""
     if history is not None:
         series = history.series(component)
         sparks = "".join(f"<td>{sparkline(series[n], colour=c, title=f'{component} {n}')}</td>"
                          for n, c in SPARKS)
-    return (f'<tr data-component="{_esc(component)}"><td><span style="color:{colour}">■</span> '
-            f"<b>{_esc(component)}</b> <small>{_esc(m.get('kind') or '')}</small></td>"
-            f"{cells}{sparks}</tr>")
+    return (f'<tr data-component="{_esc(component)}"><td class="tf-name">'
+            f'<span style="color:{colour}">■</span>\u00a0<b>{_esc(component)}</b>'
+            f" <small>{_esc(m.get('kind') or '')}</small></td>{cells}{sparks}</tr>")
+
+
+def _cell(value: Any, kind: str, key: str, component_kind: Any = "bolt") -> str:
+    """A number cell: formatted for people, the exact value in ``data-value`` (and the
+    tooltip) for anyone who needs it. Capacity is a bolt's measure only (a spout's is the
+    time it spends in its own ``next_tuple``, which says nothing about load)."""
+    if key == "capacity" and component_kind != "bolt":
+        return f'<td data-key="capacity" class="tf-na">{MISSING}</td>'
+    exact = _format.number(value)
+    data = f' data-value="{exact!r}" title="{exact:,}"' if exact is not None else ""
+    return f'<td data-key="{_esc(key)}"{data}>{_format.cell(value, kind)}</td>'
 
 
 # -- physical plan --------------------------------------------------------------------------
@@ -187,10 +302,12 @@ def plan_html(snapshot: Mapping[str, Any]) -> str:
         rows = "".join(
             f'<tr class="{"tf-restarted" if s.get("restarts") else ""}">'
             f"<td>{_esc(s.get('component'))}[{_esc(s.get('task'))}]</td>"
-            f"<td>{_fmt(s.get('pid'), 'id')}</td><td>{_esc(s.get('state') or MISSING)}</td>"
-            f"<td>{_fmt(s.get('restarts'), 'int')}</td></tr>" for s in instances)
+            f"<td>{_format.cell(s.get('pid'), 'id')}</td>"
+            f"<td>{_esc(s.get('state') or MISSING)}</td>"
+            f"<td>{_format.whole(s.get('restarts'))}</td></tr>" for s in instances)
         blocks.append(f'<tr><th colspan="4">container {_esc(container)} '
-                      f"<small>(stream manager pid {_fmt(pid, 'id')})</small></th></tr>{rows}")
+                      f"<small>(stream manager pid {_format.cell(pid, 'id')})</small></th></tr>"
+                      f"{rows}")
     body = "".join(blocks) or '<tr><td colspan="4">no instances reported</td></tr>'
     return ('<table class="tf-table"><caption>physical plan</caption><tr><th>instance</th>'
             f"<th>pid</th><th>state</th><th>restarts</th></tr>{body}</table>")
@@ -202,19 +319,14 @@ def pending_html(snapshot: Mapping[str, Any]) -> str:
     components = (snapshot.get("metrics") or {}).get("components") or {}
     history = snapshot.get("history")
     rows = "".join(
-        f"<tr><td>{_esc(c)}</td><td>{_fmt(m.get('pending'), 'int')}</td>"
-        f"<td>{_fmt(m.get('max_spout_pending'), 'limit')}</td>"
+        f"<tr><td>{_esc(c)}</td><td>{_format.whole(m.get('pending'))}</td>"
+        f"<td>{_format.limit(m.get('max_spout_pending'))}</td>"
         f"<td>{_pending_bar(m.get('pending'), m.get('max_spout_pending'))}</td>"
         f"<td>{_pending_spark(history, c)}</td></tr>"
         for c, m in components.items() if m.get("kind") == "spout")
-    changes = [e for e in snapshot.get("events") or []
-               if e.get("kind") in ("tuner", "max_spout_pending")][-EVENTS_SHOWN:]
-    turns = "".join(f"<li>{_esc(_clock(e.get('time')))} {_esc(_event_text(e))}</li>"
-                    for e in changes) or "<li>no changes yet</li>"
     return ('<table class="tf-table"><caption>max spout pending</caption><tr><th>spout</th>'
             f"<th>pending</th><th>max</th><th>pending / max</th><th>pending over time</th></tr>"
-            f"{rows}</table>"
-            f'<small>changes:</small><ul class="tf-tuner">{turns}</ul>')
+            f"{rows}</table>{_lists.changes_html(snapshot)}")
 
 
 def _pending_spark(history: Any, component: str) -> str:
@@ -230,57 +342,6 @@ def _pending_bar(pending: Any, limit: Any) -> str:
     share = max(0.0, min(1.0, pending / limit))
     return (f'<svg width="100" height="8"><rect width="100" height="8" fill="#eee"/>'
             f'<rect width="{100 * share:.1f}" height="8" fill="#2f6db5"/></svg>')
-
-
-# -- tap, exceptions, events ----------------------------------------------------------------
-def tap_html(tap: Mapping[str, Any] | None) -> str:
-    """The latest tuples on the tapped edge, newest first."""
-    if not tap:
-        return "<small>no edge tapped</small>"
-    tuples = list(tap.get("tuples") or [])[::-1]
-    fields = next((t.get("fields") for t in tuples if t.get("fields")), None) or ["values"]
-    head = "".join(f"<th>{_esc(f)}</th>" for f in fields)
-    rows = "".join(_tap_row(t, len(fields)) for t in tuples)
-    empty = ("" if tuples else
-             f'<tr><td colspan="{len(fields) + 3}">no tuples seen yet</td></tr>')
-    return ('<table class="tf-table"><caption>tap: '
-            f"{_esc(tap.get('component'))} [{_esc(tap.get('stream', 'default'))}]</caption>"
-            f"<tr><th>time</th><th>task</th>{head}<th>to</th></tr>{rows}{empty}</table>")
-
-
-def _tap_row(t: Mapping[str, Any], width: int) -> str:
-    values = list(t.get("values") or [])
-    if len(values) != width:
-        values = [values]
-    cells = "".join(f"<td>{_esc(_short(v))}</td>" for v in values)
-    return (f"<tr><td>{_esc(_clock(t.get('time'), ms=True))}</td><td>{_esc(t.get('task'))}</td>"
-            f"{cells}<td>{_esc(t.get('to'))}</td></tr>")
-
-
-def exceptions_html(snapshot: Mapping[str, Any]) -> str:
-    """One line per distinct error (already grouped by the master); its traceback opens on
-    click (``<details>``, which needs no script)."""
-    records = snapshot.get("exceptions") or []
-    items = "".join(
-        f"<details><summary><b>{_esc(r.get('component'))}</b> ×{_esc(r.get('count', 1))} "
-        f"(tasks {_esc(r.get('tasks', MISSING))}, last {_esc(_clock(r.get('last')))}): "
-        f"{_esc(r.get('error'))}</summary><pre>{_esc(r.get('traceback', ''))}</pre></details>"
-        for r in reversed(records))
-    return f"<b>exceptions</b> ({len(records)}){items or '<div><small>none</small></div>'}"
-
-
-def events_html(snapshot: Mapping[str, Any]) -> str:
-    """The newest events first (restarts, backpressure, tuner, pause, ...)."""
-    events = list(snapshot.get("events") or [])[-EVENTS_SHOWN:]
-    items = "".join(f'<li class="tf-event-{_esc(e.get("kind"))}">'
-                    f"{_esc(_clock(e.get('time')))} {_esc(_event_text(e))}</li>"
-                    for e in reversed(events))
-    return f"<b>events</b><ul>{items or '<li>none</li>'}</ul>"
-
-
-def _event_text(event: Mapping[str, Any]) -> str:
-    rest = ", ".join(f"{k}={v}" for k, v in event.items() if k not in ("kind", "time"))
-    return f"{event.get('kind')}" + (f": {rest}" if rest else "")
 
 
 # -- formatting -----------------------------------------------------------------------------
@@ -299,25 +360,6 @@ def field(record: Any, path: str) -> Any:
     return record
 
 
-def _fmt(value: Any, kind: str) -> str:
-    """A cell's text; "–" for anything missing or not a number."""
-    if kind == "limit" and value is None:
-        return "none"
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        return MISSING
-    if kind in ("int", "id", "limit"):
-        return f"{value:,.0f}" if kind != "id" else str(int(value))
-    if kind == "share":
-        return f"{value:.2f}"
-    if kind == "ms":
-        return f"{value:.3f}"
-    return _number(value)
-
-
-def _number(value: float) -> str:
-    return f"{value:,.0f}" if abs(value) >= 100 else f"{value:.3g}"
-
-
 def _clock(t: Any, ms: bool = False) -> str:
     if not isinstance(t, int | float):
         return ""
@@ -325,46 +367,5 @@ def _clock(t: Any, ms: bool = False) -> str:
     return stamp[:-3] if ms else stamp[:-7]
 
 
-def _short(value: Any, limit: int = 80) -> str:
-    text = repr(value) if not isinstance(value, str) else value
-    return text if len(text) <= limit else text[:limit - 1] + "…"
-
-
 def _esc(value: Any) -> str:
     return html.escape(str(value), quote=True)
-
-
-def style() -> str:
-    """A small stylesheet, scoped to the dashboard (no external file, no font)."""
-    return ("<style>.tupleflow-dashboard table.tf-table,.tupleflow-snapshot table.tf-table"
-            "{border-collapse:collapse;font-size:12px;margin:4px 0}"
-            ".tf-table td,.tf-table th{border:1px solid #ddd;padding:2px 6px;text-align:right}"
-            ".tf-table td:first-child,.tf-table th:first-child{text-align:left}"
-            ".tf-table caption{text-align:left;font-weight:bold}"
-            "tr.tf-restarted td{background:#fdecea}</style>")
-
-
-
-class TupleTable:
-    """Tuples from ``running.sample(...)`` as a table: HTML in a notebook, text elsewhere.
-
-    >>> TupleTable("src", "default", [{"values": [1, "a"], "fields": ["n", "w"],
-    ...                                "task": 3, "to": [4], "time": None}])
-    src [default]: 1 tuple
-    task 3 -> [4]: n=1 w='a'
-    """
-
-    def __init__(self, component: str, stream: str, tuples: list[dict]) -> None:
-        self.component, self.stream, self.tuples = component, stream, tuples
-
-    def _repr_html_(self) -> str:
-        tap = {"component": self.component, "stream": self.stream, "tuples": self.tuples}
-        return f'{style()}<div class="tupleflow-tap">{tap_html(tap)}</div>'
-
-    def __repr__(self) -> str:
-        head = f"{self.component} [{self.stream}]: {len(self.tuples)} tuple" + \
-            ("s" * (len(self.tuples) != 1))
-        lines = [f"task {t.get('task')} -> {t.get('to')}: " + " ".join(
-            f"{f}={v!r}" for f, v in zip(t.get("fields") or [], t.get("values") or []))
-            for t in reversed(self.tuples)]
-        return "\n".join([head, *lines])

@@ -27,6 +27,8 @@ from typing import Any
 
 import networkx as nx
 
+from ._format import count
+
 DEFAULT_STREAM = "default"  # runtime.model.constants.DEFAULT_STREAM
 COLOURS = {  # kind -> (fill, stroke)
     "spout": ("#fdebd3", "#d9822b"),
@@ -61,7 +63,8 @@ class TopologyView:
 
 
 def topology_svg(topology: Any, overlay: Mapping[str, Any] | None = None) -> str:
-    """The logical graph of ``topology`` (a Topology or ParsedTopology) as an SVG string.
+    """The logical graph of ``topology`` (a Topology, a ParsedTopology, or its logical
+    graph) as an SVG string.
 
     ``overlay`` turns the static picture into a live one (the dashboard's graph, see
     :func:`live_overlay`): ``{"nodes": {component: {"capacity", "restarts", "failed",
@@ -70,7 +73,7 @@ def topology_svg(topology: Any, overlay: Mapping[str, Any] | None = None) -> str
     restarted instances, and a red outline when it is a backpressure root cause; each
     edge gets its rate under its label. Anything missing from the overlay is simply not drawn.
     """
-    graph = getattr(topology, "topology", topology).graph
+    graph = graph_of(topology)
     columns = layout(graph)
     box_w = _box_width(graph)
     pos = _positions(columns, box_w)
@@ -98,6 +101,13 @@ def topology_svg(topology: Any, overlay: Mapping[str, Any] | None = None) -> str
                      for i, n in enumerate(graph.nodes))
     parts.append("</svg>")
     return "\n".join(parts)
+
+
+def graph_of(topology: Any) -> nx.DiGraph:
+    """The logical graph of a Topology, a ParsedTopology, or that graph itself."""
+    if isinstance(topology, nx.DiGraph):
+        return topology
+    return getattr(topology, "topology", topology).graph
 
 
 # -- layout (pure: a graph in, columns out) ---------------------------------------------------
@@ -244,9 +254,11 @@ def _capacity_text(live: Mapping[str, Any]) -> str:
 def _badges(x: float, y: float, box_w: int, live: Mapping[str, Any], cause: bool) -> list[str]:
     """Small labels above the box's right corner: ⚠ backpressure, ✗ failed, ↻ restarts."""
     marks = ([("tf-badge-backpressure", "⚠ backpressure")] if cause else []) + \
-        ([("tf-badge-failed", f"✗ {live['failed']} failed")] if live.get("failed") else []) + \
-        ([("tf-badge-restarts", f"↻ {live['restarts']} restarts")] if live.get("restarts")
-         else [])
+        ([("tf-badge-failed", f"✗ {count(live['failed'])} failed")] if live.get("failed")
+         else []) + \
+        ([("tf-badge-restarts", f"↻ {count(live['restarts'])} restart"
+                                 + "s" * (live["restarts"] != 1))]
+         if live.get("restarts") else [])
     text = "  ".join(label for _, label in marks)
     if not text:
         return []

@@ -6,6 +6,16 @@ import networkx as nx
 
 from runtime.groupings import label
 
+from . import hooks
+
+
+class LogicalGraph(nx.DiGraph):
+    """A topology's logical graph: a ``networkx.DiGraph`` that a notebook shows as the
+    picture ``%%topology`` draws (through ``hooks.picture``), not as ``<DiGraph at 0x…>``."""
+
+    def _repr_svg_(self) -> str | None:
+        return hooks.picture(self)
+
 
 def logical_graph(topology) -> nx.DiGraph:
     """Nodes are components; an edge per (source, stream, grouping) subscription.
@@ -13,7 +23,7 @@ def logical_graph(topology) -> nx.DiGraph:
     A bolt subscribed twice to one source (two streams) gets one edge whose
     ``streams`` attribute lists both.
     """
-    graph = nx.DiGraph(name=topology.name)
+    graph = LogicalGraph(name=topology.name)
     for spec in topology.components.values():
         graph.add_node(spec.id, kind=spec.kind, parallelism=spec.parallelism,
                        cls=spec.class_name, streams=dict(spec.streams))

@@ -3,8 +3,13 @@ plugged in from there: the model may not import them (``[tool.importlinter]`` in
 ``pyproject.toml``), yet ``topo.submit()`` and ``topo.persistent_aggregate()`` are its
 public methods.
 
-``runtime/__init__.py`` plugs both in. Every import of a ``runtime.*`` module runs
-``runtime/__init__.py`` first, so they are in place whatever module a caller imported.
+``runtime/__init__.py`` plugs both in. A third, ``picture`` (a topology or its logical
+graph -> SVG), is how a :class:`Topology` and ``topo.graph`` show themselves in a notebook:
+drawing is the workbench's, so ``import workbench`` plugs it in (through the public
+``runtime.set_picture_maker``), and without it they show their text repr.
+
+Every import of a ``runtime.*`` module runs ``runtime/__init__.py`` first, so submit and
+persistent_aggregate are in place whatever module a caller imported.
 
 >>> def fake_launch(topology, **how):
 ...     return ("launched", topology, sorted(how))
@@ -33,6 +38,18 @@ def plug(**hooks: Callable[..., Any]) -> None:
 def plugged(name: str) -> Callable[..., Any] | None:
     """The function plugged in for ``name``, if any."""
     return _HOOKS.get(name)
+
+
+def picture(obj: Any) -> str | None:
+    """``obj`` drawn by the ``picture`` hook, or None (no maker plugged in, or it failed:
+    a notebook then shows the text repr, never an error)."""
+    maker = _HOOKS.get("picture")
+    if maker is None:
+        return None
+    try:
+        return maker(obj)
+    except Exception:  # a picture is a nicety: the repr must still show
+        return None
 
 
 def call(name: str, *args: Any, **kwargs: Any) -> Any:

@@ -214,6 +214,11 @@ class Topology:
         return hooks.call("submit", self, scheduler=scheduler, containers=containers,
                           config={**(config or {}), **options})
 
+    def _repr_svg_(self) -> str | None:
+        """The logical graph as a picture in a notebook, the one ``%%topology`` draws (when
+        the workbench is imported: see ``hooks.picture``); None shows the repr."""
+        return hooks.picture(self)
+
     def __repr__(self) -> str:
         return f"Topology({self.name!r}, components={list(self._components)})"
 

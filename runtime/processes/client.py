@@ -284,7 +284,9 @@ class RunningTopology:
         self.kill()
 
     def __repr__(self) -> str:
-        state = "killed" if self.killed else ("running" if self.alive else "dead")
+        code = self.exit_code  # None while the master runs; 0: stopped by a kill
+        state = "killed" if self.killed or code == 0 else (
+            "running" if code is None else f"crashed (exit code {code})")
         return f"<RunningTopology {self.name!r} {state} run_dir={self.run_dir!r}>"
 
 

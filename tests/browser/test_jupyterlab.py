@@ -38,26 +38,64 @@ STATE_IS = """([selector, name, state]) => {
     return node !== null && node.textContent.includes(name + ': ' + state);
 }"""
 # The sum of the "emitted" column over the component rows of the metrics table, when it is
-# above `floor` (else false). Any other column (CPU, RSS, capacity) changes too, so a mere
-# text change would not prove that tuples flow.
+# above `floor` (else false). Cells show numbers for people ("1.2k"); each carries the exact
+# value in data-value. Any other column (CPU, RSS, capacity) changes too, so a mere text
+# change would not prove that tuples flow.
 EMITTED_ABOVE = """([selector, floor]) => {
     const table = document.querySelector(selector + ' table');
     if (table === null) return false;
-    const heads = [...table.querySelector('tr').children].map(c => c.textContent.trim());
-    const column = heads.indexOf('emitted');
-    if (column < 0) return false;
     let total = 0;
-    for (const row of table.querySelectorAll('tr[data-component]')) {
-        total += Number(row.children[column].textContent.replace(/,/g, '')) || 0;
+    for (const cell of table.querySelectorAll('tr[data-component] td[data-key="emitted"]')) {
+        total += Number(cell.dataset.value) || 0;
     }
     return total > floor ? total : false;
 }"""
+# The dashboard's own horizontal overflow (px): what it would scroll sideways. Tables may
+# scroll inside their own .tf-scroll box; the dashboard itself must not.
+OVERFLOW = """(selector) => {
+    const node = document.querySelector(selector);
+    return node.scrollWidth - node.clientWidth;
+}"""
+# What sticks out of the dashboard's right edge (to say why it overflows).
+STICKING_OUT = """(selector) => {
+    const node = document.querySelector(selector);
+    const right = node.getBoundingClientRect().right;
+    return [...node.querySelectorAll('*')]
+        .filter(e => e.getBoundingClientRect().right > right + 1)
+        .slice(0, 5).map(e => e.tagName + '.' + [...e.classList].join('.'));
+}"""
+# Whether the node's box is inside the browser's window (the header is "visible").
+IN_VIEW = """(selector) => {
+    const box = document.querySelector(selector).getBoundingClientRect();
+    return box.height > 0 && box.top >= 0 && box.bottom <= window.innerHeight
+        && box.left >= 0 && box.right <= window.innerWidth;
+}"""
+STATUS_CHANGED = """([selector, before]) => {
+    const node = document.querySelector(selector);
+    return node !== null && node.textContent !== before;
+}"""
+SHOTS = REPO / "artifacts" / "browser"
+FLAKY = ("from runtime import Bolt\n"
+         "class Flaky(Bolt):\n"
+         "    outputs = ['n']\n"
+         "    def process(self, tup):\n"
+         "        if tup['n'] == 40:\n"
+         "            raise ValueError('forty is right out')\n"
+         "        self.emit(tup.values)")
+LEARNER_CELLS = [
+    "%load_ext kernel_ext\nfrom runtime.testing import PacedSpout, Doubler\n"
+    "import runtime\nprint(runtime.__file__)",
+    FLAKY,
+    "%%topology demo\nnums:   PacedSpout\nflaky:  Flaky * 2  <- nums shuffle\n"
+    "double: Doubler    <- flaky shuffle",
+    "%topology submit demo",
+]
 
 
-def write_notebook(root: Path) -> Path:
+def write_notebook(root: Path, cells: list[str] = CELLS) -> Path:
     """The notebook under test, with the python3 kernel named so JupyterLab starts it."""
     notebook = nbformat.v4.new_notebook(
-        cells=[nbformat.v4.new_code_cell(source) for source in CELLS],
+        cells=[nbformat.v4.new_code_cell(source) for source in cells],
         metadata={"kernelspec": {"name": "python3", "display_name": "Python 3",
                                  "language": "python"}})
     path = root / NOTEBOOK
@@ -65,11 +103,11 @@ def write_notebook(root: Path) -> Path:
     return path
 
 
-def open_notebook(page, lab) -> None:
+def open_notebook(page, lab, cells: int = len(CELLS)) -> None:
     """Open the notebook and wait until its cells are on the page and its kernel is idle,
     with the page connected to it (as the server sees it, and as the page shows it)."""
     page.goto(lab.url(f"/lab/tree/{NOTEBOOK}"), timeout=PAGE_LOAD)
-    page.locator(".jp-Notebook .jp-Cell").nth(len(CELLS) - 1).wait_for(timeout=PAGE_LOAD)
+    page.locator(".jp-Notebook .jp-Cell").nth(cells - 1).wait_for(timeout=PAGE_LOAD)
     wait_for(lambda: kernel_connected(lab), PAGE_LOAD / 1000,
              "the notebook's kernel to start and the page to connect to it")
     page.wait_for_function(
@@ -149,5 +187,81 @@ def test_a_notebook_shows_a_live_dashboard_in_jupyterlab(lab, page, tupleflow_pr
     page.wait_for_function(STATE_IS, arg=[STATUS, "demo", "killed"], timeout=REFRESH)
     wait_for(lambda: not tupleflow_processes(), 30, "the topology's processes to exit")
 
+    leftovers = lab.stop()
+    assert not leftovers, f"JupyterLab left processes behind: {leftovers}"
+
+
+def refreshes(page, count: int) -> None:
+    """Wait for ``count`` refreshes of the dashboard (its status line changes every tick:
+    it shows the time of the refresh)."""
+    for _ in range(count):
+        before = page.locator(STATUS).first.text_content()
+        page.wait_for_function(STATUS_CHANGED, arg=[STATUS, before], timeout=REFRESH)
+
+
+def fits(page, width: int) -> None:
+    """At a window ``width`` px wide: the dashboard does not scroll sideways, its header is
+    in view once the dashboard is scrolled to, and a screenshot is saved."""
+    page.set_viewport_size({"width": width, "height": 1000})
+    refreshes(page, 1)
+    assert page.evaluate(OVERFLOW, DASHBOARD) <= 1, (
+        f"the dashboard scrolls sideways at {width}: {page.evaluate(STICKING_OUT, DASHBOARD)}")
+    page.locator(DASHBOARD).first.evaluate("node => node.scrollIntoView({block: 'start'})")
+    assert page.evaluate(IN_VIEW, ".tupleflow-header"), f"header out of view at {width}"
+    page.screenshot(path=str(SHOTS / f"dashboard-{width}.png"))
+
+
+def restart_kernel(page) -> None:
+    """Kernel ▸ Restart Kernel…, and confirm, as a person would."""
+    page.locator(".lm-MenuBar-item", has_text="Kernel").first.click()
+    page.locator(".lm-Menu-itemLabel").get_by_text("Restart Kernel…", exact=True).click()
+    page.locator(".jp-Dialog-button.jp-mod-accept").click()
+
+
+def test_a_learner_can_read_the_dashboard(lab, page, tupleflow_processes):
+    """Issue 18: fits at 950 and 1400 px, header in view, an opened traceback stays open,
+    the killed picture keeps its last counts, and after a kernel restart it says ended."""
+    SHOTS.mkdir(parents=True, exist_ok=True)
+    write_notebook(lab.root, LEARNER_CELLS)
+    open_notebook(page, lab, len(LEARNER_CELLS))
+    run_all_cells(page)
+    page.wait_for_function(STATE_IS, arg=[STATUS, "demo", "running"], timeout=KERNEL_WORK)
+    first = page.locator(".jp-Notebook .jp-Cell").first.locator(".jp-OutputArea-output")
+    assert str(REPO) in first.text_content()  # the kernel runs this checkout's code
+    wait_for_counts_to_grow(page)
+    for width in (950, 1400):
+        fits(page, width)
+
+    page.locator(".lm-TabBar-tab", has_text="exceptions").first.click()
+    summary = page.locator(".tupleflow-traceback details summary").first
+    summary.wait_for(timeout=KERNEL_WORK)
+    summary.click()
+    refreshes(page, 3)
+    assert page.locator(".tupleflow-traceback details").first.evaluate("d => d.open")
+    page.screenshot(path=str(SHOTS / "traceback-open.png"))
+
+    kill = run_new_cell(page, "%topology kill demo")
+    kill.locator(".jp-OutputArea-output", has_text="killed demo").wait_for(timeout=KERNEL_WORK)
+    page.wait_for_function(STATE_IS, arg=[STATUS, "demo", "killed"], timeout=REFRESH)
+    wait_for_emitted(page, 0, REFRESH)  # the last real numbers, not zeros
+    assert "TopologyDead" not in page.locator(STATUS).first.text_content()
+    page.locator(STATUS).first.scroll_into_view_if_needed()
+    page.screenshot(path=str(SHOTS / "killed.png"))
+    wait_for(lambda: not tupleflow_processes(), 30, "the topology's processes to exit")
+
+    again = run_new_cell(page, "%topology submit demo")
+    again.locator(STATUS).filter(has_text="demo: running").wait_for(timeout=KERNEL_WORK)
+    restart_kernel(page)
+    status = again.locator(STATUS)
+
+    def ended() -> str | bool:  # what a person reads (innerText: CSS-hidden text left out)
+        said = status.inner_text()
+        return said if ("ended" in said or "closed" in said) else False
+
+    said = wait_for(ended, KERNEL_WORK / 1000, "the restarted kernel's dashboard to say ended")
+    assert "running" not in said, said
+    status.scroll_into_view_if_needed()
+    page.screenshot(path=str(SHOTS / "after-restart.png"))
+    wait_for(lambda: not tupleflow_processes(), 30, "the restarted kernel's topologies to exit")
     leftovers = lab.stop()
     assert not leftovers, f"JupyterLab left processes behind: {leftovers}"

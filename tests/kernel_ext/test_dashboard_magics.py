@@ -89,8 +89,19 @@ def test_tap_shows_the_latest_tuples_as_a_table(running_demo):
 def test_tap_on_a_silent_edge_says_there_is_nothing_yet(running_demo):
     ip, running, _ = running_demo
     with capture_output() as out:  # the sink declares a stream but never emits
-        assert ip.run_line_magic("topology", "tap demo sink") is None
+        assert ip.run_line_magic("topology", "tap demo sink default") is None
     assert "no tuples seen on sink [default]" in out.stdout and out.outputs == []
+    assert "sink sent nothing on any stream in the last 1m" in out.stdout  # why, in words
+
+
+def test_tap_on_a_sink_shows_what_it_receives(running_demo):
+    ip, running, _ = running_demo
+    with capture_output() as out:
+        wait_for(lambda: ip.run_line_magic("topology", "tap demo sink n=5") or
+                 out.outputs, 30, "a tap of the sink's input with tuples")
+    html = out.outputs[-1].data["text/html"]
+    assert "into sink (what it receives)" in html and ">src[1]<" in html
+    assert ">sink[2]<" in html
 
 
 USAGE_ERRORS = [  # (line, what the one-line error says): one topology serves them all
@@ -161,3 +172,17 @@ def test_record_errors_are_one_line_usage_errors(running_demo, line, message):
     ip, _, _ = running_demo
     with pytest.raises(UsageError, match=message):
         ip.run_line_magic("topology", line)
+
+
+def test_the_handle_shown_under_a_dashboard_says_killed_after_the_kill(running_demo):
+    ip, running, _ = running_demo
+    with capture_output() as shown:
+        ip.run_cell("demo_running")  # the handle as a cell's result
+    assert any("<RunningTopology 'demo' running" in o.data.get("text/plain", "")
+               for o in shown.outputs)
+    ((handle, view),) = magics(ip).handles.shown
+    assert handle is running and view.display_id
+    with capture_output() as redrawn:
+        ip.run_line_magic("topology", "kill demo")
+    assert any("<RunningTopology 'demo' killed" in o.data.get("text/plain", "")
+               for o in redrawn.outputs), [o.data for o in redrawn.outputs]

@@ -208,7 +208,7 @@ def test_every_subcommand_is_one_call(shell, fake_submit):
         ("status",), ("status",), ("exceptions",), ("logs", "double", 1), ("pause",),
         ("resume",), ("tune", "auto", None), ("tune", None, "src"), ("tune", 50, None)]
     for text in ["demo: running", "container 0", "double ×3", "a log line", "paused demo",
-                 "demo was not paused", "sent to tasks [0, 1]"]:
+                 "demo was not paused", "max_spout_pending=50 sent to src[1]"]:
         assert text in out.stdout
     with pytest.raises(UsageError, match="auto, none or an integer"):
         shell.run_line_magic("topology", "tune demo lots")
@@ -300,3 +300,17 @@ def test_view_is_the_workbench_view(shell):
     with capture_output() as out:
         shell.run_cell_magic("topology", "demo", CELL)
     assert out.outputs[0].data["image/svg+xml"] == TopologyView(shell.user_ns["demo"])._repr_svg_()
+
+
+def test_list_tells_a_killed_topology_from_a_crashed_one(shell, fake_submit):
+    with capture_output():
+        shell.run_cell_magic("topology", "demo", CELL)
+    shell.run_line_magic("topology", "submit demo --no-dashboard")
+    fake_submit[0].alive, fake_submit[0].exit_code = False, 1
+    with capture_output() as out:
+        shell.run_line_magic("topology", "list")
+    assert "demo: crashed (its master exited with code 1)" in out.stdout
+    fake_submit[0].exit_code = 0  # a clean stop: killed from somewhere
+    with capture_output() as out:
+        shell.run_line_magic("topology", "list")
+    assert "demo: killed" in out.stdout

@@ -8,13 +8,14 @@ from __future__ import annotations
 
 import os
 import signal
+import time
 import xml.etree.ElementTree as ET
 
 import pytest
 
 from runtime import Bolt, Topology
 from runtime.testing import Doubler, ListSink, ListSpout, PacedSpout, SlowBolt, wait_for
-from workbench import Dashboard, _panels
+from workbench import Dashboard, _format, _panels, _verdict
 
 pytestmark = pytest.mark.slow
 TUPLES = 60
@@ -130,9 +131,17 @@ def test_controls_pause_resume_tune_and_kill_reach_the_topology():
         board.set_max_spout_pending("lots")  # refused before any call: the message says why
         assert "auto, none or an integer" in board._parts.message.value
         assert [e["value"] for e in running.events() if e["kind"] == "max_spout_pending"] == [7]
+        board.set_max_spout_pending("9")  # every spout: the spouts' tasks only are told
+        assert "told src[1]" in board._parts.message.value
+        assert "sink" not in board._parts.message.value
+        wait_for(lambda: table(board.refresh() and board)["src"]["emitted"] not in ("0", "–"),
+                 20, "counts to show before the kill")
         board.kill()
         assert not running.alive and board.stopped
         assert ">killed</span>" in board._parts.status.value
+        assert "TopologyDead" not in board._parts.status.value
+        assert table(board)["src"]["emitted"] not in ("0", "–")  # the last real numbers
+        assert "crashed" not in repr(running) and "killed" in repr(running)
         assert all(w.disabled for w in board._parts.controls())
         board.close()
 
@@ -176,12 +185,27 @@ def test_the_tap_table_shows_the_latest_tuples_of_the_chosen_edge():
         running.wait_active()
         board = Dashboard(running, topology=paced(), start=False)
         assert [label for label, _ in board._parts.edge.options] == [
-            "(no tap)", "src [default]", "sink [default]"]
-        board._parts.edge.value = ("src", "default")
+            "(no tap)", "src [default] → out", "sink [default] → out",
+            "→ sink in (what it receives)"]
+        board._parts.edge.value = ("out", "src", "default")
         wait_for(lambda: board.refresh().get("tap", {}).get("tuples"), 20, "tapped tuples")
-        rows = ET.fromstring(f"<div>{board._parts.tap_table.value}</div>").iter("tr")
-        numbers = [int(tr.findall("td")[2].text) for tr in rows if tr.findall("td")]
+        rows = [tr.findall("td") for tr in
+                ET.fromstring(f"<div>{board._parts.tap_table.value}</div>").iter("tr")]
+        numbers = [int(td[2].text) for td in rows if td]
         assert numbers and numbers == sorted(numbers, reverse=True)  # newest first
+        assert {td[1].text for td in rows if td} == {"src[1]"}  # tasks named as in the plan
+        assert {td[3].text for td in rows if td} == {"sink[2]"}
+        board.close()
+
+
+def test_the_tap_shows_what_a_sink_receives():
+    with paced(200).submit() as running:
+        running.wait_active()
+        board = Dashboard(running, topology=paced(), start=False)
+        board._parts.edge.value = ("in", "sink", "")
+        wait_for(lambda: board.refresh().get("tap", {}).get("tuples"), 20, "received tuples")
+        html = board._parts.tap_table.value
+        assert "into sink (what it receives)" in html and ">sink[2]<" in html
         board.close()
 
 
@@ -228,8 +252,9 @@ def test_exceptions_and_restarts_are_shown():
             return bool(records) and records[0]["count"] == 2 and \
                 (board.snapshot["metrics"]["components"]["flaky"].get("restarts") or 0) >= 2
         wait_for(shown, 30, "two exceptions and two restarts")
-        details = ET.fromstring(f"<div>{board._parts.exceptions.value}</div>").find("details")
-        assert "×2" in "".join(details.find("summary").itertext())
+        (line, traceback), = board._parts.exceptions.items.values()
+        assert "×2" in "".join(ET.fromstring(f"<div>{line.value}</div>").itertext())
+        details = ET.fromstring(traceback.value)
         assert "ValueError: <twice>" in details.find("pre").text  # the traceback, escaped
         graph = {g.get("data-component"): g for g in
                  ET.fromstring(board._parts.graph.value).iter(f"{SVG}g")}
@@ -286,8 +311,39 @@ def test_each_edge_shows_the_rate_of_the_streams_it_subscribes_to():
         rates = split["stream_emitted_per_s"]
         assert rates["big"] == pytest.approx(2 * rates["small"], rel=0.01)
         edges = _panels.overlay(board.snapshot, topo.graph.edges(data=True))["edges"]
-        assert edges[("split", "smalls")] == f"{_panels._number(rates['small'])}/s"
-        assert edges[("split", "bigs")] == f"{_panels._number(rates['big'])}/s"
-        assert edges[("src", "split")] == f"{_panels._number(split['executed_per_s'])}/s"
+        executed = {c: board.snapshot["metrics"]["components"][c]["executed_per_s"]
+                    for c in ("smalls", "bigs")}  # what each target keeps up with
+        rate = _format.rate
+        assert edges[("split", "smalls")] == f"{rate(min(rates['small'], executed['smalls']))}/s"
+        assert edges[("split", "bigs")] == f"{rate(min(rates['big'], executed['bigs']))}/s"
+        assert edges[("src", "split")] == f"{rate(split['executed_per_s'])}/s"
         labels = "".join(board._parts.graph.value.split())
         assert edges[("split", "bigs")].replace(" ", "") in labels
+
+
+class Sleepy(Bolt):
+    """Sleeps 10 ms per tuple: the learner's slow counter (issue 18)."""
+
+    outputs = ["n"]
+
+    def process(self, tup):
+        time.sleep(0.01)  # the work being slow, not synchronisation
+        self.emit(tup.values, anchors=[tup])
+
+
+def test_the_header_says_degraded_and_names_the_slow_bolt_within_10_s():
+    topo = Topology("slow")
+    topo.spout("src", PacedSpout(1000))
+    topo.bolt("slow", Sleepy).shuffle_grouping("src")
+    topo.bolt("sink", ListSink).shuffle_grouping("slow")
+    with topo.submit() as running:  # the defaults
+        running.wait_active()
+        board = Dashboard(running, topology=topo, start=False)
+        started = time.monotonic()
+        wait_for(lambda: _verdict.verdict(board.refresh())["level"] == "degraded", 10,
+                 "the verdict to say degraded")
+        found = _verdict.verdict(board.snapshot)
+        assert found["component"] == "slow", found
+        assert 'data-level="degraded"' in board._parts.status.value
+        print(f"degraded after {time.monotonic() - started:.1f} s: {found['reason']}")
+        board.close()

@@ -121,3 +121,16 @@ def test_an_edge_that_skips_a_column_arcs_over_the_boxes_between():
     assert start_y == float(boxes["a"].get("y"))  # leaves from the top of the box
     label_y = float(skip.find(f"{ns}text").get("y"))
     assert label_y < float(boxes["b"].get("y"))  # and is drawn above the box it passes
+
+
+def test_a_topology_and_its_graph_show_the_cells_picture():
+    import runtime
+
+    topo = five()
+    assert topo._repr_svg_() == topology_svg(topo) == TopologyView(topo)._repr_svg_()
+    assert topo.graph._repr_svg_() == topology_svg(topo)  # not <networkx DiGraph at 0x…>
+    runtime.set_picture_maker(None)  # no maker plugged in: the repr shows, no error
+    try:
+        assert topo._repr_svg_() is None and topo.graph._repr_svg_() is None
+    finally:
+        runtime.set_picture_maker(topology_svg)
