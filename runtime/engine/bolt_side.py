@@ -37,9 +37,10 @@ class BoltSide:
         self.basic = isinstance(user, BasicBolt)
         self._sources: dict[tuple[int, int], TupleSource] = {}
         self.current: list[Tuple | None] = [None]  # a BasicBolt's input being processed
-        # the tracked batch the last one-root child went into, unsent (wiring's fast
-        # anchored emit sets it): a BasicBolt's ack is folded into that child (ack_basic)
-        self.last_child: list[list | None] = [None]
+        # the tracked batch the last one-root child went into, unsent, and its stream
+        # (wiring's fast anchored emit sets them): a BasicBolt's ack is folded into that
+        # child, and the batch is sent once full (ack_basic)
+        self.last_child: list = [None, None]
         # input set aside while output waited: (entries, source, ids) (execute)
         self.leftover: tuple = ()
 
@@ -184,14 +185,17 @@ class BoltSide:
         """A BasicBolt's input, acked as ``process`` returns. When the last one-root
         child it went into a batch still holds is of the input's root, the input's ack
         value is XORed into that child's ``ack_val`` instead of being sent: the child's
-        ack carries both (docs/internals/acker.md, "An ack folded into a child")."""
-        ids, batch = tup.ids, self.last_child[0]
+        ack carries both (docs/internals/acker.md, "An ack folded into a child"). A full
+        batch its children went into is sent now (the emit held it back)."""
+        ids, (batch, out) = tup.ids, self.last_child
         if type(ids) is int and tup.ack_val and batch and batch[-2] == ids:
             self.counts.acked += 1
             tup.ids = None
             batch[-1] ^= ids ^ tup.ack_val
-            return
-        self.ack(tup)
+        else:
+            self.ack(tup)
+        if batch is not None and len(batch) >= 3 * self.batch_size:
+            out.flush_tracked()  # held back until the input was done (wiring's emit)
 
     def fail(self, tup: Tuple) -> None:
         self.counts.failed += 1

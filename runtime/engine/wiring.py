@@ -186,9 +186,12 @@ class Collector:
                     anchor.ack_val ^= edge
                     root = anchor.ids
                     batch += (entry, root, root ^ edge)
-                    last[0] = batch  # where BoltSide.ack_basic may fold the anchor's ack
+                    last[0], last[1] = batch, out  # where ack_basic may fold the input's ack
                     out.emitted += 1
-                    if len(batch) >= limit:
+                    # a BasicBolt's batch waits for the end of its input (ack_basic), so
+                    # that its children travel, and are acked, together (up to a cap)
+                    if len(batch) >= limit and (anchors is not None or not basic
+                                                or len(batch) >= 4 * limit):
                         out.flush_tracked()
                     return
                 if anchored(out, values, current if anchors is None else anchors):

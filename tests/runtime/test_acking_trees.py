@@ -110,17 +110,21 @@ def kinds(sent: list, kind: int) -> list:
     return [(h, body) for h, body in sent if h.kind == kind]
 
 
-def test_one_counter_completes_every_tree_without_the_acker():
+@pytest.mark.parametrize("batch_size", [2000, 7])
+def test_one_counter_completes_every_tree_without_the_acker(batch_size):
     """spout -> split (BasicBolt) -> count: the split's ack rides on its last word, the
     count XORs a sentence's words into one value, equal to the root: the tree is whole,
-    and the spout hears it straight from the count."""
-    with InMemoryCluster(sentences_topology(words(20, 10)), ackers=1) as cluster:
+    and the spout hears it straight from the count. A batch that fills up mid-sentence
+    waits for the sentence's last word (batch_size 7: frames of 10 words)."""
+    topo = sentences_topology(words(20, 10))
+    with InMemoryCluster(topo, ackers=1, batch_size=batch_size) as cluster:
         sent = frames_of(cluster)
         cluster.run_until_idle()
         feed = cluster.user_object(*cluster.plan.component_tasks()["feed"])
         assert sorted(feed.acked) == list(range(20)) and feed.failed == []
         assert kinds(sent, wire.ACKS) == []  # not one message to the acker
         assert kinds(sent, wire.TRACKED) == [] and kinds(sent, wire.ANCHORED)
+        assert {len(body) for _, body in kinds(sent, wire.ANCHORED)} <= {30, 600}
         (split,) = cluster.plan.component_tasks()["split"]
         assert all(h.src != split for h, _ in kinds(sent, wire.COMPLETED))
         stats = {s.component: s for s in cluster.statistics()}
