@@ -10,7 +10,7 @@ Header(kind=1, stream=3, dest=7, src=2)
 >>> decode_batch(encode_batch([["a", 1], ["b", 2]]))
 [['a', 1], ['b', 2]]
 
-One-field streams: in the bodies of tuple frames (DATA, TRACKED, RUN), a tuple is the
+One-field streams: in the bodies of tuple frames (DATA, TRACKED, RUN, ANCHORED), a tuple is the
 list of its values, except on a stream declared with one field, where it is that value,
 bare (a batch of words is ``["a", "b"]``, not ``[["a"], ["b"]]``). The receiver knows
 the stream's fields from the plan, by the header's stream id, and wraps each value back
@@ -47,8 +47,8 @@ import msgpack
 
 __all__ = [
     "ACKED", "ACKED_FAILED", "ACKED_OK", "ACKED_RENEWED", "ACKED_TIMEOUT", "ACKS", "ACK_ACK",
-    "ACK_FAIL", "ACK_INIT", "ACK_RESET", "Activate", "AskEvents", "AskExceptions", "AskKill",
-    "AskLogs", "AskMetrics", "AskPause", "AskRecord", "AskResume", "AskSample",
+    "ACK_FAIL", "ACK_INIT", "ACK_RESET", "ANCHORED", "Activate", "AskEvents", "AskExceptions",
+    "AskKill", "AskLogs", "AskMetrics", "AskPause", "AskRecord", "AskResume", "AskSample",
     "AskSetMaxSpoutPending", "AskStatistics", "AskStatus", "BACKPRESSURE",
     "BackpressureChange", "Bye", "COMPLETED", "Control", "DATA", "Deactivate",
     "ExceptionReport", "HEADER_SIZE", "HELLO", "Header", "Hello", "KINDS", "Kill", "Logs",
@@ -71,9 +71,12 @@ RUN = 5  # body: [first root, [tuple, tuple, ...]]: a spout's tracked tuples num
 # consecutive self-initialising roots, first, first + 1, ... (acker.md, "Runs of roots")
 COMPLETED = 6  # body: [first root, count, [root, ...]]: one-tuple trees a bolt acked, for
 # the spout task written in their roots (docs/internals/acker.md, "Leaves")
+ANCHORED = 7  # body: flat tuple, ids, ack_val triples: a bolt's tracked tuples. ids: an
+# int root (the tuple belongs to that one tree; its ack value is ids ^ ack_val, so
+# ack_val is root ^ its edge id) or a {root: edge} map with ack_val 0 (acker.md, "Frames")
 HELLO = 9  # instance -> its stream manager, once connected: "route my frames to me"
 BACKPRESSURE = 10  # stream manager -> peers: src is the cause task; stream 1 = start, 0 = stop
-ROUTED = frozenset({DATA, TRACKED, ACKS, ACKED, RUN, COMPLETED})  # what a stream manager
+ROUTED = frozenset({DATA, TRACKED, ACKS, ACKED, RUN, COMPLETED, ANCHORED})  # what a stream manager
 KINDS = ROUTED | {HELLO, BACKPRESSURE}  # forwards to a task, and every kind there is
 
 # ACKS ops: what a spout or bolt tells the acker about a root (Storm's __ack_* streams)

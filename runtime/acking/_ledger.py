@@ -70,6 +70,14 @@ def new_id() -> int:
     return _ids.getrandbits(63) or new_id()
 
 
+def id_bits():
+    """``getrandbits`` of the generator :func:`new_id` draws from, for a hot loop that
+    draws its own edge ids: ``bits(63) or new_id()`` is :func:`new_id` without a call
+    of its own (the generator is reseeded in place in a forked child, so the bound
+    method stays right)."""
+    return _ids.getrandbits
+
+
 def task_bits(tasks: int) -> int:
     """The width of the task field that holds task ids up to ``tasks``.
 

@@ -1,7 +1,8 @@
 """The ack messages one task owes: to the acker tasks (Storm's ``__ack_init``,
 ``__ack_ack``, ``__ack_fail`` and reset-timeout messages, as flat ``op, root, value``
-triples in ACKS frames), and the completed one-tuple trees it owes spout tasks directly
-(COMPLETED frames; docs/internals/acker.md, "Leaves")."""
+triples in ACKS frames; a task's acks of one root XORed into one per flush), and the
+trees found complete here, which it owes spout tasks directly (COMPLETED frames;
+docs/internals/acker.md, "Leaves" and "Acks combined")."""
 
 from __future__ import annotations
 
@@ -30,6 +31,9 @@ class AckOut:
         self._batches = list(self._out.values())  # by root % n
         # roots of one-tuple trees acked here, for the spout tasks written in them
         self.leaves: list[int] = []
+        # root -> XOR of the ack values of this task's one-root tuples since the last
+        # flush: one ACK per root per flush (docs/internals/acker.md, "Acks combined")
+        self.acked: dict[int, int] = {}
         self._leaf_headers: dict[int, bytes] = {}
         self._task_bits = task_bits(len(plan.tasks))  # the task field of every root
 
@@ -46,12 +50,29 @@ class AckOut:
     def flush(self) -> None:
         """Send the completed leaves to their spout tasks, and what was queued for each
         acker task."""
+        if self.acked:
+            self._file_acked()
         if self.leaves:
             self._send_leaves()
         for task, messages in self._out.items():
             if messages:
                 self.send(self._headers[task], wire.encode_batch(messages))
                 messages.clear()
+
+    def _file_acked(self) -> None:
+        """One ACK per root for what was acked since the last flush, its values XORed:
+        the acker would XOR them all into the root anyway. A value equal to a
+        self-initialising root is the whole tree, complete (the implied init XORs it to
+        0, and no other message of the tree can be missing but by a 2^-63 chance): it
+        goes on the leaves, straight to the spout task (acker.md, "Acks combined")."""
+        acked, leaves, batches = self.acked, self.leaves, self._batches
+        n = len(batches)
+        for root, value in acked.items():
+            if value == root and root >> 63:
+                leaves.append(root)
+            else:
+                batches[root % n] += (wire.ACK_ACK, root, value)
+        acked.clear()
 
     def _send_leaves(self) -> None:
         """A one-tuple tree (a spout tuple's only copy, acked by a bolt that anchored

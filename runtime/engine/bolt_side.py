@@ -20,6 +20,7 @@ from .outbound import StreamOut
 from .stats import TaskCounts
 
 _ID_TYPES = {int, dict}
+_INT = {int}
 
 
 class BoltSide:
@@ -36,21 +37,29 @@ class BoltSide:
         self.basic = isinstance(user, BasicBolt)
         self._sources: dict[tuple[int, int], TupleSource] = {}
         self.current: list[Tuple | None] = [None]  # a BasicBolt's input being processed
+        # the tracked batch the last one-root child went into, unsent, and its stream
+        # (wiring's fast anchored emit sets them): a BasicBolt's ack is folded into that
+        # child, and the batch is sent once full (ack_basic)
+        self.last_child: list = [None, None]
         # input set aside while output waited: (entries, source, ids) (execute)
         self.leftover: tuple = ()
 
     # -- frames -------------------------------------------------------------------------
     def on_frame(self, h: wire.Header, body: bytes, waiting: Sized) -> None:
-        """A DATA, TRACKED or RUN frame: ``process`` its tuples; the acks of a tracked
-        frame go at once."""
+        """A DATA, TRACKED, RUN or ANCHORED frame: ``process`` its tuples; the acks of a
+        tracked frame go at once."""
         self.counts.frame_arrived()
         batch = wire.decode_batch(body)
         source = self._source(h.src, h.stream)
         if h.kind == wire.DATA:
             return self.execute(batch, source, None, waiting)
-        entries, ids = (_run_parts if h.kind == wire.RUN else _tracked_parts)(batch)
+        if h.kind == wire.ANCHORED:
+            entries, ids, vals = _anchored_parts(batch)
+        else:
+            (entries, ids), vals = (_run_parts if h.kind == wire.RUN else _tracked_parts)(
+                batch), None
         try:
-            return self.execute(entries, source, ids, waiting)
+            return self.execute(entries, source, ids, waiting, vals)
         finally:  # they are few frames, and waiting for the flush timer would add to
             self.acks.flush()  # complete latency
 
@@ -72,9 +81,10 @@ class BoltSide:
         return TupleSource.of(comp, src, name, self.specs[comp].streams[name])
 
     def execute(self, entries: list, source: TupleSource, ids: Iterable | None,
-                waiting: Sized) -> None:
+                waiting: Sized, vals: Iterable | None = None) -> None:
         """``process`` each entry of a frame's batch as a Tuple from ``source`` (``ids``:
-        the entries' tracking ids in order, None for untracked ones). A BasicBolt's input
+        the entries' tracking ids in order, None for untracked ones; ``vals``: their
+        starting ``ack_val``, None for all 0: only an ANCHORED frame's differ). A BasicBolt's input
         is acked when ``process`` returns, failed when it raises FailedException, and
         its emits anchor to it.
 
@@ -91,18 +101,21 @@ class BoltSide:
         word count's bolt: ~150-200 ns a tuple less (docs/internals/performance.md,
         "Tuples made once")."""
         process, basic, current = self.user.process, self.basic, self.current
+        ack_basic = self.ack_basic
         bare = len(source.fields) == 1  # its entries are bare values (wire.py)
         make = OneFieldTuple if bare else Tuple
         tids = repeat(None) if ids is None else iter(ids)
+        tvals = repeat(0) if vals is None else iter(vals)
         tup, alone, done = None, 0, 0
         started = self.counts.started_batch()
         try:
-            for entry, tid in zip(entries, tids):
+            for entry, tid, val in zip(entries, tids, tvals):
                 if tup is not None and getrefcount(tup) == alone:  # nobody kept it
                     tup.values = [entry] if bare else entry
-                    tup.ids, tup.ack_val = tid, 0
+                    tup.ids, tup.ack_val = tid, val
                 else:
                     tup = make(entry, source, tid)
+                    tup.ack_val = val
                     alone = getrefcount(tup)
                 if basic:
                     current[0] = tup
@@ -111,7 +124,7 @@ class BoltSide:
                     except FailedException:
                         self.fail(tup)
                     else:
-                        self.ack(tup)
+                        ack_basic(tup)
                     current[0] = None
                 else:
                     process(tup)
@@ -123,21 +136,24 @@ class BoltSide:
         finally:
             current[0] = None
             self.counts.ended_batch(started, done)
-        self._set_aside(entries, source, ids, tids, done)
+        self._set_aside(entries, source, (ids, tids), (vals, tvals), done)
 
-    def _set_aside(self, entries: list, source: TupleSource, ids, tids: Iterator,
+    def _set_aside(self, entries: list, source: TupleSource, ids: tuple, vals: tuple,
                    done: int) -> None:
+        """Keep the entries not processed, with the rest of their ``ids`` and ``vals``
+        (each given as the iterable and the iterator execute took them from)."""
         rest = len(entries) - done
         if rest:  # zip took no more ids than it gave out: the rest are the next ones
-            self.leftover = (entries[done:], source,
-                             None if ids is None else list(islice(tids, rest)))
+            self.leftover = (entries[done:], source, *(
+                None if given is None else list(islice(it, rest)) for given, it in (ids, vals)))
 
     def run_leftover(self, waiting: Sized) -> None:
         """Process the input set aside while output waited (the driver calls this once
         nothing waits any more, before it reads another frame)."""
         leftover, self.leftover = self.leftover, ()
         if leftover:
-            self.execute(*leftover, waiting)
+            entries, source, ids, vals = leftover
+            self.execute(entries, source, ids, waiting, vals)
 
     def tick(self, every) -> None:
         source = TupleSource.of(SYSTEM, 0, TICK, ["freq"])
@@ -154,15 +170,32 @@ class BoltSide:
         if ids is None or not self.acking:
             return
         tup.ids = None  # a second ack of the same tuple changes nothing
-        if type(ids) is int:  # a spout tuple's only copy: its root is its edge id
-            if tup.ack_val:
-                self.acks.queue(wire.ACK_ACK, ids, ids ^ tup.ack_val)
-            else:  # ...and it anchored nothing: the whole tree, complete
+        if type(ids) is int:  # one root: the ack value is ids ^ ack_val (acker.md)
+            if tup.ack_val:  # combined with the task's other acks of the root
+                acked = self.acks.acked
+                acked[ids] = acked.get(ids, 0) ^ ids ^ tup.ack_val
+            else:  # a spout tuple's only copy that anchored nothing: the whole tree
                 self.acks.leaves.append(ids)
             return
         ack_val = tup.ack_val
         for root, edge in ids.items():
             self.acks.queue(wire.ACK_ACK, root, edge ^ ack_val)
+
+    def ack_basic(self, tup: Tuple) -> None:
+        """A BasicBolt's input, acked as ``process`` returns. When the last one-root
+        child it went into a batch still holds is of the input's root, the input's ack
+        value is XORed into that child's ``ack_val`` instead of being sent: the child's
+        ack carries both (docs/internals/acker.md, "An ack folded into a child"). A full
+        batch its children went into is sent now (the emit held it back)."""
+        ids, (batch, out) = tup.ids, self.last_child
+        if type(ids) is int and tup.ack_val and batch and batch[-2] == ids:
+            self.counts.acked += 1
+            tup.ids = None
+            batch[-1] ^= ids ^ tup.ack_val
+        else:
+            self.ack(tup)
+        if batch is not None and len(batch) >= 3 * self.batch_size:
+            out.flush_tracked()  # held back until the input was done (wiring's emit)
 
     def fail(self, tup: Tuple) -> None:
         self.counts.failed += 1
@@ -188,10 +221,14 @@ class BoltSide:
         tracked = [a for a in anchors if a is not None and a.ids]
         if not tracked:
             return False
-        size, entry = 2 * self.batch_size, out.entry(values, self.comp)
+        size, entry = 3 * self.batch_size, out.entry(values, self.comp)
         for batch in out.tracked_copies(values, direct):
-            batch.append(entry)
-            batch.append(_edges(tracked))
+            ids = _edges(tracked)
+            if len(ids) == 1:  # one root: flat, ``root, root ^ edge`` (wire.ANCHORED)
+                ((root, edge),) = ids.items()
+                batch += (entry, root, root ^ edge)
+            else:
+                batch += (entry, ids, 0)
             if len(batch) >= size:
                 out.flush_tracked()
         out.emitted += 1
@@ -220,6 +257,17 @@ def _tracked_parts(batch: list) -> tuple[list, Iterator]:
     if len(batch) % 2 or not set(map(type, ids)) <= _ID_TYPES:
         raise wire.WireError("a tracked batch must hold values, ids pairs (ids: int or map)")
     return batch[::2], iter(ids)
+
+
+def _anchored_parts(batch: list) -> tuple[list, list, list]:
+    """An ANCHORED batch, ``entry, ids, ack_val, ...``, as its entries, their ids and
+    their starting ``ack_val``: ``ids`` an int root (whose ack value is then ``ids ^
+    ack_val``) or a ``{root: edge}`` map."""
+    ids, vals = batch[1::3], batch[2::3]
+    if (len(batch) % 3 or not set(map(type, ids)) <= _ID_TYPES
+            or not set(map(type, vals)) <= _INT):
+        raise wire.WireError("an anchored batch must hold values, ids, ack_val triples")
+    return batch[::3], ids, vals
 
 
 def _run_parts(batch: list) -> tuple[list, Iterator]:

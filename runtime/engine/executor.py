@@ -64,7 +64,7 @@ from .wiring import Collector, Send, build_streams, task_context
 
 log = logging.getLogger("tupleflow.executor")
 
-_TUPLE_KINDS = (wire.DATA, wire.TRACKED, wire.RUN)
+_TUPLE_KINDS = (wire.DATA, wire.TRACKED, wire.RUN, wire.ANCHORED)
 
 
 class Executor:

@@ -13,9 +13,12 @@ cannot be sent) wraps a bare value back into its list first.
 
 Tracked tuples (at least once) are the exception: each copy sent to a task needs its
 own edge id, which the anchors must know before they are acked, so their targets are
-chosen at emit time (``Outlet.targets``) and they wait in per-task ``tracked`` batches
-of ``values, ids, values, ids, ...`` (flat: ``ids`` is ``{root id: edge id}``, or an int
-root that is its own edge id), sent as TRACKED frames.
+chosen at emit time (``Outlet.targets``) and they wait in per-task ``tracked`` batches,
+flat. A spout's hold ``values, ids, values, ids, ...`` (``ids`` is ``{root id: edge
+id}``, or an int root that is its own edge id), sent as TRACKED frames; a bolt's hold
+``values, ids, ack_val`` triples (``ids`` an int root, or a map with ``ack_val`` 0: the
+Tuple's own two fields as the receiver starts them), sent as ANCHORED frames
+(docs/internals/acker.md, "One root, flat"). ``StreamOut.stride`` is 2 or 3.
 
 A stream can be tapped (``running.sample``): while ``StreamOut.tap`` is set, every frame
 sent also leaves its last tuples in the :class:`Tap`'s bounded buffer. Untapped, the cost
@@ -62,11 +65,15 @@ class StreamOut:
 
     __slots__ = ("name", "arity", "bare", "items", "outlets", "direct", "direct_tracked",
                  "send", "on_bad", "emitted", "transferred", "_reported", "_fixed", "tap",
-                 "recorder", "runs")
+                 "recorder", "runs", "stride", "tracked_kind")
 
     def __init__(self, name: str, arity: int, send: Send,
-                 on_bad: Callable[[str, list, dict | None], None]) -> None:
+                 on_bad: Callable[[str, list, dict | None], None],
+                 tracked_kind: int = wire.TRACKED) -> None:
         self.name, self.arity, self.send, self.on_bad = name, arity, send, on_bad
+        # a spout's tracked batches hold pairs (TRACKED), a bolt's triples (ANCHORED)
+        self.tracked_kind = tracked_kind
+        self.stride = 3 if tracked_kind == wire.ANCHORED else 2
         self.bare = arity == 1  # batches hold bare values (runtime/wire.py)
         self.items: list = []
         self.outlets: list[Outlet] = []
@@ -124,11 +131,12 @@ class StreamOut:
         n = len(self.items) + (self.runs.queued() if self.runs is not None else 0)
         for _, pending in self.direct.values():
             n += len(pending)
+        stride = self.stride  # values, ids (, ack_val)
         for _, pending in self.direct_tracked.values():
-            n += len(pending) >> 1  # values, ids
+            n += len(pending) // stride
         for outlet in self.outlets:
             for pending in outlet.tracked:
-                n += len(pending) >> 1
+                n += len(pending) // stride
         return n
 
     def flush(self) -> None:
@@ -191,9 +199,9 @@ class StreamOut:
         self.send(header, body)
         if self.recorder is not None and part is self.items:  # the whole batch, encoded:
             self.recorder.encoded = body  # the recorder appends these very bytes
-        self.transferred += len(part) >> 1 if tracked else len(part)
+        self.transferred += len(part) // self.stride if tracked else len(part)
         if self.tap is not None:
-            self.tap.saw(part, (wire.dest_of(header),), tracked)
+            self.tap.saw(part, (wire.dest_of(header),), tracked and self.stride)
 
     def ship_to_all(self, headers: list[bytes], part: list) -> None:
         try:
@@ -214,10 +222,11 @@ class StreamOut:
     def _without_unencodable(self, part: list, tracked: bool = False) -> list:
         good = []
         if tracked:
-            it = iter(part)
-            for entry, ids in zip(it, it):
+            stride = self.stride
+            for i in range(0, len(part), stride):
+                entry, ids = part[i], part[i + 1]
                 if wire.encodable(entry):
-                    good += (entry, ids)
+                    good += part[i:i + stride]
                 else:
                     self.drop(entry, ids)
             return good
@@ -253,7 +262,8 @@ class Outlet:
     __slots__ = ("tasks", "headers", "take", "targets", "fixed", "pick", "tracked",
                  "tracked_headers", "run_headers")
 
-    def __init__(self, grouping, tasks, stream_id: int, src: int, bare: bool = False) -> None:
+    def __init__(self, grouping, tasks, stream_id: int, src: int, bare: bool = False,
+                 tracked_kind: int = wire.TRACKED) -> None:
         self.tasks = list(tasks)
         self.headers = [wire.data_header(wire.DATA, stream_id, t, src) for t in self.tasks]
         self.take = _splitter(grouping, self, bare)
@@ -261,7 +271,7 @@ class Outlet:
         self.targets = _targets(grouping, self.tasks, self.pick)
         self.fixed = _fixed_targets(grouping, self.tasks)
         self.tracked: list[list] = [[] for _ in self.tasks]
-        self.tracked_headers = [wire.data_header(wire.TRACKED, stream_id, t, src)
+        self.tracked_headers = [wire.data_header(tracked_kind, stream_id, t, src)
                                 for t in self.tasks]
         self.run_headers = [wire.data_header(wire.RUN, stream_id, t, src) for t in self.tasks]
 
@@ -433,6 +443,9 @@ class Tap:
     >>> tap.saw(["a", 3, "b", {3: 3}], (7,), tracked=True)
     >>> list(tap.samples)
     [(['a'], {3: 3}, (7,), 1.5), (['b'], {3: 3}, (7,), 1.5)]
+    >>> tap.saw(["c", 3, 5, "d", {4: 9}, 0], (7,), tracked=3)  # a bolt's triples
+    >>> list(tap.samples)
+    [(['c'], {3: 6}, (7,), 1.5), (['d'], {4: 9}, (7,), 1.5)]
     """
 
     __slots__ = ("n", "until", "clock", "samples", "bare")
@@ -442,10 +455,16 @@ class Tap:
         self.n, self.until, self.clock, self.bare = n, until, clock, bare
         self.samples: deque[tuple] = deque(maxlen=n)
 
-    def saw(self, part: list, to: tuple[int, ...], tracked: bool) -> None:
-        """One frame was sent: keep copies of its last ``n`` entries (the part is reused)."""
+    def saw(self, part: list, to: tuple[int, ...], tracked: bool | int) -> None:
+        """One frame was sent: keep copies of its last ``n`` entries (the part is reused).
+        ``tracked``: True (or 2) for a spout's pairs, 3 for a bolt's triples."""
         now, bare = self.clock(), self.bare
-        if tracked:  # entry, ids, ... flat; an int ids is a root that is its own edge
+        if tracked == 3:  # entry, root, ack_val: the edge is root ^ ack_val (or a map, 0)
+            last = iter(part[-3 * self.n:])
+            self.samples.extend(([entry] if bare else entry,
+                                 {ids: ids ^ val} if type(ids) is int else ids, to, now)
+                                for entry, ids, val in zip(last, last, last))
+        elif tracked:  # entry, ids, ... flat; an int ids is a root that is its own edge
             last = iter(part[-2 * self.n:])
             self.samples.extend(([entry] if bare else entry,
                                  {ids: ids} if type(ids) is int else ids, to, now)

@@ -17,8 +17,9 @@ import copy
 from collections.abc import Callable, Mapping
 
 from runtime import wire
+from runtime.acking._ledger import id_bits, new_id
 from runtime.groupings import DirectGrouping
-from runtime.model.api import Context
+from runtime.model.api import Context, OneFieldTuple, Tuple
 from runtime.model.constants import DEFAULT_STREAM
 from runtime.model.plan import PhysicalPlan
 from runtime.model.topology import ComponentSpec
@@ -30,6 +31,7 @@ from .runs import Runs
 from .spout_side import SpoutSide
 
 Send = Callable[[bytes, bytes], None]
+_TUPLES = (Tuple, OneFieldTuple)
 OnBad = Callable[[str, list, "dict | None"], None]
 
 
@@ -42,8 +44,10 @@ def task_context(plan: PhysicalPlan, spec: ComponentSpec, task: int, run_dir: st
 
 def build_streams(plan: PhysicalPlan, specs: Mapping[str, ComponentSpec], spec: ComponentSpec,
                   context: Context, send: Send, on_bad: OnBad) -> dict[str, StreamOut]:
-    """Each declared stream of this component, wired to its subscribers' tasks."""
-    streams = {name: StreamOut(name, len(fields), send, on_bad)
+    """Each declared stream of this component, wired to its subscribers' tasks (a bolt's
+    tracked tuples travel as ANCHORED triples, a spout's as TRACKED pairs)."""
+    kind = wire.ANCHORED if spec.kind == "bolt" else wire.TRACKED
+    streams = {name: StreamOut(name, len(fields), send, on_bad, kind)
                for name, fields in spec.streams.items()}
     tasks, stream_ids = plan.component_tasks(), plan.stream_ids()
     for target in specs.values():
@@ -61,14 +65,15 @@ def _subscribe(out: StreamOut, sub, tasks: tuple[int, ...], stream_id: int,
     if isinstance(grouping, DirectGrouping):
         for t in tasks:
             out.direct[t] = (wire.data_header(wire.DATA, stream_id, t, task), [])
-            out.direct_tracked[t] = (wire.data_header(wire.TRACKED, stream_id, t, task), [])
+            out.direct_tracked[t] = (wire.data_header(out.tracked_kind, stream_id, t, task),
+                                     [])
         return
     prepare = getattr(grouping, "prepare", None)  # a duck-typed custom grouping may lack it
     if prepare is not None:
         prepare(context, sub.stream, tasks)
     else:
         grouping.target_tasks = list(tasks)
-    out.outlets.append(Outlet(grouping, tasks, stream_id, task, out.bare))
+    out.outlets.append(Outlet(grouping, tasks, stream_id, task, out.bare, out.tracked_kind))
 
 
 # -- the collector ----------------------------------------------------------------------
@@ -153,6 +158,8 @@ class Collector:
         routes, checked, comp, size = self.routes, self.checked, self.comp, self.size
         acking, basic, current = self.acking, self.bolt.basic, self.bolt.current
         anchored = self.bolt.emit_anchored
+        one_target, last = _one_target(self.streams), self.bolt.last_child
+        bits, limit = id_bits(), 3 * size
 
         def emit(values, stream=DEFAULT_STREAM, anchors=None):
             try:
@@ -162,9 +169,33 @@ class Collector:
                 ok = False
             if not ok:
                 n, items, out = checked(values, stream)
-            if acking and (anchors is not None or basic) and anchored(
-                    out, values, current if anchors is None else anchors):
-                return
+            if acking and (anchors is not None or basic):
+                anchor = current[0] if anchors is None else anchors
+                if type(anchor) is list and len(anchor) == 1:
+                    anchor = anchor[0]
+                pick = one_target.get(stream)
+                if (pick is not None and type(anchor) in _TUPLES and type(anchor.ids) is int
+                        and out.recorder is None):
+                    # the commonest anchored emit, written out (acker.md, "One root, flat")
+                    try:
+                        entry = values[0] if n == 1 else values
+                    except (TypeError, LookupError):
+                        raise not_a_list(comp, stream, values) from None
+                    batch = pick(values)
+                    edge = bits(63) or new_id()
+                    anchor.ack_val ^= edge
+                    root = anchor.ids
+                    batch += (entry, root, root ^ edge)
+                    last[0], last[1] = batch, out  # where ack_basic may fold the input's ack
+                    out.emitted += 1
+                    # a BasicBolt's batch waits for the end of its input (ack_basic), so
+                    # that its children travel, and are acked, together (up to a cap)
+                    if len(batch) >= limit and (anchors is not None or not basic
+                                                or len(batch) >= 4 * limit):
+                        out.flush_tracked()
+                    return
+                if anchored(out, values, current if anchors is None else anchors):
+                    return
             try:
                 items.append(values[0] if n == 1 else values)
             except (TypeError, LookupError):
@@ -178,13 +209,19 @@ class Collector:
         """The bolt's ``ack``: :meth:`BoltSide.ack`, with the commonest case written out
         (a spout tuple's only copy that anchored nothing: its root goes on the leaves)."""
         leaves, slow, counts = self.bolt.acks.leaves, self.bolt.ack, self.bolt.counts
+        acked = self.bolt.acks.acked
+        get = acked.get
 
         def ack(tup) -> None:
             ids = tup.ids
-            if type(ids) is int and not tup.ack_val:
+            if type(ids) is int:  # one root: its ack value is ids ^ ack_val
                 counts.acked += 1
                 tup.ids = None  # a second ack of the same tuple changes nothing
-                leaves.append(ids)
+                value = tup.ack_val
+                if value:  # XORed into the task's other acks of the root (AckOut)
+                    acked[ids] = get(ids, 0) ^ ids ^ value
+                else:
+                    leaves.append(ids)
                 return
             slow(tup)
 
@@ -229,6 +266,22 @@ class Collector:
             return False
         return self.bolt.emit_anchored(out, values, current if anchors is None else anchors,
                                        direct=task)
+
+
+def _one_target(streams: Mapping[str, StreamOut]) -> dict[str, Callable]:
+    """Per stream whose one subscriber takes each tuple on one task: ``batch_of(values)``,
+    the tracked batch of that task (for the bolt's fast anchored emit: a tuple anchored
+    to one Tuple of one tree, ``entry, root, root ^ edge``; see ``bolt_emit``)."""
+    return {name: _batch_of(out.outlets[0]) for name, out in streams.items()
+            if len(out.outlets) == 1 and out.outlets[0].pick is not None}
+
+
+def _batch_of(outlet: Outlet) -> Callable:
+    tracked, pick = outlet.tracked, outlet.pick
+    if len(tracked) == 1:
+        (batch,) = tracked
+        return lambda values: batch
+    return lambda values: tracked[pick(values)]
 
 
 def _default_stream_first(emit, route: tuple, size: int):

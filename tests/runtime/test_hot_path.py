@@ -199,18 +199,21 @@ class Keeper(Bolt):
             self.kept.append(tup)
 
 
-@pytest.mark.parametrize("kind", [wire.DATA, wire.RUN, wire.TRACKED])
+@pytest.mark.parametrize("kind", [wire.DATA, wire.RUN, wire.TRACKED, wire.ANCHORED])
 def test_a_tuple_a_bolt_kept_is_never_changed_and_the_others_are_made_anew(kind):
     cluster, bolt, header = _bolt(Keeper)
     with cluster:
         header = wire.data_header(kind, *wire.parse_header(header)[1:])
         first = 1 << 63 | 5
         body = {wire.DATA: list(range(12)), wire.RUN: [first, list(range(12))],
-                wire.TRACKED: [x for n in range(12) for x in (n, {first: n + 1})]}[kind]
+                wire.TRACKED: [x for n in range(12) for x in (n, {first: n + 1})],
+                wire.ANCHORED: [x for n in range(12) for x in (n, first, n + 1)]}[kind]
         bolt.on_frame(header, wire.encode_batch(body))
         ids = {wire.DATA: [None] * 12, wire.RUN: [first + n for n in range(12)],
-               wire.TRACKED: [{first: n + 1} for n in range(12)]}[kind]
-        assert bolt.user.seen == [([n], ids[n], 0) for n in range(12)]
+               wire.TRACKED: [{first: n + 1} for n in range(12)],
+               wire.ANCHORED: [first] * 12}[kind]
+        vals = [n + 1 if kind == wire.ANCHORED else 0 for n in range(12)]  # ack_val as sent
+        assert bolt.user.seen == [([n], ids[n], vals[n]) for n in range(12)]
         assert [(t.values, t.ids) for t in bolt.user.kept] == [
             ([n], ids[n]) for n in (0, 3, 6, 9)]  # as they were given, after the batch
         assert len({id(t) for t in bolt.user.kept}) == 4
@@ -233,7 +236,7 @@ class BasicKeeper(BasicBolt):
 
 
 @pytest.mark.parametrize("bolt_class", [Keeper, BasicKeeper])
-@pytest.mark.parametrize("kind", [wire.DATA, wire.RUN, wire.TRACKED])
+@pytest.mark.parametrize("kind", [wire.DATA, wire.RUN, wire.TRACKED, wire.ANCHORED])
 def test_input_set_aside_while_output_waits_is_taken_up_with_its_values_and_ids(
         bolt_class, kind):
     cluster, bolt, header = _bolt(bolt_class)
@@ -241,16 +244,19 @@ def test_input_set_aside_while_output_waits_is_taken_up_with_its_values_and_ids(
         header = wire.data_header(kind, *wire.parse_header(header)[1:])
         first = 1 << 63 | 5
         body = {wire.DATA: [3, 4, 5, 6], wire.RUN: [first, [3, 4, 5, 6]],
-                wire.TRACKED: [x for n in (3, 4, 5, 6) for x in (n, {first: n})]}[kind]
+                wire.TRACKED: [x for n in (3, 4, 5, 6) for x in (n, {first: n})],
+                wire.ANCHORED: [x for n in (3, 4, 5, 6) for x in (n, first + n, 7 * n)]}[kind]
         ids = {wire.DATA: [None] * 4, wire.RUN: [first + i for i in range(4)],
-               wire.TRACKED: [{first: n} for n in (3, 4, 5, 6)]}[kind]
+               wire.TRACKED: [{first: n} for n in (3, 4, 5, 6)],
+               wire.ANCHORED: [first + n for n in (3, 4, 5, 6)]}[kind]
+        vals = [7 * n if kind == wire.ANCHORED else 0 for n in (3, 4, 5, 6)]  # as sent
         bolt.output_waiting = ["held"]
         bolt.on_frame(header, wire.encode_batch(body))
-        assert bolt.executed == 1 and bolt.user.seen == [([3], ids[0], 0)]
+        assert bolt.executed == 1 and bolt.user.seen == [([3], ids[0], vals[0])]
         bolt.output_waiting = []
         bolt.run_leftover()
         assert bolt.executed == 4 and not bolt.leftover
-        assert bolt.user.seen == [([n], i, 0) for n, i in zip((3, 4, 5, 6), ids)]
+        assert bolt.user.seen == [([n], i, v) for n, i, v in zip((3, 4, 5, 6), ids, vals)]
         assert bolt.acked == (4 if bolt_class is BasicKeeper else 0)  # acked on return
         assert [t.values for t in bolt.user.kept] == [[3], [6]]
 

@@ -96,10 +96,72 @@ class Collectors:
     def fail(self, t: Tup) -> None:
         self.messages += [("fail", root) for root in t.roots]
 
+    def ack_input(self, t: Tup, children: list[Tup]) -> None:
+        """A bolt acks its input ``t`` once it emitted ``children`` anchored to it."""
+        self.ack(t)
+
     def take(self) -> list[tuple]:
         """The messages sent since the last ``take``."""
         taken, self.messages = self.messages, []
         return taken
+
+
+class Combining(Collectors):
+    """tupleflow's bolts as the acker sees them (docs/internals/acker.md, "Acks
+    combined" and "An ack folded into a child"): each of ``tasks`` bolt tasks XORs its
+    acks per root until it flushes (at random), a combined value equal to a
+    self-initialising root is its whole tree complete and goes to the spout, never to
+    the acker (``leaves``), and a BasicBolt's input whose last child has its one root
+    folds its ack into that child's. ``open`` counts each root's tuples not acked yet:
+    a leaf found while one is open would be a completion called early."""
+
+    def __init__(self, seed: int, tasks: int = 3) -> None:
+        super().__init__(seed, explicit_only=False)
+        self.buffers: list[dict[int, int]] = [{} for _ in range(tasks)]
+        self.leaves: list[int] = []
+        self.open: Counter = Counter()
+
+    def spout_emit(self, task: int, consumers: int = 1) -> tuple[int, list[Tup]]:
+        root, tuples = super().spout_emit(task, consumers)
+        self.open[root] += len(tuples)
+        return root, tuples
+
+    def emit(self, anchors: list[Tup]) -> Tup:
+        child = super().emit(anchors)
+        self.open.update(child.roots.keys())
+        return child
+
+    def ack(self, t: Tup) -> None:
+        task = self.rng.randrange(len(self.buffers))
+        buffer = self.buffers[task]
+        for root, edges in t.roots.items():
+            buffer[root] = buffer.get(root, 0) ^ edges ^ t.ack_val
+            self.open[root] -= 1
+        if self.rng.random() < 0.3:
+            self.flush(task)
+
+    def ack_input(self, t: Tup, children: list[Tup]) -> None:
+        last = children[-1] if children else None
+        if (last is None or len(t.roots) != 1 or last.roots.keys() != t.roots.keys()
+                or self.rng.random() < 0.3):
+            return self.ack(t)
+        ((root, edges),) = t.roots.items()
+        last.roots[root] ^= edges ^ t.ack_val  # the child's ack carries the input's too
+        self.open[root] -= 1
+
+    def flush(self, task: int) -> None:
+        for root, value in self.buffers[task].items():
+            if value == root and root in self.self_init:
+                assert self.open[root] == 0, "a tree called complete with a tuple open"
+                self.leaves.append(root)
+            else:
+                self.messages.append(("ack", root, value))
+        self.buffers[task].clear()
+
+    def take(self) -> list[tuple]:
+        for task in range(len(self.buffers)):
+            self.flush(task)
+        return super().take()
 
 
 def deliver(ledger: AckLedger, message: tuple, now: float) -> list:
@@ -590,14 +652,18 @@ def grow_batch(c: Collectors, rng: random.Random) -> dict[int, dict]:
         pending += [(t, 0) for t in tuples]
     while pending:
         t, depth = pending.pop(rng.randrange(len(pending)))
+        children = []
         for _ in range(rng.choice([0, 1, 1, 2, 3]) if depth < 3 else 0):
             anchors = [t] + [t] * (rng.random() < 0.05)
             if pending and rng.random() < 0.2:
                 anchors.append(rng.choice(pending)[0])
-            pending.append((c.emit(anchors), depth + 1))
+            children.append(c.emit(anchors))
+            pending.append((children[-1], depth + 1))
         fate = rng.choices(["ack", "fail", "lost"], weights=[96, 2, 2])[0]
-        if fate != "lost":
-            getattr(c, fate)(t)
+        if fate == "ack":
+            c.ack_input(t, children)
+        elif fate == "fail":
+            c.fail(t)
         for root in t.roots:
             roots[root]["fates"].add(fate)
     return roots
@@ -609,15 +675,23 @@ def expected_outcome(fates: set[str]) -> str:
     return "timeout" if "lost" in fates else "complete"
 
 
-def run_property(dags: int, buckets: int, seed: int, explicit_only: bool) -> None:
-    rng, c = random.Random(seed), Collectors(seed, explicit_only)
+def run_property(dags: int, buckets: int, seed: int, explicit_only: bool,
+                 combining: bool = False) -> None:
+    rng = random.Random(seed)
+    c = Combining(seed) if combining else Collectors(seed, explicit_only)
     ledger = AckLedger(TIMEOUT, buckets=buckets)
     now, roots, decided = 100.0, {}, {}  # decided: root -> (decision, now, message index)
     first_message, last_message, init_at, first_fail = {}, {}, {}, {}
     index = 0
     for _ in range(dags // ROOTS_PER_BATCH):
-        roots.update(grow_batch(c, rng))
+        batch = grow_batch(c, rng)
+        roots.update(batch)
         messages = c.take()
+        for root in getattr(c, "leaves", ()):  # completed at a bolt: the spout is told
+            assert root not in decided, f"decided twice: {root}"
+            decided[root] = (Completed(root, batch[root]["task"]), now, "leaf")
+        if combining:
+            c.leaves.clear()
         rng.shuffle(messages)
         for message in messages:
             kind, root = message[0], message[1]
@@ -639,7 +713,7 @@ def run_property(dags: int, buckets: int, seed: int, explicit_only: bool) -> Non
         now += 0.01
 
     # a self-initialising root nobody sent a message about is the spout's to time out
-    unheard = {r for r in c.self_init if r not in first_message}
+    unheard = {r for r in c.self_init if r not in first_message and r not in leaves(decided)}
     assert decided.keys() == roots.keys() - unheard
     assert all("lost" in roots[r]["fates"] for r in unheard)
     outcomes = Counter()
@@ -651,10 +725,13 @@ def run_property(dags: int, buckets: int, seed: int, explicit_only: bool) -> Non
         outcomes[outcome] += 1
         assert decision.spout_task == info["task"]
         # a self-initialising root's init is implied by the first message about it
-        init_index, init_now = init_at.get(root) or first_message[root]
+        init_index, init_now = init_at.get(root) or first_message.get(root, (None, None))
         if outcome == "complete":
             assert decision == Completed(root, info["task"])
-            assert delivered_by == last_message[root]  # not one message early
+            if delivered_by == "leaf":  # the acker never heard of it
+                assert root not in first_message
+            else:
+                assert delivered_by == last_message[root]  # not one message early
         elif outcome == "fail":
             assert decision == Failed(root, info["task"], "fail")
             assert delivered_by == max(init_index, first_fail[root])
@@ -669,8 +746,8 @@ def run_property(dags: int, buckets: int, seed: int, explicit_only: bool) -> Non
         and root not in c.self_init
     )
     assert ledger.statistics() == LedgerStatistics(
-        0, outcomes["complete"], outcomes["fail"], outcomes["timeout"], late
-    )
+        0, outcomes["complete"] - len(leaves(decided)), outcomes["fail"], outcomes["timeout"],
+        late)
     assert all(outcomes[o] > dags / 100 for o in ("complete", "fail", "timeout"))
     if not explicit_only:
         assert len(c.self_init) > dags / 3
@@ -683,6 +760,20 @@ def test_random_dags_in_random_order(dags, buckets, explicit_only):
     """Storm's protocol (an init for every root) and tupleflow's (self-initialising roots
     for spout tuples sent to one task, plain roots with an init for the others)."""
     run_property(dags, buckets, seed=dags + buckets, explicit_only=explicit_only)
+
+
+@pytest.mark.parametrize(("dags", "buckets"), [(10_000, 3), (2_000, 2)])
+def test_random_dags_with_combined_and_folded_acks(dags, buckets):
+    """tupleflow's bolts: acks XORed per root per task until a flush, a whole tree
+    completed at a bolt told to the spout (never to the acker), a BasicBolt's ack folded
+    into its last child. Each root is still decided once, by the right message, and a
+    tree is never called complete while one of its tuples is open (``Combining``)."""
+    run_property(dags, buckets, seed=7 * dags + buckets, explicit_only=False, combining=True)
+
+
+def leaves(decided: dict) -> set[int]:
+    """The roots a bolt found complete (``Combining``)."""
+    return {root for root, (_, _, by) in decided.items() if by == "leaf"}
 
 
 # -- the batched path ---------------------------------------------------------------------

@@ -1,0 +1,255 @@
+"""At least once on trees of tuples, through the in-memory twin (issue 17): a bolt's
+tracked tuples travel as ANCHORED triples, a task's acks of one root are XORed into one
+per flush, a BasicBolt's ack is folded into its last child, and a tree found whole at a
+bolt is told to its spout task, not to the acker (docs/internals/acker.md, "One root,
+flat", "Acks combined", "An ack folded into a child")."""
+
+from __future__ import annotations
+
+import random
+from collections import deque
+
+import pytest
+
+from runtime import BasicBolt, Bolt, FailedException, Spout, Topology, wire
+from runtime.testing import InMemoryCluster
+
+
+class Sentences(Spout):
+    """Emits ``sentences`` sentences of words ``w0 w1 ...``, each with its index as msg_id."""
+
+    outputs = ["sentence"]
+
+    def __init__(self, sentences: list[str]) -> None:
+        self.sentences = sentences
+
+    def open(self, config, context):
+        self.n = 0
+        self.acked: list = []
+        self.failed: list = []
+
+    def next_tuple(self):
+        if self.n < len(self.sentences):
+            self.emit([self.sentences[self.n]], msg_id=self.n)
+            self.n += 1
+
+    def ack(self, msg_id):
+        self.acked.append(msg_id)
+
+    def fail(self, msg_id):
+        self.failed.append(msg_id)
+
+
+class Split(BasicBolt):
+    """Emits each word of its sentence (anchored by the runtime); "bad" fails it, and
+    "slow" asks the acker for more time first."""
+
+    outputs = ["word"]
+
+    def process(self, tup):
+        words = tup.values[0].split()
+        if "slow" in words:
+            self.reset_timeout(tup)
+        for word in words:
+            self.emit([word])
+        if "bad" in words:
+            raise FailedException("a bad sentence")
+
+
+class Count(Bolt):
+    """Counts words; acks each, except "lost" (neither acked nor failed) and "no"
+    (failed)."""
+
+    outputs: list[str] = []
+
+    def prepare(self, config, context):
+        self.counts: dict = {}
+
+    def process(self, tup):
+        word = tup.values[0]
+        self.counts[word] = self.counts.get(word, 0) + 1
+        if word == "no":
+            self.fail(tup)
+        elif word != "lost":
+            self.ack(tup)
+
+
+def sentences_topology(sentences: list[str], counters: int = 1, splitters: int = 1) -> Topology:
+    topo = Topology("trees")
+    topo.spout("feed", Sentences(sentences))
+    topo.bolt("split", Split, parallelism=splitters).shuffle_grouping("feed")
+    topo.bolt("count", Count, parallelism=counters).fields_grouping("split", ["word"])
+    return topo
+
+
+class _Tee(deque):
+    """The cluster's frame queue, keeping every frame put on it, decoded, in ``sent``."""
+
+    def __init__(self, frames, sent: list) -> None:
+        super().__init__(frames)
+        self.sent = sent
+
+    def append(self, frame) -> None:
+        header, body = frame
+        self.sent.append((wire.parse_header(header), wire.decode_batch(body)))
+        super().append(frame)
+
+
+def frames_of(cluster: InMemoryCluster) -> list:
+    """Every frame an executor sends from now on, as (header, decoded body)."""
+    sent: list = []
+    cluster.frames = _Tee(cluster.frames, sent)  # every executor sends through it
+    return sent
+
+
+def words(n: int, per: int) -> list[str]:
+    return [" ".join(f"w{i}x{k}" for k in range(per)) for i in range(n)]
+
+
+def kinds(sent: list, kind: int) -> list:
+    return [(h, body) for h, body in sent if h.kind == kind]
+
+
+@pytest.mark.parametrize("batch_size", [2000, 7])
+def test_one_counter_completes_every_tree_without_the_acker(batch_size):
+    """spout -> split (BasicBolt) -> count: the split's ack rides on its last word, the
+    count XORs a sentence's words into one value, equal to the root: the tree is whole,
+    and the spout hears it straight from the count. A batch that fills up mid-sentence
+    waits for the sentence's last word (batch_size 7: frames of 10 words)."""
+    topo = sentences_topology(words(20, 10))
+    with InMemoryCluster(topo, ackers=1, batch_size=batch_size) as cluster:
+        sent = frames_of(cluster)
+        cluster.run_until_idle()
+        feed = cluster.user_object(*cluster.plan.component_tasks()["feed"])
+        assert sorted(feed.acked) == list(range(20)) and feed.failed == []
+        assert kinds(sent, wire.ACKS) == []  # not one message to the acker
+        assert kinds(sent, wire.TRACKED) == [] and kinds(sent, wire.ANCHORED)
+        assert {len(body) for _, body in kinds(sent, wire.ANCHORED)} <= {30, 600}
+        (split,) = cluster.plan.component_tasks()["split"]
+        assert all(h.src != split for h, _ in kinds(sent, wire.COMPLETED))
+        stats = {s.component: s for s in cluster.statistics()}
+        assert (stats["split"].acked, stats["count"].acked) == (20, 200)
+        assert (stats["__acker"].executed, stats["__acker"].pending) == (0, 0)
+        assert cluster.exceptions == []
+
+
+def test_an_anchored_batch_is_flat_root_and_ack_val_triples():
+    with InMemoryCluster(sentences_topology(["a b c"]), ackers=1) as cluster:
+        sent = frames_of(cluster)
+        cluster.run_until_idle()
+        ((_, body),) = kinds(sent, wire.ANCHORED)
+        assert body[0::3] == ["a", "b", "c"]
+        (root,) = set(body[1::3])
+        (_, (first, count, others)), = kinds(sent, wire.COMPLETED)
+        assert (first, count, others) == (root, 1, []) and root >> 63 == 1
+        edges = [root ^ val for val in body[2::3]]
+        assert all(0 < e < 1 << 63 for e in edges[:2])  # drawn edges; the last holds the
+        assert edges[0] ^ edges[1] ^ edges[2] == root  # split's ack too: all XOR to root
+
+
+@pytest.mark.parametrize(("counters", "splitters"), [(2, 1), (3, 2)])
+def test_several_counters_send_one_ack_per_root_each(counters, splitters):
+    """A sentence's words spread over the counters: each sends the acker one XOR per
+    sentence, whatever its number of words, and the acker completes every tree."""
+    with InMemoryCluster(sentences_topology(words(30, 10), counters, splitters),
+                         ackers=2) as cluster:
+        sent = frames_of(cluster)
+        cluster.run_until_idle()
+        feed = cluster.user_object(*cluster.plan.component_tasks()["feed"])
+        assert sorted(feed.acked) == list(range(30)) and feed.failed == []
+        messages = [m for _, body in kinds(sent, wire.ACKS) for m in body]
+        assert set(messages[0::3]) <= {wire.ACK_ACK}
+        per_task: dict = {}
+        for h, body in kinds(sent, wire.ACKS):
+            for root in body[1::3]:
+                per_task[(h.src, root)] = per_task.get((h.src, root), 0) + 1
+        assert per_task and max(per_task.values()) == 1  # one per root per counter flush
+        assert len(messages) // 3 <= 30 * counters
+        assert sum(s.pending for s in cluster.statistics() if s.component == "__acker") == 0
+        assert cluster.exceptions == []
+
+
+@pytest.mark.parametrize("sentence", ["a no c", "a b bad", "lost b c", "a slow c"])
+def test_a_failed_lost_or_renewed_word_decides_its_sentence_once(sentence):
+    """Folding and combining change nothing of the outcomes: a failed word or sentence
+    fails it, a lost word times it out, a reset keeps it and it completes."""
+    topo = sentences_topology(["x y z", sentence, "p q r"])
+    with InMemoryCluster(topo, ackers=1, message_timeout=10.0) as cluster:
+        cluster.run_until_idle()
+        for _ in range(60):
+            cluster.advance(0.5)
+        feed = cluster.user_object(*cluster.plan.component_tasks()["feed"])
+        bad = {"a no c", "a b bad", "lost b c"}
+        assert sorted(feed.acked) == ([0, 2] if sentence in bad else [0, 1, 2])
+        assert feed.failed == ([1] if sentence in bad else [])
+        assert sum(s.pending for s in cluster.statistics() if s.component == "__acker") == 0
+
+
+class Chain(Bolt):
+    """Emits 0-3 children anchored to its input, sometimes to it twice or also to a kept
+    tuple (across trees), then acks, fails (1 in 40) or keeps its input to ack later."""
+
+    outputs = ["sentence"]
+
+    def prepare(self, config, context):
+        self.rng = random.Random(context.task_id)
+        self.kept: list = []
+
+    def process(self, tup):
+        depth = len(tup.values[0])
+        for _ in range(self.rng.choice([0, 1, 2, 3]) if depth < 4 else 0):
+            anchors = [tup] * self.rng.choice([1, 1, 1, 2])
+            if self.kept and self.rng.random() < 0.2:
+                anchors.append(self.kept[0])
+            self.emit([tup.values[0] + "."], anchors=anchors)
+        if self.rng.random() < 0.025:
+            self.fail(tup)
+        elif self.rng.random() < 0.2:
+            self.kept.append(tup)
+        else:
+            self.ack(tup)
+        while len(self.kept) > 2:
+            self.ack(self.kept.pop(0))
+
+    def process_tick(self, tup):
+        while self.kept:
+            self.ack(self.kept.pop())
+
+
+@pytest.mark.parametrize("eager", [True, False])
+def test_random_trees_through_basic_and_plain_bolts_with_batching(eager):
+    """Random DAGs (joins across trees, double anchors, held tuples, fails) through a
+    BasicBolt and two layers of plain bolts, flushed at once or batched on the timer:
+    each tree is acked or failed exactly once, and nothing is left at the acker."""
+    topo = Topology("random-trees")
+    topo.spout("feed", Sentences(["s"] * 300))
+    topo.bolt("split", Split, parallelism=2).shuffle_grouping("feed")
+    topo.bolt("a", Chain, parallelism=2, tick_freq_secs=1).shuffle_grouping(
+        "split").shuffle_grouping("a")
+    topo.bolt("b", Chain, tick_freq_secs=1).fields_grouping("a", ["sentence"])
+    with InMemoryCluster(topo, ackers=2, eager_flush=eager, message_timeout=30.0) as cluster:
+        for _ in range(40):
+            cluster.run_until_idle()
+            cluster.advance(0.25)
+        cluster.run_until_idle()
+        feed = cluster.user_object(*cluster.plan.component_tasks()["feed"])
+        decided = feed.acked + feed.failed
+        assert sorted(decided) == list(range(300))  # each once
+        assert feed.failed and feed.acked
+        for _ in range(20):  # the tombstones of failed trees, and late acks, expire quietly
+            cluster.advance(5.0)
+        assert sorted(feed.acked + feed.failed) == list(range(300))
+        assert sum(s.pending for s in cluster.statistics() if s.component == "__acker") == 0
+        assert cluster.exceptions == []
+
+
+@pytest.mark.parametrize("body", [[["a"], 5], [["a"], 5, "x"], [["a"], "r", 1],
+                                  [["a"], 5, 1.5, ["b"]]])
+def test_a_malformed_anchored_body_is_refused_as_a_wire_error(body):
+    with InMemoryCluster(sentences_topology(["a"]), ackers=1) as cluster:
+        (split,), (count,) = (cluster.plan.component_tasks()[c] for c in ("split", "count"))
+        stream = cluster.plan.stream_ids()[("split", "default")]
+        ex = cluster.executors[count]
+        with pytest.raises(wire.WireError):
+            ex.on_frame(wire.data_header(wire.ANCHORED, stream, count, split),
+                        wire.pack(body))
