@@ -46,6 +46,7 @@ from runtime.model.constants import (
     MESSAGE_TIMEOUT,
     METRICS_ENABLED,
     RECORD,
+    TARGET_LATENCY,
     TICK_FREQ_SECS,
     TUNE_INTERVAL,
 )
@@ -110,7 +111,8 @@ class Executor:
     def _tracker(self) -> SpoutTracker:
         return SpoutTracker(float(self.config[MESSAGE_TIMEOUT]),
                             self.config.get(MAX_SPOUT_PENDING),
-                            float(self.config[TUNE_INTERVAL]), self.monotonic())
+                            float(self.config[TUNE_INTERVAL]), self.monotonic(),
+                            self.config.get(TARGET_LATENCY))
 
     def _timers(self) -> None:
         self._tick_every = self.config.get(TICK_FREQ_SECS)

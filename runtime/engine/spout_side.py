@@ -8,6 +8,7 @@ from collections.abc import Callable, Mapping, Sized
 from itertools import repeat
 
 from runtime import wire
+from runtime.acking._bound import FLOOR_PER_TASK
 from runtime.acking._ledger import RootIds, new_id
 from runtime.acking._tracking import SpoutTracker
 from runtime.model.api import Spout
@@ -40,6 +41,8 @@ class SpoutSide:
         self.tracker, self.roots, self.acks, self.runs = tracker, roots, acks, runs
         self.monotonic, self.batch_size = monotonic, batch_size
         self.at_emit: list = []  # msg_ids to ack as soon as emitted (acking off)
+        if tracker is not None:  # the latency bound's floor: a few roots per task fed
+            tracker.set_floor(FLOOR_PER_TASK * max(1, _tasks_fed(streams)))
 
     # -- turns --------------------------------------------------------------------------
     def step(self, calls: int, waiting: Sized) -> int:
@@ -185,6 +188,7 @@ class SpoutSide:
         if tracker.tuner is not None:
             progress = call_user(f"{self.name}.progress", user.progress)
             tracker.tune(tracker.acked if progress is None else progress, now)
+        tracker.bound_turn(now)
         tracker.snapshot()
 
     def set_max_spout_pending(self, value) -> None:
@@ -226,10 +230,22 @@ def _marked_steps(next_tuple, calls: int, waiting: Sized, mark: Callable[[], Non
 
 def _limited_steps(next_tuple, calls: int, waiting: Sized, tracker: SpoutTracker,
                    mark: Callable[[], None] | None) -> None:
-    """One call at a time, none once ``max_spout_pending`` roots are in flight."""
-    for i in range(calls):
-        if tracker.full() or waiting:
-            break
-        if mark is not None and not i % STEP_CHUNK:
+    """Chunks of at most ``STEP_CHUNK`` calls and at most the room left under
+    ``max_spout_pending``: a spout that emits one root a call never passes the limit,
+    and the room is counted once a chunk, not once a call (the latency bound puts
+    every tracking spout here by default)."""
+    while calls > 0 and not waiting:
+        room = tracker.room()
+        if room <= 0:
+            return
+        chunk = min(calls, room, STEP_CHUNK)
+        if mark is not None:
             mark()
-        next_tuple()
+        for _ in repeat(None, chunk):
+            next_tuple()
+        calls -= chunk
+
+
+def _tasks_fed(streams: Mapping[str, StreamOut]) -> int:
+    """How many tasks a spout's streams feed (its subscribers' tasks, counted once)."""
+    return len({t for out in streams.values() for o in out.outlets for t in o.tasks})
