@@ -2,9 +2,10 @@
 ``now``; ``docs/internals/tuner.md``, "The default: a latency bound", says why.
 
 By Little's law a spout task's roots in flight are its completion rate times their
-complete latency. Each turn (at least :data:`PERIOD` apart, and once :data:`SAMPLE`
-roots have completed or :data:`LONGEST` has passed) the bound reads how many roots
-completed since the last turn and their summed latency, and moves its limit:
+complete latency. Each turn (about two mean complete latencies after the last, within
+:data:`SHORTEST` and :data:`LONG`, and once :data:`SAMPLE` roots have completed or
+:data:`LONGEST` has passed) the bound reads how many roots completed since the last turn
+and their summed latency, and moves its limit:
 
 - latency over target: down to ``rate × target`` (never up), and
 - latency under target, the limit reached since the last turn: up to ``rate ×
@@ -23,13 +24,16 @@ before the first turn.
 16
 >>> b.turn(acked=120, latency=4.5, failed=0, held=True, now=0.2)  # 200 ms: over target
 16
->>> b.turn(acked=130, latency=6.5, failed=0, held=True, now=0.3)  # still: 100/s × 0.1 s
+>>> b.turn(acked=145, latency=9.5, failed=0, held=True, now=0.46)  # still: ~100/s × 0.1 s
 10
 """
 
 from __future__ import annotations
 
-PERIOD = 0.05  # seconds: the shortest turn (a full-speed spout climbs ×2 per turn)
+SHORTEST = 0.01  # seconds: the shortest turn (a fast topology climbs ×2 per turn)
+LONG = 0.25  # seconds: the longest turn once SAMPLE roots have completed
+LATENCIES = 2  # a turn lasts this many mean complete latencies (within SHORTEST, LONG):
+#                long enough for the roots it judges to have been emitted under the last limit
 LONGEST = 1.0  # seconds: a turn waits at most this long for SAMPLE completions
 SAMPLE = 8  # completions a turn waits for before it judges the latency (up to LONGEST)
 GROWTH = 2  # the most a turn multiplies the limit by
@@ -42,7 +46,7 @@ class LatencyBound:
     """One spout task's latency bound on its roots in flight (its ``limit``)."""
 
     __slots__ = ("target", "floor", "limit", "turns", "_since", "_acked", "_latency",
-                 "_failed")
+                 "_failed", "_every")
 
     def __init__(self, target: float, floor: int, now: float) -> None:
         if not target > 0 or floor < 1:
@@ -51,6 +55,7 @@ class LatencyBound:
         self.limit = max(START, floor)
         self.turns = 0  # turns taken
         self._since, self._acked, self._latency, self._failed = now, 0, 0.0, 0
+        self._every = SHORTEST  # seconds: how long this turn lasts at least
 
     def set_floor(self, floor: int) -> None:
         """A new floor (the spout's streams are known after the tracker is made)."""
@@ -64,9 +69,11 @@ class LatencyBound:
         whether the limit was reached since the last turn. The new limit, or None when
         no turn was due."""
         elapsed, done = now - self._since, acked - self._acked
-        if elapsed < PERIOD or (done < SAMPLE and elapsed < LONGEST):
+        if elapsed < self._every or (done < SAMPLE and elapsed < LONGEST):
             return None
         mean = (latency - self._latency) / done if done else None
+        if mean is not None:
+            self._every = min(LONG, max(SHORTEST, LATENCIES * mean))
         lost = failed - self._failed
         self._since, self._acked, self._latency, self._failed = now, acked, latency, failed
         self.turns += 1

@@ -8,7 +8,7 @@ from collections import deque
 
 import pytest
 
-from runtime.acking._bound import GROWTH, LONGEST, PERIOD, SAMPLE, START, LatencyBound
+from runtime.acking._bound import GROWTH, LONGEST, SAMPLE, SHORTEST, START, LatencyBound
 from runtime.acking._tracking import SpoutTracker
 from runtime.model.options import option_problem
 
@@ -46,7 +46,7 @@ def test_under_target_and_held_it_stops_at_rate_times_target():
     # 1,000 a second at 80 ms: 100 is rate × target, but the limit never falls under target
     assert bound.turn(100, 100 * 0.08, 0, held=True, now=0.1) == 900
     # 10,000 a second at 80 ms: rate × target is 1,000, less than twice 900
-    assert bound.turn(1100, 100 * 0.08 + 1000 * 0.08, 0, held=True, now=0.2) == 1000
+    assert bound.turn(2100, 100 * 0.08 + 2000 * 0.08, 0, held=True, now=0.3) == 1000
 
 
 def test_it_never_goes_below_its_floor():
@@ -60,9 +60,16 @@ def test_roots_failing_with_none_completing_send_it_to_the_floor():
     assert bound.turn(0, 0.0, 5, held=True, now=2 * LONGEST) == 3
 
 
+def test_a_turn_lasts_two_mean_latencies():
+    bound = LatencyBound(TARGET, floor=2, now=0.0)
+    assert bound.turn(100, 100 * 0.04, 0, held=False, now=SHORTEST) == START  # 40 ms each
+    assert bound.turn(200, 200 * 0.04, 0, held=False, now=SHORTEST + 0.079) is None
+    assert bound.turn(200, 200 * 0.04, 0, held=False, now=SHORTEST + 0.081) == START
+
+
 def test_a_turn_waits_for_its_period_and_for_a_sample():
     bound = LatencyBound(TARGET, floor=2, now=0.0)
-    assert bound.turn(1000, 1.0, 0, held=True, now=PERIOD / 2) is None
+    assert bound.turn(1000, 1.0, 0, held=True, now=SHORTEST / 2) is None
     assert bound.turn(SAMPLE - 1, 0.001, 0, held=True, now=LONGEST / 2) is None
     # a turn at last, at 7 a second: rate × target is under 1, the limit stays
     assert bound.turn(SAMPLE - 1, 0.001, 0, held=True, now=LONGEST) == START
