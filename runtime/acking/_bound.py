@@ -13,7 +13,8 @@ and their summed latency, and moves its limit:
 - latency under target, the limit never reached: left alone (nothing says more helps);
 - nothing completed but roots failed: down to the floor.
 
-Never below ``floor`` (a few roots per task the spout feeds). It starts at
+Never below ``floor`` (:func:`floor_for`: a few roots per task of the topology's widest
+component). It starts at
 ``max(START, floor)``, low enough that a slow bolt gets a fraction of a second of queue
 before the first turn.
 
@@ -30,6 +31,11 @@ before the first turn.
 
 from __future__ import annotations
 
+from collections import Counter
+from collections.abc import Iterable
+
+from runtime.model.constants import RESERVED_PREFIX
+
 SHORTEST = 0.01  # seconds: the shortest turn (a fast topology climbs ×2 per turn)
 LONG = 0.25  # seconds: the longest turn once SAMPLE roots have completed
 LATENCIES = 2  # a turn lasts this many mean complete latencies (within SHORTEST, LONG):
@@ -38,7 +44,7 @@ LONGEST = 1.0  # seconds: a turn waits at most this long for SAMPLE completions
 SAMPLE = 8  # completions a turn waits for before it judges the latency (up to LONGEST)
 GROWTH = 2  # the most a turn multiplies the limit by
 START = 8  # roots in flight before the first turn: 10-tuple trees on a 10 ms bolt are 0.8 s
-FLOOR_PER_TASK = 2  # the floor: roots per task the spout feeds, so none of them idles
+FLOOR_PER_TASK = 2  # the floor: roots per task of the widest component, so none idles
 BIG_CHANGE = 2  # a change of this factor since the last one reported is reported
 
 
@@ -90,3 +96,17 @@ class LatencyBound:
         if not held:
             return self.limit
         return min(max(self.limit, little), self.limit * GROWTH)
+
+
+def floor_for(components: Iterable[str]) -> int:
+    """The floor of a spout task's bound, from the component of every task of its
+    topology: :data:`FLOOR_PER_TASK` roots per task of the widest component (the
+    runtime's own aside), so that even when the latency is over target each task of a
+    wide, slow bolt can have a tuple at work and one waiting; a floor of one batch would
+    be seconds of queue for a 10 ms bolt.
+
+    >>> floor_for(["words", "split", "count", "count", "count", "__acker"])
+    6
+    """
+    widths = Counter(c for c in components if not c.startswith(RESERVED_PREFIX))
+    return FLOOR_PER_TASK * max(widths.values(), default=1)

@@ -8,7 +8,6 @@ from collections.abc import Callable, Mapping, Sized
 from itertools import repeat
 
 from runtime import wire
-from runtime.acking._bound import FLOOR_PER_TASK
 from runtime.acking._ledger import RootIds, new_id
 from runtime.acking._tracking import SpoutTracker
 from runtime.model.api import Spout
@@ -41,8 +40,6 @@ class SpoutSide:
         self.tracker, self.roots, self.acks, self.runs = tracker, roots, acks, runs
         self.monotonic, self.batch_size = monotonic, batch_size
         self.at_emit: list = []  # msg_ids to ack as soon as emitted (acking off)
-        if tracker is not None:  # the latency bound's floor: a few roots per task fed
-            tracker.set_floor(FLOOR_PER_TASK * max(1, _tasks_fed(streams)))
 
     # -- turns --------------------------------------------------------------------------
     def step(self, calls: int, waiting: Sized) -> int:
@@ -244,8 +241,3 @@ def _limited_steps(next_tuple, calls: int, waiting: Sized, tracker: SpoutTracker
         for _ in repeat(None, chunk):
             next_tuple()
         calls -= chunk
-
-
-def _tasks_fed(streams: Mapping[str, StreamOut]) -> int:
-    """How many tasks a spout's streams feed (its subscribers' tasks, counted once)."""
-    return len({t for out in streams.values() for o in out.outlets for t in o.tasks})
