@@ -69,6 +69,15 @@ Reading the output
     give a few seconds' worth of sentences. On a shared machine the CPU per sentence
     varies far less from run to run than the throughput does.
 
+The slow-bolt scenario (issue 17): ``--only tupleflow --count-sleep-ms 10 --seconds 120``
+    runs the topology above with counters that sleep 10 ms a word and a spout without
+    end, acking on and the engine's defaults (``--target-latency none``: no latency
+    bound, the old default), and prints one line (``benchmarks/_slow_bolt.py``)::
+
+        RESULT name=tupleflow workload=sentences-slow-bolt acking=on count_sleep_ms=10
+               seconds=120 acked=2390 failed=0 timed_out=0 p50_ms=... p99_ms=...
+               throttled_after_s=0.25 max_spout_pending=4
+
 Run it as a script, with ``runtime`` importable (installed, or the repository root on
 PYTHONPATH)::
 
