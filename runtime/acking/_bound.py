@@ -14,9 +14,8 @@ and their summed latency, and moves its limit:
 - nothing completed but roots failed: down to the floor.
 
 Never below ``floor`` (:func:`floor_for`: a few roots per task of the topology's widest
-component). It starts at
-``max(START, floor)``, low enough that a slow bolt gets a fraction of a second of queue
-before the first turn.
+component). It starts at ``max(START, floor)``, low enough that a slow bolt gets a
+fraction of a second of queue before the first turn.
 
 >>> b = LatencyBound(target=0.1, floor=2, now=0.0)
 >>> b.limit
