@@ -57,7 +57,7 @@ class SpoutTracker:
     def _limits(self, tune_interval: float, target_latency: float | None, now: float) -> None:
         """The limit's deciders: the tuner ("auto"), and the latency bound
         (acking/_bound.py; None with target_latency None), which sets the limit when
-        max_pending is None and caps the tuner's."""
+        max_pending is None."""
         self.limit: int | None = None
         self.tune_interval, self._next_tune = tune_interval, now + tune_interval
         self.tuner: MaxSpoutPendingTuner | None = None
@@ -72,8 +72,8 @@ class SpoutTracker:
     # -- the limit ------------------------------------------------------------------------
     def set_limit(self, value: int | str | None, now: float) -> None:
         """An int, "auto" (the tuner decides, from ``AUTO_START``) or None: the latency
-        bound decides, or with ``target_latency`` None, no limit. The bound caps "auto"."""
-        self.bounded = self.bound is not None and (value is None or value == AUTO)
+        bound decides, or with ``target_latency`` None, no limit."""
+        self.bounded = self.bound is not None and value is None
         if value == AUTO:
             self.tuner = MaxSpoutPendingTuner(AUTO_START)
             self._next_tune = now + self.tune_interval
@@ -82,11 +82,11 @@ class SpoutTracker:
         self._set(value)
 
     def _set(self, value: int | str | None) -> None:
-        """The limit from the tuner's value (or the one set) and the bound's."""
+        """The limit: the tuner's value, the bound's, or the one set."""
         if self.tuner is not None:
             value = self.tuner.get()
-        if self.bounded:
-            value = self.bound.limit if value is None else min(value, self.bound.limit)
+        elif self.bounded:
+            value = self.bound.limit
         self.limit = value
 
     def set_floor(self, floor: int) -> None:

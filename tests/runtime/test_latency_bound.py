@@ -96,9 +96,9 @@ def bounded(max_pending=None, floor=2) -> SpoutTracker:
     return tracker
 
 
-def test_the_bound_sets_the_default_limit_and_caps_auto_but_not_a_number():
+def test_the_bound_sets_the_default_limit_but_not_auto_nor_a_number():
     assert (bounded().limit, bounded().bounded) == (START, True)
-    assert (bounded("auto").limit, bounded("auto").bounded) == (START, True)
+    assert (bounded("auto").limit, bounded("auto").bounded) == (1000, False)  # the tuner's
     assert (bounded(5000).limit, bounded(5000).bounded) == (5000, False)
     assert SpoutTracker(30.0, None, now=0.0).limit is None  # target_latency None: Storm's
 
