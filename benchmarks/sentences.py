@@ -551,10 +551,10 @@ def pending_limit(text: str) -> int | str:
     return text if text == "auto" else positive_int(text)
 
 
-def target_latency(text: str) -> float | None:
-    """``--target-latency``: seconds > 0, or none (no latency bound)."""
-    if text == "none":
-        return None
+def target_latency(text: str) -> float | str | None:
+    """``--target-latency``: seconds > 0, none (no latency bound), or default."""
+    if text in ("none", "default"):
+        return None if text == "none" else text
     value = float(text)
     if not value > 0:
         raise argparse.ArgumentTypeError(f"a number of seconds > 0 or none, not {text}")

@@ -227,17 +227,24 @@ def _marked_steps(next_tuple, calls: int, waiting: Sized, mark: Callable[[], Non
 
 def _limited_steps(next_tuple, calls: int, waiting: Sized, tracker: SpoutTracker,
                    mark: Callable[[], None] | None) -> None:
-    """Chunks of at most ``STEP_CHUNK`` calls and at most the room left under
-    ``max_spout_pending``: a spout that emits one root a call never passes the limit,
-    and the room is counted once a chunk, not once a call (the latency bound puts
-    every tracking spout here by default)."""
+    """At most the room left under ``max_spout_pending``, counted once per stretch, not
+    once a call: a spout that emits one root a call never passes the limit. A stretch of
+    whole chunks runs as the unlimited steps do (the latency bound puts every tracking
+    spout here by default, full-speed ones included), the rest one call at a time."""
     while calls > 0 and not waiting:
         room = tracker.room()
         if room <= 0:
             return
-        chunk = min(calls, room, STEP_CHUNK)
-        if mark is not None:
-            mark()
-        for _ in repeat(None, chunk):
-            next_tuple()
-        calls -= chunk
+        n = min(calls, room)
+        if n >= STEP_CHUNK:
+            n -= n % STEP_CHUNK
+            if mark is None:
+                _untracked_steps(next_tuple, n, waiting)
+            else:
+                _marked_steps(next_tuple, n, waiting, mark)
+        else:
+            if mark is not None:
+                mark()
+            for _ in repeat(None, n):
+                next_tuple()
+        calls -= n
