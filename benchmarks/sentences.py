@@ -69,6 +69,15 @@ Reading the output
     give a few seconds' worth of sentences. On a shared machine the CPU per sentence
     varies far less from run to run than the throughput does.
 
+The slow-bolt scenario (issue 17): ``--only tupleflow --count-sleep-ms 10 --seconds 120``
+    runs the topology above with counters that sleep 10 ms a word and a spout without
+    end, acking on and the engine's defaults (``--target-latency none``: no latency
+    bound, the old default), and prints one line (``benchmarks/_slow_bolt.py``)::
+
+        RESULT name=tupleflow workload=sentences-slow-bolt acking=on count_sleep_ms=10
+               seconds=120 acked=2390 failed=0 timed_out=0 p50_ms=... p99_ms=...
+               throttled_after_s=0.25 max_spout_pending=4
+
 Run it as a script, with ``runtime`` importable (installed, or the repository root on
 PYTHONPATH)::
 
@@ -87,6 +96,7 @@ import time
 from dataclasses import dataclass
 from itertools import repeat
 
+import _slow_bolt
 import msgpack
 import zmq
 from _common import (
@@ -242,7 +252,12 @@ def build_topology(args, acking: bool, paced: bool = False) -> Topology:
 
 
 def run_tupleflow(args) -> list:
-    """At full speed; with acking on, also at half the measured rate, for latency."""
+    """At full speed; with acking on, also at half the measured rate, for latency. With
+    ``--count-sleep-ms``, the slow-bolt scenario instead."""
+    if args.count_sleep_ms:
+        config = {**run_config(args, 0, None), "ackers": 1,
+                  "count_sleep": args.count_sleep_ms / 1000}
+        return [_slow_bolt.run(args, build_slow_bolt(args), config, SPOUT)]
     first = tupleflow_run(args, args.sentences, WORKLOAD, rate=None)
     if args.acking == "off":
         return first
@@ -281,6 +296,8 @@ def run_config(args, sentences: int, rate: float | None) -> dict:
               "ackers": 1 if acking else 0, **engine_options(args)}
     if acking and args.max_spout_pending is not None:
         config["max_spout_pending"] = args.max_spout_pending
+    if args.target_latency != "default":
+        config["target_latency"] = args.target_latency
     if rate:
         config["rate"] = rate / args.spouts
     return config
@@ -380,6 +397,48 @@ def cpu_shares(run: Measurement, roles: dict, before: dict, after: dict) -> list
         if pids:
             shares.append(CpuShare(run, role, len(pids), sum(spent[p] for p in pids)))
     return shares + [CpuShare(run, "total", len(spent), sum(spent.values()))]
+
+
+# --- tupleflow, a slow bolt (issue 17) ------------------------------------------
+
+
+class EndlessSentenceSpout(SentenceSpout):
+    """Tracked sentences without end (the slow-bolt scenario); a second ack of one raises."""
+
+    def open(self, config, context):
+        super().open(config, context)
+        self.number, self.unacked = 0, set()
+
+    def next_tuple(self):
+        self.number += 1
+        self.unacked.add(self.number)
+        self.emit([self.make()], msg_id=self.number)
+
+    def ack(self, msg_id):
+        self.unacked.remove(msg_id)  # KeyError: acked twice
+
+
+class SleepyCountBolt(AckingCountBolt):
+    """``AckingCountBolt`` that sleeps ``config["count_sleep"]`` seconds a word first."""
+
+    def prepare(self, config, context):
+        super().prepare(config, context)
+        self.sleep = config["count_sleep"]
+
+    def process(self, tup):
+        time.sleep(self.sleep)
+        super().process(tup)
+
+
+def build_slow_bolt(args) -> Topology:
+    """The learner's topology of issue 17: counters that sleep per word, a spout
+    without end (run by ``_slow_bolt.run``)."""
+    topology = Topology("sentences-slow-bolt")
+    topology.spout(SPOUT, EndlessSentenceSpout, parallelism=args.spouts)
+    topology.bolt(SPLIT, SplitBolt, parallelism=args.splitters).shuffle_grouping(SPOUT)
+    topology.bolt(COUNT, SleepyCountBolt, parallelism=args.counters).fields_grouping(
+        SPLIT, ["word"])
+    return topology
 
 
 # --- python-loop ------------------------------------------------------------
@@ -492,6 +551,16 @@ def pending_limit(text: str) -> int | str:
     return text if text == "auto" else positive_int(text)
 
 
+def target_latency(text: str) -> float | str | None:
+    """``--target-latency``: seconds > 0, none (no latency bound), or default."""
+    if text in ("none", "default"):
+        return None if text == "none" else text
+    value = float(text)
+    if not value > 0:
+        raise argparse.ArgumentTypeError(f"a number of seconds > 0 or none, not {text}")
+    return value
+
+
 def make_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -504,6 +573,11 @@ def make_parser() -> argparse.ArgumentParser:
     add("--max-spout-pending", type=pending_limit, help="with acking: sentences in flight "
         "per spout task, or auto (default: the engine's, no limit)")
     add("--cpu", action="store_true", help="print each role's CPU per sentence (tupleflow)")
+    add("--target-latency", type=target_latency, default="default", help="with acking: "
+        "seconds of complete latency the default limit aims at, or none (Storm's: no limit)")
+    add("--count-sleep-ms", type=float, default=0, help="the slow-bolt scenario (issue 17): "
+        "each count sleeps this long a word, the spout never ends; acking on")
+    add("--seconds", type=float, default=120.0, help="how long the slow-bolt scenario runs")
     add_engine_options(parser)
     return parser
 

@@ -32,6 +32,7 @@ from .model.constants import (
     RESTART_BACKOFF_MAX,
     SPOUT_WAIT,
     STATS_INTERVAL,
+    TARGET_LATENCY,
     TICK_FREQ_SECS,
     TUNE_INTERVAL,
 )
@@ -59,6 +60,7 @@ __all__ = [
     "RESTART_BACKOFF_MAX",
     "SPOUT_WAIT",
     "STATS_INTERVAL",
+    "TARGET_LATENCY",
     "TICK_FREQ_SECS",
     "TUNE_INTERVAL",
     "check_keep",

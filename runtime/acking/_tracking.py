@@ -1,5 +1,6 @@
 """A spout task's side of at least once: its in-flight roots, their timeouts, the
-max-spout-pending limit and its auto-tuner. Pure: time comes in as ``now``.
+max-spout-pending limit, its auto-tuner and its latency bound. Pure: time comes in as
+``now``.
 
 >>> t = SpoutTracker(timeout=30.0, max_pending=2, now=0.0)
 >>> t.emitted(root=11, msg_id="a", now=0.0); t.emitted(root=12, msg_id="b", now=0.0)
@@ -23,6 +24,7 @@ from runtime.model.constants import AUTO, AUTO_START
 from runtime.observe.metrics import LatencyHistogram
 from runtime.wire import ACKED_OK, ACKED_RENEWED, ACKED_TIMEOUT
 
+from ._bound import BIG_CHANGE, LatencyBound
 from ._ledger import RotatingMap
 from ._tuner import MaxSpoutPendingTuner
 
@@ -33,7 +35,8 @@ class SpoutTracker:
     """Roots this spout task emitted and has not yet heard the end of."""
 
     def __init__(self, timeout: float, max_pending: int | str | None = None,
-                 tune_interval: float = 120.0, now: float = 0.0) -> None:
+                 tune_interval: float = 120.0, now: float = 0.0,
+                 target_latency: float | None = None) -> None:
         # root -> (msg_id, emit time), for roots emitted one by one
         self.pending: RotatingMap[int, tuple[Any, float]] = RotatingMap(BUCKETS)
         # runs of consecutive roots (the executor's fast path), rotated with ``pending``:
@@ -48,28 +51,77 @@ class SpoutTracker:
         self.next_rotation = now + self.rotate_every
         self.latency = LatencyHistogram()
         self.acked = self.failed = self.timed_out = self.stale = 0
-        self.tune_interval = tune_interval
+        self._limits(tune_interval, target_latency, now)
+        self.set_limit(max_pending, now)
+
+    def _limits(self, tune_interval: float, target_latency: float | None, now: float) -> None:
+        """The limit's deciders: the tuner ("auto"), and the latency bound
+        (acking/_bound.py; None with target_latency None), which sets the limit when
+        max_pending is None."""
+        self.limit: int | None = None
+        self.tune_interval, self._next_tune = tune_interval, now + tune_interval
         self.tuner: MaxSpoutPendingTuner | None = None
         self.tuner_action: str | None = None
         self.tuner_turns = 0
-        self.limit: int | None = None
         self._last_progress: int | None = None
-        self._next_tune = now + tune_interval
-        self.set_limit(max_pending, now)
+        self.bound = LatencyBound(target_latency, 1, now) if target_latency else None
+        self.bounded = False  # whether the bound applies to the limit now
+        self.held = False  # the limit was reached since the bound's last turn
+        self._reported_bound = 0  # the bound's value when last reported as a tuner event
 
     # -- the limit ------------------------------------------------------------------------
     def set_limit(self, value: int | str | None, now: float) -> None:
-        """An int, None (no limit) or "auto" (the tuner decides, from ``AUTO_START``)."""
+        """An int, "auto" (the tuner decides, from ``AUTO_START``) or None: the latency
+        bound decides, or with ``target_latency`` None, no limit."""
+        self.bounded = self.bound is not None and value is None
         if value == AUTO:
             self.tuner = MaxSpoutPendingTuner(AUTO_START)
-            self.limit, self._next_tune = self.tuner.get(), now + self.tune_interval
+            self._next_tune = now + self.tune_interval
         else:
-            self.tuner, self.limit = None, value
+            self.tuner = None
+        self._set(value)
+
+    def _set(self, value: int | str | None) -> None:
+        """The limit: the tuner's value, the bound's, or the one set."""
+        if self.tuner is not None:
+            value = self.tuner.get()
+        elif self.bounded:
+            value = self.bound.limit
+        self.limit = value
+
+    def set_floor(self, floor: int) -> None:
+        """The bound's floor: roots in flight it never goes below."""
+        if self.bound is not None:
+            self.bound.set_floor(floor)
+        if self.bounded:
+            self._set(None)
 
     def full(self) -> bool:
         """Whether ``next_tuple`` must wait: the limit of in-flight roots is reached."""
-        return (self.limit is not None
-                and self.in_flight + sum(map(len, self.unsent)) >= self.limit)
+        return self.room() <= 0 if self.limit is not None else False
+
+    def room(self) -> int:
+        """Roots that may still be emitted before the limit (which must not be None)."""
+        room = self.limit - self.in_flight - sum(map(len, self.unsent))
+        if room <= 0:
+            self.held = True
+        return room
+
+    def bound_turn(self, now: float) -> int | None:
+        """The latency bound's turn, when one is due: the new limit, else None."""
+        if not self.bounded:
+            return None
+        bound = self.bound.turn(self.latency.count, self.latency.total, self.failed,
+                                self.held, now)
+        if bound is None:
+            return None
+        self.held = False
+        self._set(None)
+        if not self._reported_bound or not (
+                self._reported_bound / BIG_CHANGE < bound < self._reported_bound * BIG_CHANGE):
+            self._reported_bound = bound  # a big change: a tuner event at the master
+            self.tuner_action, self.tuner_turns = "latency_bound", self.tuner_turns + 1
+        return self.limit
 
     def tune(self, progress: int, now: float) -> str | None:
         """Every ``tune_interval``: feed the tuner the progress made since its last turn."""
@@ -80,7 +132,8 @@ class SpoutTracker:
         if last is None:
             return None  # the first reading only sets the baseline
         self.tuner_action = self.tuner.auto_tune(progress - last)
-        self.limit, self.tuner_turns = self.tuner.get(), self.tuner_turns + 1
+        self.tuner_turns += 1
+        self._set(None)
         return self.tuner_action
 
     # -- roots ----------------------------------------------------------------------------
@@ -223,4 +276,4 @@ class SpoutTracker:
         return {"pending": self.pending_seen, "max_spout_pending": self.limit,
                 "complete_latency_ms": self.latency.summary(), "timed_out": self.timed_out,
                 "stale_acks": self.stale, "tuner_action": self.tuner_action,
-                "tuner_turns": self.tuner_turns}
+                "tuner_turns": self.tuner_turns, "latency_bounded": self.bounded}

@@ -36,6 +36,7 @@ from collections.abc import Mapping, Sized
 from typing import Any
 
 from runtime import wire
+from runtime.acking._bound import floor_for
 from runtime.acking._ledger import RootIds, task_bits
 from runtime.acking._tracking import SpoutTracker
 from runtime.model.constants import (
@@ -46,6 +47,7 @@ from runtime.model.constants import (
     MESSAGE_TIMEOUT,
     METRICS_ENABLED,
     RECORD,
+    TARGET_LATENCY,
     TICK_FREQ_SECS,
     TUNE_INTERVAL,
 )
@@ -108,9 +110,12 @@ class Executor:
                          self.acks, runs, self.monotonic, size), None
 
     def _tracker(self) -> SpoutTracker:
-        return SpoutTracker(float(self.config[MESSAGE_TIMEOUT]),
-                            self.config.get(MAX_SPOUT_PENDING),
-                            float(self.config[TUNE_INTERVAL]), self.monotonic())
+        tracker = SpoutTracker(float(self.config[MESSAGE_TIMEOUT]),
+                               self.config.get(MAX_SPOUT_PENDING),
+                               float(self.config[TUNE_INTERVAL]), self.monotonic(),
+                               self.config.get(TARGET_LATENCY))
+        tracker.set_floor(floor_for(t.component for t in self.plan.tasks))
+        return tracker
 
     def _timers(self) -> None:
         self._tick_every = self.config.get(TICK_FREQ_SECS)

@@ -185,6 +185,7 @@ class SpoutSide:
         if tracker.tuner is not None:
             progress = call_user(f"{self.name}.progress", user.progress)
             tracker.tune(tracker.acked if progress is None else progress, now)
+        tracker.bound_turn(now)
         tracker.snapshot()
 
     def set_max_spout_pending(self, value) -> None:
@@ -226,10 +227,24 @@ def _marked_steps(next_tuple, calls: int, waiting: Sized, mark: Callable[[], Non
 
 def _limited_steps(next_tuple, calls: int, waiting: Sized, tracker: SpoutTracker,
                    mark: Callable[[], None] | None) -> None:
-    """One call at a time, none once ``max_spout_pending`` roots are in flight."""
-    for i in range(calls):
-        if tracker.full() or waiting:
-            break
-        if mark is not None and not i % STEP_CHUNK:
-            mark()
-        next_tuple()
+    """At most the room left under ``max_spout_pending``, counted once per stretch, not
+    once a call: a spout that emits one root a call never passes the limit. A stretch of
+    whole chunks runs as the unlimited steps do (the latency bound puts every tracking
+    spout here by default, full-speed ones included), the rest one call at a time."""
+    while calls > 0 and not waiting:
+        room = tracker.room()
+        if room <= 0:
+            return
+        n = min(calls, room)
+        if n >= STEP_CHUNK:
+            n -= n % STEP_CHUNK
+            if mark is None:
+                _untracked_steps(next_tuple, n, waiting)
+            else:
+                _marked_steps(next_tuple, n, waiting, mark)
+        else:
+            if mark is not None:
+                mark()
+            for _ in repeat(None, n):
+                next_tuple()
+        calls -= n

@@ -20,6 +20,8 @@ ACKERS = "ackers"  # number of acker tasks; 0 means at most once
 MESSAGE_TIMEOUT = "message_timeout"  # seconds before a pending spout tuple fails
 MAX_SPOUT_PENDING = "max_spout_pending"  # in-flight spout tuples per spout task, or "auto"
 TUNE_INTERVAL = "tune_interval"  # seconds between two turns of the max-spout-pending tuner
+TARGET_LATENCY = "target_latency"  # seconds of complete latency the default in-flight limit
+#                                    aims at, with acking on (None: no limit, as Storm)
 BATCH_SIZE = "batch_size"  # tuples per outgoing frame before it is sent
 FLUSH_INTERVAL = "flush_interval"  # seconds a partly filled batch may wait before it is sent
 TICK_FREQ_SECS = "tick_freq_secs"  # per component: seconds between tick tuples (None: none)
@@ -41,6 +43,7 @@ DEFAULTS: dict[str, object] = {
     MESSAGE_TIMEOUT: 30.0,
     MAX_SPOUT_PENDING: None,
     TUNE_INTERVAL: 120.0,
+    TARGET_LATENCY: 0.1,  # docs/internals/tuner.md, "The default: a latency bound"
     BATCH_SIZE: 2000,  # docs/internals/performance.md, "The frame path": fewer frames
     FLUSH_INTERVAL: 0.002,
     TICK_FREQ_SECS: None,
@@ -57,7 +60,8 @@ DEFAULTS: dict[str, object] = {
 
 # Keys that may also be set per component (they override the topology-wide value there).
 COMPONENT_KEYS = frozenset({TICK_FREQ_SECS, MAX_SPOUT_PENDING, TUNE_INTERVAL, BATCH_SIZE,
-                            FLUSH_INTERVAL, RECORD, RECORD_ROWS, RECORD_SECONDS})
+                            FLUSH_INTERVAL, RECORD, RECORD_ROWS, RECORD_SECONDS,
+                            TARGET_LATENCY})
 AUTO = "auto"  # max_spout_pending="auto": the tuner sets it, starting from AUTO_START
 AUTO_START = 1000
 

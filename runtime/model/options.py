@@ -67,6 +67,7 @@ CHECKS: dict[str, Callable[[Any], str | None]] = {
     c.TICK_FREQ_SECS: _seconds(positive=True, none_ok=True),
     c.MESSAGE_TIMEOUT: _seconds(positive=True),
     c.TUNE_INTERVAL: _seconds(positive=True),
+    c.TARGET_LATENCY: _seconds(positive=True, none_ok=True),
     c.HEARTBEAT_TIMEOUT: _seconds(positive=True, none_ok=True),
     c.FLUSH_INTERVAL: _seconds(positive=True),
     c.STATS_INTERVAL: _seconds(positive=True),

@@ -56,6 +56,8 @@ def replay_ratio(record: Mapping[str, Any], message_timeout: float | None) -> fl
     True
     """
     pending, latency = record.get("max_spout_pending"), record.get("complete_latency_ms")
+    if record.get("latency_bounded"):  # the limit follows the latency (acking/_bound.py)
+        return None
     if not isinstance(pending, int) or not isinstance(latency, Mapping):
         return None
     p99 = latency.get("p99")

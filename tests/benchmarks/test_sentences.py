@@ -51,3 +51,13 @@ def test_a_tiny_run_passes_its_checks_and_prints_parsable_lines(acking):
     cpu = [f for f in lines if f["kind"] == "CPU"]
     assert [c["role"] for c in cpu] == ROLES[acking]
     assert float(cpu[-1]["us_per_sentence"]) > 0
+
+
+def test_the_slow_bolt_scenario_prints_its_figures_and_throttles_with_the_defaults():
+    done = run_benchmark("--only", "tupleflow", "--count-sleep-ms", "10", "--seconds", "4")
+    assert done.returncode == 0, done.stderr
+    (result,) = [fields(line) for line in done.stdout.splitlines() if line.startswith("RESULT")]
+    assert (result["workload"], result["acking"], result["seconds"]) == (
+        "sentences-slow-bolt", "on", "4")
+    assert int(result["acked"]) > 0 and (result["failed"], result["timed_out"]) == ("0", "0")
+    assert float(result["throttled_after_s"]) < 4 and float(result["p99_ms"]) > 0

@@ -639,7 +639,10 @@ def test_random_trees_are_acked_exactly_when_complete_and_failed_exactly_once():
         topo.bolt(f"n{level}", RandomNode(depth - level), parallelism=2).shuffle_grouping(
             upstream)
         upstream = f"n{level}"
-    with InMemoryCluster(topo, ackers=3, message_timeout=TIMEOUT) as cluster:
+    # target_latency=None: no latency bound, whose limit the lost trees would fill while
+    # the fake clock stands still
+    with InMemoryCluster(topo, ackers=3, message_timeout=TIMEOUT,
+                         target_latency=None) as cluster:
         feeders = [cluster.user_object(t) for t in tasks(cluster, "feed")]
         for i, tree in enumerate(trees):
             feeders[i % 2].feed([tree], msg_id=tree)
@@ -803,7 +806,10 @@ def test_a_replaying_list_spout_replays_timeouts_until_all_are_acked():
     topo.spout("nums", ListSpout([[i] for i in range(n)], fields=["n"], replay=True))
     topo.bolt("lossy", DropFirst).shuffle_grouping("nums")
     topo.bolt("sink", ListSink).shuffle_grouping("lossy")
-    with InMemoryCluster(topo, ackers=1, message_timeout=TIMEOUT) as cluster:
+    # target_latency=None: no latency bound, whose limit the lost tuples would fill while
+    # the fake clock stands still
+    with InMemoryCluster(topo, ackers=1, message_timeout=TIMEOUT,
+                         target_latency=None) as cluster:
         cluster.run_until_idle()
         spout = obj(cluster, "nums")
         assert spout.acked == set() and spout.failed == []

@@ -218,7 +218,8 @@ def test_no_spout_acker_deadlock_under_backpressure():
     topo.bolt("slow", SlowBolt(0.0005, fields=["n", "payload"])).shuffle_grouping("numbers")
     topo.bolt("sink", ListSink).shuffle_grouping("slow")
     options = {"backpressure_high": 16 * 1024, "backpressure_low": 8 * 1024,
-               "batch_size": 100, "ackers": 1}
+               "batch_size": 100, "ackers": 1,
+               "target_latency": None}  # no latency bound: backpressure holds the spout
     with topo.submit(containers=2, **options) as running:
         stats = running.wait_until(lambda s: total(s, "numbers", "acked") == TUPLES
                                    and settled(s, "numbers"), timeout=75)

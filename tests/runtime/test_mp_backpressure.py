@@ -54,7 +54,8 @@ BIG = 250 * 1024  # bytes per tuple: 400 of them push 100 MB through the slow bo
 BIG_TUPLES = 400
 BIG_OPTIONS = {"ackers": 1, "batch_size": 1, "backpressure_high": MB,
                "backpressure_low": MB // 2, "spout_wait": 0.005, "stats_interval": 0.1,
-               "message_timeout": 120.0}
+               "message_timeout": 120.0,
+               "target_latency": None}  # no latency bound: only backpressure holds the spout
 # What may legitimately wait in one process, at 250 KB a frame: a zmq pipe of 16 frames
 # each way per hop (8 MB), the high water mark (1 MB), a held spout's last 8 next_tuple
 # calls (2 MB), and a decoded frame or two. 48 MB above idle is well clear of that and

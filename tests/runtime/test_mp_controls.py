@@ -141,7 +141,8 @@ def test_set_max_spout_pending_changes_the_running_limit():
     topo = Topology("limits", **FAST)
     topo.spout("numbers", Tracked(rate=300))
     topo.bolt("sink", Swallow).shuffle_grouping("numbers")
-    with topo.submit(ackers=1, max_spout_pending=100) as running:
+    # target_latency=None: no latency bound, so that None is no limit at all
+    with topo.submit(ackers=1, max_spout_pending=100, target_latency=None) as running:
         running.wait_until(lambda s: one(s, "numbers").max_spout_pending == 100
                            and one(s, "sink").kind == "bolt", timeout=20)
         (task,) = running.plan.component_tasks()["numbers"]

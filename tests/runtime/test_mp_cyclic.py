@@ -23,7 +23,8 @@ HOPS = 4  # times each tuple goes round the cycle
 PAYLOAD = 8 * 1024  # bytes per tuple: a few frames cross the 64 KB high mark
 OPTIONS = {"ackers": 1, "batch_size": 4, "backpressure_high": 64 * 1024,
            "backpressure_low": 32 * 1024, "spout_wait": 0.005, "stats_interval": 0.1,
-           "message_timeout": 120.0}
+           "message_timeout": 120.0,
+           "target_latency": None}  # no latency bound: backpressure must engage (below)
 
 
 def busy(seconds: float) -> None:

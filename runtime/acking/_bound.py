@@ -1,0 +1,111 @@
+"""The default in-flight limit with acking on: a latency bound. Pure: time comes in as
+``now``; ``docs/internals/tuner.md``, "The default: a latency bound", says why.
+
+By Little's law a spout task's roots in flight are its completion rate times their
+complete latency. Each turn (about two mean complete latencies after the last, within
+:data:`SHORTEST` and :data:`LONG`, and once :data:`SAMPLE` roots have completed or
+:data:`LONGEST` has passed) the bound reads how many roots completed since the last turn
+and their summed latency, and moves its limit:
+
+- latency over target: down to ``rate × target`` (never up), and
+- latency under target, the limit reached since the last turn: up to ``rate ×
+  target``, at least the limit it had and at most :data:`GROWTH` times it;
+- latency under target, the limit never reached: left alone (nothing says more helps);
+- nothing completed but roots failed: down to the floor.
+
+Never below ``floor`` (:func:`floor_for`: a few roots per task of the topology's widest
+component). It starts at ``max(START, floor)``, low enough that a slow bolt gets a
+fraction of a second of queue before the first turn.
+
+>>> b = LatencyBound(target=0.1, floor=2, now=0.0)
+>>> b.limit
+8
+>>> b.turn(acked=100, latency=0.5, failed=0, held=True, now=0.1)  # 5 ms each, held
+16
+>>> b.turn(acked=120, latency=4.5, failed=0, held=True, now=0.2)  # 200 ms: over target
+16
+>>> b.turn(acked=145, latency=9.5, failed=0, held=True, now=0.46)  # still: ~100/s × 0.1 s
+10
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Iterable
+
+from runtime.model.constants import RESERVED_PREFIX
+
+SHORTEST = 0.01  # seconds: the shortest turn (a fast topology climbs ×2 per turn)
+LONG = 0.25  # seconds: the longest turn once SAMPLE roots have completed
+LATENCIES = 2  # a turn lasts this many mean complete latencies (within SHORTEST, LONG):
+#                long enough for the roots it judges to have been emitted under the last limit
+LONGEST = 1.0  # seconds: a turn waits at most this long for SAMPLE completions
+SAMPLE = 8  # completions a turn waits for before it judges the latency (up to LONGEST)
+GROWTH = 2  # the most a turn multiplies the limit by
+START = 8  # roots in flight before the first turn: 10-tuple trees on a 10 ms bolt are 0.8 s
+FLOOR_PER_TASK = 2  # the floor: roots per task of the widest component, so none idles
+BIG_CHANGE = 2  # a change of this factor since the last one reported is reported
+
+
+class LatencyBound:
+    """One spout task's latency bound on its roots in flight (its ``limit``)."""
+
+    __slots__ = ("target", "floor", "limit", "turns", "_since", "_acked", "_latency",
+                 "_failed", "_every")
+
+    def __init__(self, target: float, floor: int, now: float) -> None:
+        if not target > 0 or floor < 1:
+            raise ValueError(f"target must be > 0 and floor >= 1, not {target}, {floor}")
+        self.target, self.floor = target, floor
+        self.limit = max(START, floor)
+        self.turns = 0  # turns taken
+        self._since, self._acked, self._latency, self._failed = now, 0, 0.0, 0
+        self._every = SHORTEST  # seconds: how long this turn lasts at least
+
+    def set_floor(self, floor: int) -> None:
+        """A new floor (the spout's streams are known after the tracker is made)."""
+        self.floor = max(1, floor)
+        self.limit = max(self.limit, self.floor)
+
+    def turn(self, acked: int, latency: float, failed: int, held: bool,
+             now: float) -> int | None:
+        """Take a turn if one is due: ``acked`` roots completed so far, ``latency`` their
+        summed complete latency (seconds), ``failed`` roots failed so far, ``held``
+        whether the limit was reached since the last turn. The new limit, or None when
+        no turn was due."""
+        elapsed, done = now - self._since, acked - self._acked
+        if elapsed < self._every or (done < SAMPLE and elapsed < LONGEST):
+            return None
+        mean = (latency - self._latency) / done if done else None
+        if mean is not None:
+            self._every = min(LONG, max(SHORTEST, LATENCIES * mean))
+        lost = failed - self._failed
+        self._since, self._acked, self._latency, self._failed = now, acked, latency, failed
+        self.turns += 1
+        self.limit = max(self.floor, self._next(done / elapsed, mean, lost, held))
+        return self.limit
+
+    def _next(self, rate: float, mean: float | None, lost: int, held: bool) -> int:
+        """The limit after a turn (before the floor): Little's law, see the module."""
+        if mean is None:
+            return self.floor if lost else self.limit
+        little = round(rate * self.target)
+        if mean > self.target:
+            return min(self.limit, little)
+        if not held:
+            return self.limit
+        return min(max(self.limit, little), self.limit * GROWTH)
+
+
+def floor_for(components: Iterable[str]) -> int:
+    """The floor of a spout task's bound, from the component of every task of its
+    topology: :data:`FLOOR_PER_TASK` roots per task of the widest component (the
+    runtime's own aside), so that even when the latency is over target each task of a
+    wide, slow bolt can have a tuple at work and one waiting; a floor of one batch would
+    be seconds of queue for a 10 ms bolt.
+
+    >>> floor_for(["words", "split", "count", "count", "count", "__acker"])
+    6
+    """
+    widths = Counter(c for c in components if not c.startswith(RESERVED_PREFIX))
+    return FLOOR_PER_TASK * max(widths.values(), default=1)

@@ -1,0 +1,181 @@
+"""The default in-flight limit with acking on (runtime/acking/_bound.py): the latency bound,
+pure with a fake clock, alone and in a spout's tracker, against a simulated pipeline: a
+transit delay, then one FIFO server of a fixed service time."""
+
+from __future__ import annotations
+
+from collections import deque
+
+import pytest
+
+from runtime.acking._bound import GROWTH, LONGEST, SAMPLE, SHORTEST, START, LatencyBound
+from runtime.acking._tracking import SpoutTracker
+from runtime.model.options import option_problem
+
+TARGET = 0.1  # seconds
+
+
+def test_it_starts_low_and_climbs_at_most_by_growth_a_turn_while_latency_is_low():
+    bound = LatencyBound(TARGET, floor=2, now=0.0)
+    assert bound.limit == START
+    acked, seen = 0, [bound.limit]
+    for turn in range(1, 6):  # a fast pipeline: 1 ms each, 10,000 a second
+        acked += 1000
+        seen.append(bound.turn(acked, acked * 0.001, 0, held=True, now=turn * 0.1))
+    assert seen == [START * GROWTH**i for i in range(6)]
+
+
+def test_latency_over_target_brings_the_limit_down_to_rate_times_target():
+    bound = LatencyBound(TARGET, floor=2, now=0.0)
+    bound.limit = 5000
+    # 2,000 completed in 0.5 s (4,000 a second) at 1.25 s each: Little's law says 400
+    assert bound.turn(2000, 2000 * 1.25, 0, held=True, now=0.5) == 400
+    # the queue drains for a while yet, the rate holds: no further cut below rate × target
+    assert bound.turn(4000, 2000 * 1.25 + 2000 * 0.6, 0, held=True, now=1.0) == 400
+
+
+def test_under_target_it_grows_only_when_the_limit_was_reached():
+    bound = LatencyBound(TARGET, floor=2, now=0.0)
+    assert bound.turn(100, 100 * 0.002, 0, held=False, now=0.1) == START
+    assert bound.turn(200, 200 * 0.002, 0, held=True, now=0.2) == START * GROWTH
+
+
+def test_under_target_and_held_it_stops_at_rate_times_target():
+    bound = LatencyBound(TARGET, floor=2, now=0.0)
+    bound.limit = 900
+    # 1,000 a second at 80 ms: 100 is rate × target, but the limit never falls under target
+    assert bound.turn(100, 100 * 0.08, 0, held=True, now=0.1) == 900
+    # 10,000 a second at 80 ms: rate × target is 1,000, less than twice 900
+    assert bound.turn(2100, 100 * 0.08 + 2000 * 0.08, 0, held=True, now=0.3) == 1000
+
+
+def test_it_never_goes_below_its_floor():
+    bound = LatencyBound(TARGET, floor=6, now=0.0)
+    assert bound.turn(10, 10 * 2.0, 0, held=True, now=1.0) == 6  # 10 a second, 2 s each
+
+
+def test_roots_failing_with_none_completing_send_it_to_the_floor():
+    bound = LatencyBound(TARGET, floor=3, now=0.0)
+    assert bound.turn(0, 0.0, 0, held=True, now=LONGEST) == START  # idle: no signal
+    assert bound.turn(0, 0.0, 5, held=True, now=2 * LONGEST) == 3
+
+
+def test_a_turn_lasts_two_mean_latencies():
+    bound = LatencyBound(TARGET, floor=2, now=0.0)
+    assert bound.turn(100, 100 * 0.04, 0, held=False, now=SHORTEST) == START  # 40 ms each
+    assert bound.turn(200, 200 * 0.04, 0, held=False, now=SHORTEST + 0.079) is None
+    assert bound.turn(200, 200 * 0.04, 0, held=False, now=SHORTEST + 0.081) == START
+
+
+def test_a_turn_waits_for_its_period_and_for_a_sample():
+    bound = LatencyBound(TARGET, floor=2, now=0.0)
+    assert bound.turn(1000, 1.0, 0, held=True, now=SHORTEST / 2) is None
+    assert bound.turn(SAMPLE - 1, 0.001, 0, held=True, now=LONGEST / 2) is None
+    # a turn at last, at 7 a second: rate × target is under 1, the limit stays
+    assert bound.turn(SAMPLE - 1, 0.001, 0, held=True, now=LONGEST) == START
+
+
+def test_bad_settings_are_refused():
+    with pytest.raises(ValueError):
+        LatencyBound(0.0, floor=2, now=0.0)
+    with pytest.raises(ValueError):
+        LatencyBound(TARGET, floor=0, now=0.0)
+
+
+def test_target_latency_is_an_option_with_a_checker():
+    assert option_problem("target_latency", 0.05) is None
+    assert option_problem("target_latency", None) is None
+    assert option_problem("target_latency", 0) == "a number of seconds > 0 or None"
+
+
+# -- in a tracker -----------------------------------------------------------------------
+
+def bounded(max_pending=None, floor=2) -> SpoutTracker:
+    tracker = SpoutTracker(30.0, max_pending, now=0.0, target_latency=TARGET)
+    tracker.set_floor(floor)
+    return tracker
+
+
+def test_the_bound_sets_the_default_limit_but_not_auto_nor_a_number():
+    assert (bounded().limit, bounded().bounded) == (START, True)
+    assert (bounded("auto").limit, bounded("auto").bounded) == (1000, False)  # the tuner's
+    assert (bounded(5000).limit, bounded(5000).bounded) == (5000, False)
+    assert SpoutTracker(30.0, None, now=0.0).limit is None  # target_latency None: Storm's
+
+
+def test_setting_none_again_hands_the_limit_back_to_the_bound():
+    tracker = bounded(7)
+    tracker.set_limit(None, now=1.0)
+    assert tracker.limit == START and tracker.report()["latency_bounded"]
+    tracker.set_limit(3, now=2.0)
+    assert tracker.limit == 3 and not tracker.report()["latency_bounded"]
+
+
+class Pipeline:
+    """A spout's tracker feeding a transit delay and one FIFO server, on a fake clock
+    ticking ``step`` seconds; the spout emits whenever the tracker has room."""
+
+    def __init__(self, tracker: SpoutTracker, service: float, transit: float = 0.005):
+        self.tracker, self.service, self.transit = tracker, service, transit
+        self.queue: deque = deque()  # (root, time it reaches the server)
+        self.busy_until = 0.0
+        self.root = 0
+        self.peak = 0  # the most roots in flight after the first two seconds
+
+    def run(self, seconds: float, step: float = 0.001) -> None:
+        for i in range(int(seconds / step)):
+            self.tick(i * step)
+
+    def tick(self, now: float) -> None:
+        tracker = self.tracker
+        while tracker.room() > 0:
+            self.root += 1
+            tracker.emitted(self.root, self.root, now)
+            self.queue.append((self.root, now + self.transit))
+        self.serve(now)
+        tracker.expire(now)
+        tracker.bound_turn(now)
+        if now > 2.0:  # after the first roots (START of them) are through
+            self.peak = max(self.peak, tracker.in_flight)
+
+    def serve(self, now: float) -> None:
+        done = []
+        while self.queue and self.queue[0][1] <= now:
+            start = max(self.busy_until, self.queue[0][1])
+            if start + self.service > now:
+                break
+            self.busy_until = start + self.service
+            done.append(self.queue.popleft()[0])
+        self.tracker.complete(done, now)
+
+
+def test_a_fast_pipeline_converges_to_rate_times_target():
+    pipeline = Pipeline(bounded(), service=0.0002)  # 5,000 a second
+    pipeline.run(5.0)
+    tracker = pipeline.tracker
+    assert 0.75 * 5000 * TARGET <= tracker.limit <= 1.25 * 5000 * TARGET
+    assert tracker.acked >= 0.9 * 5000 * 5.0 - 5000  # the climb costs under a second
+    assert tracker.latency.percentile(0.99) <= 1.5 * TARGET
+
+
+def test_a_slow_consumer_gets_a_few_roots_and_no_timeouts():
+    pipeline = Pipeline(bounded(floor=2), service=0.1)  # 10 a second: rate × target is 1
+    pipeline.run(20.0)
+    tracker = pipeline.tracker
+    assert tracker.limit == 2 and pipeline.peak <= 2
+    assert tracker.timed_out == 0 and tracker.acked >= 0.95 * 10 * 20.0 - START
+    assert tracker.latency.percentile(0.5) <= 0.25  # one served, one waiting
+    assert tracker.latency.percentile(0.99) <= START * 0.1 + 0.05  # the first ones only
+
+
+def test_a_consumer_that_slows_down_mid_run_is_caught_within_a_second():
+    pipeline = Pipeline(bounded(), service=0.0002)
+    pipeline.run(3.0)
+    pipeline.service = 0.01  # 100 a second now: rate × target is 10
+    limits = []
+    for i in range(int(10.0 / 0.001)):
+        pipeline.tick(3.0 + i * 0.001)
+        limits.append(pipeline.tracker.limit)
+    tracker = pipeline.tracker
+    assert max(limits[1000:]) <= 15  # a second after it slowed, and from then on
+    assert tracker.timed_out == 0 and tracker.in_flight <= 15  # what was queued drained
