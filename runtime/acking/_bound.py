@@ -11,7 +11,10 @@ and their summed latency, and moves its limit:
 - latency under target, the limit reached since the last turn: up to ``rate ×
   target``, at least the limit it had and at most :data:`GROWTH` times it;
 - latency under target, the limit never reached: left alone (nothing says more helps);
-- nothing completed but roots failed: down to the floor.
+- nothing completed but roots failed: down to the floor;
+- nothing completed in :data:`LONGEST` with the limit reached: :data:`GROWTH` times up.
+  A bolt that acks only once it holds N tuples (a batch insert) completes nothing
+  while fewer are in flight; without this it would wait for the message timeout.
 
 Never below ``floor`` (:func:`floor_for`: a few roots per task of the topology's widest
 component). It starts at ``max(START, floor)``, low enough that a slow bolt gets a
@@ -88,7 +91,7 @@ class LatencyBound:
     def _next(self, rate: float, mean: float | None, lost: int, held: bool) -> int:
         """The limit after a turn (before the floor): Little's law, see the module."""
         if mean is None:
-            return self.floor if lost else self.limit
+            return self.floor if lost else self.limit * GROWTH if held else self.limit
         little = round(rate * self.target)
         if mean > self.target:
             return min(self.limit, little)

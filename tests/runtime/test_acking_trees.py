@@ -117,7 +117,10 @@ def test_one_counter_completes_every_tree_without_the_acker(batch_size):
     and the spout hears it straight from the count. A batch that fills up mid-sentence
     waits for the sentence's last word (batch_size 7: frames of 10 words)."""
     topo = sentences_topology(words(20, 10))
-    with InMemoryCluster(topo, ackers=1, batch_size=batch_size) as cluster:
+    # no latency bound: the spout emits all 20 sentences at once, so the frames' sizes
+    # are the batches' (the bound's own tests are in test_latency_bound.py)
+    with InMemoryCluster(topo, ackers=1, batch_size=batch_size,
+                         target_latency=None) as cluster:
         sent = frames_of(cluster)
         cluster.run_until_idle()
         feed = cluster.user_object(*cluster.plan.component_tasks()["feed"])
@@ -227,7 +230,9 @@ def test_random_trees_through_basic_and_plain_bolts_with_batching(eager):
     topo.bolt("a", Chain, parallelism=2, tick_freq_secs=1).shuffle_grouping(
         "split").shuffle_grouping("a")
     topo.bolt("b", Chain, tick_freq_secs=1).fields_grouping("a", ["sentence"])
-    with InMemoryCluster(topo, ackers=2, eager_flush=eager, message_timeout=30.0) as cluster:
+    # no latency bound: all 300 trees are in flight in the 10 simulated seconds
+    with InMemoryCluster(topo, ackers=2, eager_flush=eager, message_timeout=30.0,
+                         target_latency=None) as cluster:
         for _ in range(40):
             cluster.run_until_idle()
             cluster.advance(0.25)

@@ -56,8 +56,16 @@ def test_it_never_goes_below_its_floor():
 
 def test_roots_failing_with_none_completing_send_it_to_the_floor():
     bound = LatencyBound(TARGET, floor=3, now=0.0)
-    assert bound.turn(0, 0.0, 0, held=True, now=LONGEST) == START  # idle: no signal
+    assert bound.turn(0, 0.0, 0, held=False, now=LONGEST) == START  # idle: no signal
     assert bound.turn(0, 0.0, 5, held=True, now=2 * LONGEST) == 3
+
+
+def test_none_completing_at_the_limit_and_none_failing_grows_it():
+    """A bolt that acks only once it holds N tuples (a batch insert) completes nothing
+    while fewer than N are in flight: the limit doubles each LONGEST until it does."""
+    bound = LatencyBound(TARGET, floor=2, now=0.0)
+    limits = [bound.turn(0, 0.0, 0, held=True, now=(i + 1) * LONGEST) for i in range(5)]
+    assert limits == [START * GROWTH ** (i + 1) for i in range(5)]
 
 
 def test_a_turn_lasts_two_mean_latencies():
