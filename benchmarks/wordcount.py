@@ -51,7 +51,6 @@ the repository root on PYTHONPATH)::
 from __future__ import annotations
 
 import multiprocessing
-import queue
 import sys
 import tempfile
 import time
@@ -65,6 +64,7 @@ from _common import (
     base_parser,
     check_equal,
     checked_seconds,
+    run_processes,
     selected,
     share,
     timeout_for,
@@ -275,7 +275,8 @@ def run_zmq_pipe(args) -> list[Measurement]:
             context.Process(target=consume, args=(address, reports), name="zmq-pipe consumer"),
             context.Process(target=produce, args=(address, args.tuples), name="zmq-pipe producer"),
         ]
-        counted, seconds = run_processes(processes, reports, timeout_for(args.tuples))
+        counted, seconds = run_processes("zmq-pipe", processes, reports,
+                                         timeout_for(args.tuples))
     check_equal("zmq-pipe", "consumer's total", counted, args.tuples)
     return [baseline("zmq-pipe", args.tuples, seconds)]
 
@@ -314,40 +315,6 @@ def count_frames(recv) -> tuple[int, float]:
         end = time.perf_counter()
         frame = recv()
     return sum(counts.values()), end - start
-
-
-def run_processes(processes, reports, timeout: float):
-    """Start ``processes`` and return the first report; always reap them."""
-    for process in processes:
-        process.start()
-    try:
-        report = await_report(processes, reports, timeout)
-    finally:
-        reap(processes)
-    for process in processes:
-        check_equal("zmq-pipe", f"exit code of {process.name}", process.exitcode, 0)
-    return report
-
-
-def await_report(processes, reports, timeout: float):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        try:
-            return reports.get(timeout=0.1)
-        except queue.Empty:
-            for process in processes:
-                if process.exitcode not in (None, 0):
-                    message = f"zmq-pipe: {process.name} exited with {process.exitcode}"
-                    raise BenchmarkError(message) from None
-    raise BenchmarkError(f"zmq-pipe: no report from the consumer within {timeout:.0f} s")
-
-
-def reap(processes, grace: float = 5.0) -> None:
-    for process in processes:
-        process.join(grace)
-        if process.is_alive():
-            process.terminate()
-            process.join()
 
 
 # --- command line -----------------------------------------------------------
