@@ -71,8 +71,8 @@ Reading the output
 
 The slow-bolt scenario (issue 17): ``--only tupleflow --count-sleep-ms 10 --seconds 120``
     runs the topology above with counters that sleep 10 ms a word and a spout without
-    end, acking on and the engine's defaults (no latency bound: add ``--target-latency
-    0.1`` for one), and prints one line (``benchmarks/_slow_bolt.py``)::
+    end, acking on and the engine's defaults (``--target-latency none``: no latency
+    bound, Storm's behaviour), and prints one line (``benchmarks/_slow_bolt.py``)::
 
         RESULT name=tupleflow workload=sentences-slow-bolt acking=on count_sleep_ms=10
                seconds=120 acked=2390 failed=0 timed_out=0 p50_ms=... p99_ms=...
@@ -574,8 +574,7 @@ def make_parser() -> argparse.ArgumentParser:
         "per spout task, or auto (default: the engine's, no limit)")
     add("--cpu", action="store_true", help="print each role's CPU per sentence (tupleflow)")
     add("--target-latency", type=target_latency, default="default", help="with acking: "
-        "seconds of complete latency the in-flight limit aims at, or none (the engine's default, "
-        "as Storm's: no limit)")
+        "seconds of complete latency the default limit aims at, or none (Storm's: no limit)")
     add("--count-sleep-ms", type=float, default=0, help="the slow-bolt scenario (issue 17): "
         "each count sleeps this long a word, the spout never ends; acking on")
     add("--seconds", type=float, default=120.0, help="how long the slow-bolt scenario runs")

@@ -14,7 +14,15 @@ and their summed latency, and moves its limit:
 - nothing completed but roots failed: down to the floor;
 - nothing completed in :data:`LONGEST` with the limit reached: :data:`GROWTH` times up.
   A bolt that acks only once it holds N tuples (a batch insert) completes nothing
-  while fewer are in flight; without this it would wait for the message timeout.
+  while fewer are in flight, and roots lost with a killed task complete nothing either;
+  without this the spout would wait for the message timeout.
+
+The target is never below :data:`QUEUE_FACTOR` times the *base latency*: what a tree
+costs with next to no queue, such as a bolt that holds its tuples until a tick tuple.
+It is read as the mean latency of a turn taken after a whole turn at the floor, where
+at most two roots wait per task. Without it, such a topology would run at the floor:
+each turn would see the latency over target and cut to ``rate × target``, and the rate
+falls with the limit. The bound is about queues; a queue may add as much again.
 
 Never below ``floor`` (:func:`floor_for`: a few roots per task of the topology's widest
 component). It starts at ``max(START, floor)``, low enough that a slow bolt gets a
@@ -48,13 +56,14 @@ GROWTH = 2  # the most a turn multiplies the limit by
 START = 8  # roots in flight before the first turn: 10-tuple trees on a 10 ms bolt are 0.8 s
 FLOOR_PER_TASK = 2  # the floor: roots per task of the widest component, so none idles
 BIG_CHANGE = 2  # a change of this factor since the last one reported is reported
+QUEUE_FACTOR = 2  # the target is at least this many base latencies (see the module)
 
 
 class LatencyBound:
     """One spout task's latency bound on its roots in flight (its ``limit``)."""
 
-    __slots__ = ("target", "floor", "limit", "turns", "_since", "_acked", "_latency",
-                 "_failed", "_every")
+    __slots__ = ("target", "floor", "limit", "turns", "base", "_since", "_acked",
+                 "_latency", "_failed", "_every", "_floor_turns")
 
     def __init__(self, target: float, floor: int, now: float) -> None:
         if not target > 0 or floor < 1:
@@ -62,6 +71,8 @@ class LatencyBound:
         self.target, self.floor = target, floor
         self.limit = max(START, floor)
         self.turns = 0  # turns taken
+        self.base: float | None = None  # seconds: a tree's latency with next to no queue
+        self._floor_turns = 0  # turns in a row that ended with the limit at the floor
         self._since, self._acked, self._latency, self._failed = now, 0, 0.0, 0
         self._every = SHORTEST  # seconds: how long this turn lasts at least
 
@@ -85,15 +96,25 @@ class LatencyBound:
         lost = failed - self._failed
         self._since, self._acked, self._latency, self._failed = now, acked, latency, failed
         self.turns += 1
+        if mean is not None and self._floor_turns >= 2:  # its roots were all sent at the floor
+            self.base = mean
         self.limit = max(self.floor, self._next(done / elapsed, mean, lost, held))
+        self._floor_turns = self._floor_turns + 1 if self.limit == self.floor else 0
         return self.limit
+
+    @property
+    def aim(self) -> float:
+        """Seconds of complete latency the limit aims at: the target, or more when a tree
+        costs more than that with no queue (the base latency)."""
+        return self.target if self.base is None else max(self.target, QUEUE_FACTOR * self.base)
 
     def _next(self, rate: float, mean: float | None, lost: int, held: bool) -> int:
         """The limit after a turn (before the floor): Little's law, see the module."""
         if mean is None:
             return self.floor if lost else self.limit * GROWTH if held else self.limit
-        little = round(rate * self.target)
-        if mean > self.target:
+        aim = self.aim
+        little = round(rate * aim)
+        if mean > aim:
             return min(self.limit, little)
         if not held:
             return self.limit

@@ -8,7 +8,15 @@ from collections import deque
 
 import pytest
 
-from runtime.acking._bound import GROWTH, LONGEST, SAMPLE, SHORTEST, START, LatencyBound
+from runtime.acking._bound import (
+    GROWTH,
+    LONGEST,
+    QUEUE_FACTOR,
+    SAMPLE,
+    SHORTEST,
+    START,
+    LatencyBound,
+)
 from runtime.acking._tracking import SpoutTracker
 from runtime.model.options import option_problem
 
@@ -123,8 +131,10 @@ class Pipeline:
     """A spout's tracker feeding a transit delay and one FIFO server, on a fake clock
     ticking ``step`` seconds; the spout emits whenever the tracker has room."""
 
-    def __init__(self, tracker: SpoutTracker, service: float, transit: float = 0.005):
+    def __init__(self, tracker: SpoutTracker, service: float, transit: float = 0.005,
+                 per_tick: int | None = None):
         self.tracker, self.service, self.transit = tracker, service, transit
+        self.per_tick = per_tick  # the most roots the spout emits in one tick (None: any)
         self.queue: deque = deque()  # (root, time it reaches the server)
         self.busy_until = 0.0
         self.root = 0
@@ -136,7 +146,9 @@ class Pipeline:
 
     def tick(self, now: float) -> None:
         tracker = self.tracker
-        while tracker.room() > 0:
+        budget = self.per_tick
+        while tracker.room() > 0 and budget != 0:
+            budget = None if budget is None else budget - 1
             self.root += 1
             tracker.emitted(self.root, self.root, now)
             self.queue.append((self.root, now + self.transit))
@@ -170,10 +182,56 @@ def test_a_slow_consumer_gets_a_few_roots_and_no_timeouts():
     pipeline = Pipeline(bounded(floor=2), service=0.1)  # 10 a second: rate × target is 1
     pipeline.run(20.0)
     tracker = pipeline.tracker
-    assert tracker.limit == 2 and pipeline.peak <= 2
+    # at the floor a root waits for one other: 0.1 to 0.2 s, the base latency; the bound
+    # then aims at QUEUE_FACTOR of it, 10 a second × 0.4 s: 4 in flight
+    assert 0.1 <= tracker.bound.base <= 0.21
+    assert tracker.limit <= 4 and pipeline.peak <= 4
     assert tracker.timed_out == 0 and tracker.acked >= 0.95 * 10 * 20.0 - START
-    assert tracker.latency.percentile(0.5) <= 0.25  # one served, one waiting
+    assert tracker.latency.percentile(0.5) <= QUEUE_FACTOR * 0.21
     assert tracker.latency.percentile(0.99) <= START * 0.1 + 0.05  # the first ones only
+
+
+class HoldingPipeline(Pipeline):
+    """A bolt that acks what it holds at each tick (every ``tick`` seconds) and costs
+    nothing: a tree's latency is its wait for the next tick, however few are in flight."""
+
+    def __init__(self, tracker: SpoutTracker, tick: float):
+        super().__init__(tracker, service=0.0, per_tick=2)  # a spout of 2,000 a second
+        self.tick_every, self.next_tick = tick, tick
+
+    def serve(self, now: float) -> None:
+        if now < self.next_tick:
+            return
+        self.next_tick += self.tick_every
+        done = [root for root, _ in self.queue]
+        self.queue.clear()
+        self.tracker.complete(done, now)
+
+
+def test_a_bolt_that_holds_tuples_until_a_tick_is_not_starved_at_the_floor():
+    """Latency that no queue causes (0.5 s on average, waiting for a 1 s tick) is over
+    the target whatever the limit: the bound reads it at the floor as the base latency
+    and aims at twice it, so the limit climbs again instead of sitting at the floor."""
+    pipeline = HoldingPipeline(bounded(floor=2), tick=1.0)
+    pipeline.run(20.0)
+    tracker = pipeline.tracker
+    assert tracker.bound.base is not None and tracker.bound.base >= 0.3
+    assert tracker.limit > 100 * tracker.bound.floor  # at the floor it would be 2 a tick
+    # a good share of what the spout could emit (2,000 a second; 16,000 of 40,000 here,
+    # after the climb from the floor) is acked, not the floor's 2 a tick (40)
+    assert tracker.acked > 0.25 * 2000 * 20.0 and tracker.timed_out == 0
+
+
+def test_the_base_latency_is_read_only_after_a_whole_turn_at_the_floor():
+    bound = LatencyBound(TARGET, floor=2, now=0.0)
+    # 8 in flight at 0.5 s: over target, cut to the floor (10 a second × 0.1 s is 1)
+    assert bound.turn(10, 10 * 0.5, 0, held=True, now=1.0) == 2 and bound.base is None
+    # this turn's roots were sent before the cut: no base yet
+    assert bound.turn(20, 10 * 0.5 + 10 * 0.4, 0, held=True, now=2.0) == 2
+    assert bound.base is None
+    # sent at the floor, still 0.5 s each: that is what a tree costs, aim at 1 s
+    assert bound.turn(30, 10 * 0.5 + 10 * 0.4 + 10 * 0.5, 0, held=True, now=3.0) == 4
+    assert bound.base == 0.5 and bound.aim == 1.0
 
 
 def test_a_consumer_that_slows_down_mid_run_is_caught_within_a_second():

@@ -78,8 +78,7 @@ def test_a_10_ms_bolt_with_the_defaults_is_throttled_within_seconds_and_nothing_
         seen.append((spout.pending, spout.max_spout_pending))
         return spout.acked + spout.failed >= SENTENCES
 
-    with topo.submit(containers=1, ackers=1, message_timeout=TIMEOUT,
-                     target_latency=0.1) as running:
+    with topo.submit(containers=1, ackers=1, message_timeout=TIMEOUT) as running:
         running.wait_active(timeout=30)
         running.wait_until(throttled, timeout=5.0, interval=0.1)  # within 5 s of activation
         spout = the_spout(running.wait_until(finished, timeout=45, interval=0.1))
