@@ -54,13 +54,14 @@ from runtime.model.constants import (
 from runtime.model.plan import PhysicalPlan
 from runtime.model.topology import ComponentSpec
 from runtime.observe.stats import InstanceStats
+from runtime.observe.user_metrics import UserMetrics
 
 from .acks import AckOut
 from .bolt_side import BoltSide
 from .errors import UserCodeError, call_user
 from .runs import Runs
 from .spout_side import SpoutSide
-from .stats import TaskCounts, streams_report, watched_report
+from .stats import TaskCounts, streams_report, user_report, watched_report
 from .taps import StreamWatch
 from .wiring import Collector, Send, build_streams, task_context
 
@@ -87,7 +88,8 @@ class Executor:
         self.kind = spec.kind
         self.monotonic, self.wall = monotonic, wall
         self.user = user if user is not None else spec.new_instance()
-        self.context = task_context(plan, spec, task, run_dir)
+        self.user_metrics = UserMetrics()  # what the user's code registers (context)
+        self.context = task_context(plan, spec, task, run_dir, self.user_metrics)
         self.output_waiting: Sized = ()  # the driver's unsent frames (a spout stops at any)
         self.acking = int(self.config[ACKERS]) > 0
         self.counts = TaskCounts(monotonic, wall, bool(self.config.get(METRICS_ENABLED, True)))
@@ -279,7 +281,8 @@ class Executor:
                 "container": self.info.container, **streams_report(self.streams),
                 **counts.report(), **watched_report(self.streams),
                 **counts.latency_report(tracker.latency if tracker is not None else None),
-                **(tracker.report() if tracker is not None else {})}
+                **(tracker.report() if tracker is not None else {}),
+                **user_report(self.user_metrics)}
 
     def statistics(self) -> InstanceStats:
         return InstanceStats.from_record({**self.report(), "state": "running"})

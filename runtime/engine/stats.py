@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 
 from runtime.observe.metrics import LatencyHistogram
+from runtime.observe.user_metrics import UserMetrics
 
 from .outbound import StreamOut
 
@@ -92,3 +93,9 @@ def watched_report(streams: Mapping[str, StreamOut]) -> dict:
     return {"tapped": [name for name, o in streams.items() if o.tap is not None],
             "recording": [name for name, o in streams.items() if o.recorder is not None],
             "queued_tuples": sum(o.queued() for o in streams.values())}
+
+
+def user_report(metrics: UserMetrics) -> dict:
+    """The user's metrics (``context.register_metric``), only once one is registered:
+    a task without any reports no extra key."""
+    return {"user_metrics": metrics.report()} if metrics.metrics else {}

@@ -23,6 +23,7 @@ from runtime.model.api import Context, OneFieldTuple, Tuple
 from runtime.model.constants import DEFAULT_STREAM
 from runtime.model.plan import PhysicalPlan
 from runtime.model.topology import ComponentSpec
+from runtime.observe.user_metrics import UserMetrics
 
 from .bolt_side import BoltSide
 from .errors import arity, not_a_list, unknown_stream, wrong_arity
@@ -35,11 +36,12 @@ _TUPLES = (Tuple, OneFieldTuple)
 OnBad = Callable[[str, list, "dict | None"], None]
 
 
-def task_context(plan: PhysicalPlan, spec: ComponentSpec, task: int, run_dir: str) -> Context:
+def task_context(plan: PhysicalPlan, spec: ComponentSpec, task: int, run_dir: str,
+                 metrics: UserMetrics | None = None) -> Context:
     info = plan.task(task)
     return Context(plan.topology, info.component, task, info.index, spec.parallelism,
                    plan.component_tasks(), info.container, run_dir, dict(spec.streams),
-                   plan.task_containers())
+                   plan.task_containers(), metrics)
 
 
 def build_streams(plan: PhysicalPlan, specs: Mapping[str, ComponentSpec], spec: ComponentSpec,

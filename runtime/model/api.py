@@ -222,6 +222,8 @@ class Context:
     run_dir: str
     this_outputs: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
     task_containers: Mapping[int, int] = field(default_factory=dict)
+    # the task's user-metric registry (runtime.observe.user_metrics), given by the engine
+    metrics: Any = field(default=None, compare=False, repr=False)
 
     def get_component_tasks(self, component_id: str) -> tuple[int, ...]:
         """The task ids of a component, in task-index order (for ``emit_direct``)."""
@@ -229,3 +231,13 @@ class Context:
 
     def output_fields(self, stream: str = DEFAULT_STREAM) -> tuple[str, ...]:
         return self.this_outputs[stream]
+
+    def register_metric(self, name: str, kind: str, buckets=None):
+        """A metric of this task, reported with its statistics, shown in the dashboard
+        and exported (``submit(metrics_port=0)``): ``kind`` is ``"counter"`` (``inc``),
+        ``"gauge"`` (``set``, ``inc``, ``dec``) or ``"histogram"`` (``observe``; ``buckets``
+        are upper bounds, Prometheus's defaults if None). The same name returns the same
+        object; ValueError for a bad name or kind (docs/internals/metrics.md)."""
+        if self.metrics is None:
+            raise RuntimeError("register_metric: this context belongs to no running task")
+        return self.metrics.register(name, kind, buckets)

@@ -37,6 +37,8 @@ RECORD_SECONDS = "record_segment_seconds"  # seconds after which an open segment
 RECORD_DIR = "record_dir"  # a folder every container and the submitter share: recordings
 #                            go there, a folder per run (default: the run directory)
 METRICS_ENABLED = "metrics"  # False: no latency histograms, CPU or RSS (bare counters)
+METRICS_PORT = "metrics_port"  # serve the metrics in Prometheus's text format on this
+#                                loopback port (0: a free one; None: not served)
 
 DEFAULTS: dict[str, object] = {
     ACKERS: 0,

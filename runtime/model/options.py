@@ -52,6 +52,11 @@ def _folder(x: Any) -> str | None:
     return None if ok else "an absolute path (a folder the containers and this machine share)"
 
 
+def _port(x: Any) -> str | None:
+    ok = x is None or (isinstance(x, int) and not isinstance(x, bool) and 0 <= x <= 65535)
+    return None if ok else "a port number 0..65535 (0: any free port) or None"
+
+
 def _streams(x: Any) -> str | None:
     ok = isinstance(x, list | tuple) and all(isinstance(s, str) for s in x)
     return None if ok else "a list of stream ids"
@@ -77,4 +82,5 @@ CHECKS: dict[str, Callable[[Any], str | None]] = {
     c.RECORD_ROWS: _int_from(1),
     c.RECORD_SECONDS: _seconds(positive=True),
     c.RECORD_DIR: _folder,
+    c.METRICS_PORT: _port,
 }

@@ -57,6 +57,9 @@ class InstanceStats:
     # {count, mean, p50, p95, p99} in ms or None (docs/internals/metrics.md); None with
     # metrics=False
     latency_ms: dict | None = None
+    # context.register_metric: {"counters": {name: n}, "gauges": {name: v}, "histograms":
+    # {name: {bounds, counts, sum, count}}} (runtime/observe/user_metrics.py); None: none
+    user_metrics: dict | None = None
 
     @classmethod
     def from_record(cls, record: Mapping[str, Any]) -> InstanceStats:

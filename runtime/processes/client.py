@@ -36,6 +36,7 @@ class RunningTopology:
         self.name, self.plan, self.run_dir = name, plan, run_dir
         self.endpoint, self.submitted = endpoint, submitted
         self._secret = secret
+        self._metrics_url: str | None = None  # asked once: "" when nothing is served
         self._link = MasterLink(name, endpoint, secret, process, self._secure)
 
     @staticmethod
@@ -99,6 +100,19 @@ class RunningTopology:
         answer["series"] = {c: [tuple(p) for p in points]
                             for c, points in answer["series"].items()}
         return answer
+
+    @property
+    def metrics_url(self) -> str | None:
+        """Where the master serves its metrics in Prometheus's text format
+        (``http://127.0.0.1:PORT/metrics``), when submitted with ``metrics_port`` (0: a
+        free port); None otherwise. RuntimeError if the port could not be bound. Names
+        and labels: ``docs/internals/metrics.md``, "Prometheus export"."""
+        if self._metrics_url is None:
+            status = self.status()
+            if status.get("metrics_error"):
+                raise RuntimeError(status["metrics_error"])
+            self._metrics_url = status.get("metrics_url") or ""
+        return self._metrics_url or None
 
     def exceptions(self) -> list[dict]:
         """Exceptions raised by user code, one record per distinct error (same component,

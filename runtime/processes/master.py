@@ -22,6 +22,7 @@ import logging
 import os
 import signal
 import sys
+import threading
 import time
 from collections.abc import Callable
 from typing import Any
@@ -29,10 +30,11 @@ from typing import Any
 import zmq
 
 from runtime import _procs, wire
-from runtime.model.constants import LOG_TAIL, LOG_WAIT
+from runtime.model.constants import LOG_TAIL, LOG_WAIT, METRICS_PORT
 from runtime.model.plan import PhysicalPlan
 
 from . import curve as _curve
+from .export import MetricsServer
 from .observation import Observation
 from .settings import LiveSettings
 from .supervision import Supervision
@@ -67,6 +69,10 @@ class TopologyMaster:
         self._log_ids = 0
         self._parts(boot)
         self.handlers = self._handlers()
+        # held while a message or a tick changes the task records, and while the exporter
+        # (its own thread) copies them
+        self.lock = threading.Lock()
+        self.export, self.export_error = self._serve_metrics()
 
     def _bind(self) -> None:
         """The ROUTER every process and client talks to: on loopback, or (remote) a CURVE
@@ -92,6 +98,24 @@ class TopologyMaster:
             self.observation.event, lambda: self.clock(), self.observation.forget)
         self.settings = LiveSettings(self.plan, self.tasks, self.supervision.tell_ready,
                                      self.observation.event)
+
+    def _serve_metrics(self) -> tuple[MetricsServer | None, str | None]:
+        """The Prometheus endpoint, if ``metrics_port`` was given; a port that cannot be
+        bound is an error the status shows, not a reason to stop the topology."""
+        port = self.plan.config.get(METRICS_PORT)
+        if port is None:
+            return None, None
+        try:
+            return MetricsServer(self.plan.topology, port, self.snapshot), None
+        except (OSError, ImportError) as exc:
+            log.error("cannot serve metrics on 127.0.0.1:%s: %s", port, exc)
+            return None, f"cannot serve metrics on 127.0.0.1:{port}: {exc}"
+
+    def snapshot(self) -> list[dict]:
+        """Copies of the task records (the exporter's thread reads these, not the live
+        ones)."""
+        with self.lock:
+            return [dict(r) for r in self.tasks.values()]
 
     def _handlers(self) -> dict[type, Handler]:
         """Control message record -> its handler, the one way messages are dispatched."""
@@ -123,7 +147,8 @@ class TopologyMaster:
                 self.dropped += 1
                 log.warning("dropped a control message from %r: %s", ident, exc)
                 continue
-            self.handle(ident, msg)
+            with self.lock:
+                self.handle(ident, msg)
 
     def handle(self, ident: bytes, msg: wire.Control) -> None:
         """Hand one message to its handler; drop (and count) one this process does not
@@ -186,7 +211,10 @@ class TopologyMaster:
 
     def answer_status(self, msg: wire.AskStatus) -> dict:
         status = {**self.supervision.status(), **self.observation.status(),
-                  "dropped": self.dropped}
+                  "dropped": self.dropped,
+                  "metrics_url": self.export.url if self.export is not None else None}
+        if self.export_error:
+            status["metrics_error"] = self.export_error
         if self.remote:  # and the connections the gatekeepers refused
             status.update(self.supervision.remote_status(), refusals={
                 "master": dict(self.gate.refusals.counts), **self.observation.refusals()})
@@ -256,7 +284,8 @@ class TopologyMaster:
                 elif not os.read(stdin, 4096):
                     poller.unregister(stdin)
                     self.submitter_gone()
-            self.tick(self.clock())
+            with self.lock:
+                self.tick(self.clock())
         self.shutdown()
 
     def tick(self, now: float) -> None:
@@ -280,6 +309,8 @@ class TopologyMaster:
         for ident, req in self.kill_requests:
             self.send(ident, wire.Reply(id=req, ok=True, value=None))
         self.sock.close(linger=1000)
+        if self.export is not None:
+            self.export.stop()
         if self.gate is not None:
             self.gate.stop()
         self.zctx.term()
