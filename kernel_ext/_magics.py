@@ -45,6 +45,7 @@ USAGE = {
     "dashboard": "NAME [interval=1.0]",
     "record": "NAME COMPONENT [STREAM]",
     "stop_recording": "NAME COMPONENT [STREAM]",
+    "profile": "NAME COMPONENT [SECONDS] [task=N]",
 }
 DETACHED = "--detached"  # submit flag: the topology outlives the kernel
 NO_DASHBOARD = "--no-dashboard"  # submit flag: do not show the live dashboard
@@ -208,6 +209,16 @@ class TopologyMagics(Magics):
             raise UsageError(f"%topology stop_recording: {err}") from None
         print(f"stopped recording {component} [{stream}]")
 
+    def _profile(self, name: str, component: str, *rest: str) -> Any:
+        """A flame graph of NAME's COMPONENT: ``running.profile(component, seconds,
+        task)``, returned so the cell shows it (``_.folded`` is the data)."""
+        running = self._running(name)
+        seconds, task = _profile_args(rest)
+        try:
+            return running.profile(component, seconds, task)
+        except ValueError as err:  # unknown component or task, bad seconds: the user's words
+            raise UsageError(f"%topology profile: {err}") from None
+
     def _list(self) -> None:
         self.handles.update()
         if not self.registry.entries:
@@ -310,6 +321,24 @@ def _tap_args(rest: tuple[str, ...]) -> tuple[str, int]:
     if len(words) > 1 or any("=" in w for w in words):
         raise UsageError(f"usage: %topology tap {USAGE['tap']}")
     return (words[0] if words else "default"), rows
+
+
+def _profile_args(rest: tuple[str, ...]) -> tuple[float, int | None]:
+    """``[SECONDS] [task=N]`` -> (seconds, task); 2 seconds and every task by default."""
+    seconds, task = 2.0, None
+    for word in rest:
+        key, eq, text = word.partition("=")
+        try:
+            if eq and key == "task":
+                task = int(text)
+            elif not eq:
+                seconds = float(word)
+            else:
+                raise ValueError(word)
+        except ValueError:
+            raise UsageError(f"usage: %topology profile {USAGE['profile']} "
+                             f"(got `{word}`)") from None
+    return seconds, task
 
 
 def _pending(value: str) -> int | str | None:

@@ -15,8 +15,10 @@ from runtime.model.constants import RECORD_DIR, TAP_SECONDS
 from runtime.model.controls import check_keep, check_tap
 from runtime.model.plan import PhysicalPlan
 from runtime.observe import series as _series
+from runtime.observe.flame import Profile
 from runtime.observe.stats import InstanceStats
 
+from . import profiling as _profiling
 from .master_link import MasterLink, TopologyDead
 
 __all__ = ["RunningTopology", "TopologyDead"]  # TopologyDead: raised by MasterLink
@@ -128,6 +130,35 @@ class RunningTopology:
     def events(self) -> list[dict]:
         """Restarts, activation and other events, oldest first."""
         return self._ask(wire.AskEvents)
+
+    # -- profiling (runtime/processes/profiling.py) ----------------------------------------
+    def profile(self, component: str, seconds: float = 2.0, task: int | None = None, *,
+                rate: int = 100) -> Profile:
+        """Sample the Python stacks of ``component``'s instances (of one ``task`` if
+        given) for ``seconds`` at ``rate`` samples per second, without stopping them, and
+        return a :class:`~runtime.observe.flame.Profile`: shown in a notebook as a flame
+        graph (warm: on a CPU, blue: waiting), with the folded stacks as data (``cpu``,
+        ``waiting``, ``folded``, ``top()``). It works for an instance stuck in user code
+        or in ``open``/``prepare``. Needs py-spy and ptrace permission
+        (``docs/internals/profiling.md``); ValueError for an unknown component or task,
+        or a task not started yet."""
+        tasks = self._profiled_tasks(component, task)
+        known = {s.task: s.pid for s in self.statistics() if s.task in tasks}
+        missing = [t for t in tasks if not known.get(t)]
+        if missing:
+            raise ValueError(f"task(s) {missing} of {component!r} have not started yet")
+        return _profiling.profile(component, {t: known[t] for t in tasks}, seconds, rate)
+
+    def _profiled_tasks(self, component: str, task: int | None) -> tuple[int, ...]:
+        tasks = self.plan.component_tasks().get(component)
+        if tasks is None:
+            raise ValueError(f"no component {component!r} in topology {self.name!r}")
+        if task is None:
+            return tasks
+        if task not in tasks:
+            raise ValueError(f"task {task!r} is not a task of {component!r} (its tasks: "
+                             f"{list(tasks)})")
+        return (task,)
 
     # -- live controls ------------------------------------------------------------------
     def pause(self) -> bool:

@@ -257,6 +257,14 @@ class SparkTopology(RunningTopology):
                              "them here")
         return base
 
+    def profile(self, component: str, seconds: float = 2.0, task: int | None = None, *,
+                rate: int = 100):
+        """Not on Spark (yet): the instances run on the executors' hosts, where a sampler
+        would have to run beside their stream manager (docs/internals/profiling.md)."""
+        self._profiled_tasks(component, task)
+        raise ValueError(f"topology {self.name!r} runs on Spark: its instances' pids are on "
+                         "the executors' hosts, which running.profile cannot sample yet")
+
     def kill(self, timeout: float = 2.0) -> None:
         self.job.stopping.set()  # first: a round that fails now is not submitted again
         super().kill(timeout)
