@@ -19,6 +19,7 @@ from typing import Any
 
 from . import _format
 from ._style import style
+from ._user_metrics import user_metrics_html
 
 MISSING = _format.MISSING
 EVENTS_SHOWN = 30  # raw events kept under each group
@@ -241,7 +242,8 @@ def tasks_html(snapshot: Mapping[str, Any], component: str | None) -> str:
     rows = "".join(_task_row(component, t, m, stats.get(t) or {}) for t, m in mine)
     rows = rows or f'<tr><td colspan="{len(TASK_COLUMNS) + 4}">no task reported</td></tr>'
     return (f'<div class="tf-scroll"><table class="tf-table"><tr><th>task</th>{head}'
-            f"<th>pid</th><th>container</th><th>state</th></tr>{rows}</table></div>")
+            f"<th>pid</th><th>container</th><th>state</th></tr>{rows}</table></div>"
+            + user_metrics_html(snapshot, component))
 
 
 def _task_row(component: str, task: int, m: Mapping[str, Any], s: Mapping[str, Any]) -> str:

@@ -170,6 +170,24 @@ def test_an_empty_tap_says_why():
                                       since=None)
 
 
+def test_the_component_view_shows_its_tasks_user_metrics():
+    def report(seen, depth=None):
+        return {"counters": {"seen": seen}, "gauges": {} if depth is None else {"depth": depth},
+                "histograms": {}}
+
+    snap = {"metrics": {"instances": {"2": {"component": "count"}, "3": {"component": "count"}}},
+            "stats": [{"component": "count", "task": 3, "user_metrics": report(7, depth=2)},
+                      {"component": "count", "task": 2, "user_metrics": report(12_500)},
+                      {"component": "split", "task": 1, "user_metrics": report(1)}]}
+    html = _lists.tasks_html(snap, "count")
+    table = html[html.index("user metrics"):]
+    assert table.index(">count[2]<") < table.index(">count[3]<")  # by task
+    assert "<th title=\"counter\">seen</th>" in table and "12.5k" in table
+    assert "<th title=\"gauge\">depth</th>" in table and "–" in table  # task 2 has no depth
+    assert ">split[1]<" not in html
+    assert "user metrics" not in _lists.tasks_html(snap, "split2")
+
+
 # -- the end ----------------------------------------------------------------------------------
 def test_the_final_picture_keeps_the_last_real_numbers():
     live = recorded(src={"kind": "spout", "emitted": 200})

@@ -23,6 +23,7 @@ from workbench import (
     _panels,
     _sparkline,
     _tap,
+    _user_metrics,
     _verdict,
     parse_topology,
 )
@@ -236,6 +237,6 @@ def test_importing_workbench_imports_no_widgets():
 
 
 @pytest.mark.parametrize("module", [_panels, _sparkline, _history, _dashboard, _format,
-                                    _verdict, _lists, _tap])
+                                    _verdict, _lists, _tap, _user_metrics])
 def test_doctests(module):
     assert doctest.testmod(module).failed == 0
