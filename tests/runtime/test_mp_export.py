@@ -4,6 +4,7 @@ parser and carries a built-in metric and a user metric. Waits are bounded polls.
 
 from __future__ import annotations
 
+import socket
 import urllib.request
 
 import pytest
@@ -86,6 +87,19 @@ def test_without_metrics_port_nothing_is_served():
     topo.spout("numbers", PacedSpout(rate=50))
     with topo.submit() as running:
         assert running.metrics_url is None
+
+
+def test_a_port_in_use_is_an_error_the_handle_raises_and_the_topology_runs_on():
+    taken = socket.socket()
+    taken.bind(("127.0.0.1", 0))
+    taken.listen()
+    topo = Topology("clash", **FAST)
+    topo.spout("numbers", PacedSpout(rate=50))
+    with taken, topo.submit(metrics_port=taken.getsockname()[1]) as running:
+        with pytest.raises(RuntimeError, match="cannot serve metrics on 127.0.0.1"):
+            running.metrics_url  # noqa: B018 (the property asks the master)
+        running.wait_active(timeout=30)
+        assert running.status()["state"] == "running"
 
 
 def test_a_bad_metrics_port_fails_at_definition():
