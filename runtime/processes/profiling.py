@@ -22,6 +22,7 @@ that is not time the task spends; their on-CPU samples are kept.
 from __future__ import annotations
 
 import os
+import select
 import shutil
 import signal
 import subprocess
@@ -38,6 +39,7 @@ RATES = (1, 1000)  # samples per second a call may ask for
 # instance's heartbeat thread sleeps all the time, which says nothing about the task)
 OTHER_THREAD = "Thread._bootstrap "
 EXIT_WAIT = 5.0  # seconds py-spy may take to write its output once told to stop
+START_WAIT = 10.0  # seconds py-spy may take to attach (a loaded machine: half a second)
 
 
 def check_profile(seconds: object, rate: object) -> tuple[float, int]:
@@ -72,8 +74,15 @@ def profile(component: str, pids: Mapping[int, int], seconds: float, rate: int) 
     with tempfile.TemporaryDirectory(prefix="tf-profile-") as tmp:
         runs = {(task, idle): _start(pid, rate, idle, os.path.join(tmp, f"{task}-{idle}"))
                 for task, pid in pids.items() for idle in (False, True)}
-        _stop_after(runs, seconds)
-        tables = {key: _collect(key[0], pids[key[0]], *run) for key, run in runs.items()}
+        said = _stop_after(runs, seconds)
+        ended = {key: _finish(*run) for key, run in runs.items()}  # every one, then errors
+    tables = {key: _table(key[0], pids[key[0]], table, said[key] + out)
+              for key, (table, out) in ended.items()}
+    return Profile(component, tuple(pids), seconds, rate, *_split(pids, tables))
+
+
+def _split(pids: Mapping[int, int], tables: Mapping) -> tuple[dict, dict]:
+    """On-CPU and waiting stacks of every task, from its two samplers' tables."""
     cpu: dict[str, int] = {}
     waiting: dict[str, int] = {}
     for task in pids:
@@ -82,37 +91,63 @@ def profile(component: str, pids: Mapping[int, int], seconds: float, rate: int) 
         _merge(cpu, on_cpu, prefix)
         _merge(waiting, {s: n - on_cpu.get(s, 0) for s, n in every.items()
                          if not s.startswith(OTHER_THREAD)}, prefix)
-    return Profile(component, tuple(pids), seconds, rate, cpu, waiting)
+    return cpu, waiting
 
 
 def _start(pid: int, rate: int, idle: bool, path: str) -> tuple[subprocess.Popen, str]:
     """One py-spy recording raw folded stacks to ``path`` until it is interrupted (its
-    ``--duration`` takes whole seconds only)."""
+    ``--duration`` takes whole seconds only). It says on stdout when it samples."""
     cmd = [py_spy(), "record", "--pid", str(pid), "--rate", str(rate), "--format", "raw",
            "--nonblocking", "--output", path, *(["--idle"] if idle else [])]
-    return subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                            stderr=subprocess.PIPE), path
+    return subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT), path
 
 
-def _stop_after(runs: Mapping, seconds: float) -> None:
-    """Let the samplers run for the profile's length (the measurement itself), then tell
-    each to write what it has (SIGINT: py-spy's Ctrl-C)."""
+def _stop_after(runs: Mapping, seconds: float) -> dict:
+    """Once every sampler has said it samples, let them run for the profile's length (the
+    measurement itself), then tell each to write what it has (SIGINT: py-spy's Ctrl-C).
+    A SIGINT before py-spy has attached would end it with nothing written."""
+    deadline = time.monotonic() + START_WAIT
+    said = {key: _await_sampling(proc, deadline) for key, (proc, _) in runs.items()}
     time.sleep(seconds)
     for proc, _ in runs.values():
         if proc.poll() is None:
             proc.send_signal(signal.SIGINT)
+    return said
 
 
-def _collect(task: int, pid: int, proc: subprocess.Popen, path: str) -> dict[str, int]:
+def _await_sampling(proc: subprocess.Popen, deadline: float) -> bytes:
+    """Read py-spy's output until its "Sampling process" line, its exit, or the deadline;
+    what it said (for the error message, if any)."""
+    seen = b""
+    while b"Sampling process" not in seen:
+        left = deadline - time.monotonic()
+        ready = select.select([proc.stdout], [], [], left)[0] if left > 0 else []
+        chunk = os.read(proc.stdout.fileno(), 4096) if ready else b""
+        if not chunk:
+            break
+        seen += chunk
+    return seen
+
+
+def _finish(proc: subprocess.Popen, path: str) -> tuple[dict[str, int] | None, bytes]:
+    """Wait for a sampler to write and exit: its stacks (None if it wrote nothing), and
+    the rest of what it said."""
     try:
-        _, err = proc.communicate(timeout=EXIT_WAIT)
+        out, _ = proc.communicate(timeout=EXIT_WAIT)
     except subprocess.TimeoutExpired:
         proc.kill()
-        _, err = proc.communicate()
-    if os.path.exists(path):
-        with open(path) as f:
-            return parse_folded(f.read())
-    raise RuntimeError(f"could not sample task {task} (pid {pid}): {_why(err)}")
+        out, _ = proc.communicate()
+    if not os.path.exists(path):
+        return None, out
+    with open(path) as f:
+        return parse_folded(f.read()), out
+
+
+def _table(task: int, pid: int, table: dict[str, int] | None, said: bytes) -> dict[str, int]:
+    if table is None:
+        raise RuntimeError(f"could not sample task {task} (pid {pid}): {_why(said)}")
+    return table
 
 
 def _why(err: bytes) -> str:

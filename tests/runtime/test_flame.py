@@ -1,5 +1,6 @@
 """The flame-graph renderer (``runtime/observe/flame.py``), pure: a fixed folded input
-drawn to an SVG document whose boxes, widths, colours and labels are checked."""
+drawn to an SVG document whose boxes, widths, colours and labels are checked; and the
+real sampler's error for a process that is gone."""
 
 from __future__ import annotations
 
@@ -85,3 +86,17 @@ def test_a_profile_shows_as_svg_and_keeps_its_stacks_as_data():
     assert p.top(1) == [("parse (job.py:2)", 30)]
     assert p.top(1, on_cpu=False) == [("poll (zmq.py:1)", 60)]
     assert parse_folded(p.folded) == {**CPU, **WAITING}
+
+
+def test_a_process_that_is_gone_is_a_clear_error_from_the_real_sampler():
+    import subprocess
+    import sys
+
+    from runtime.processes import profiling
+
+    child = subprocess.Popen([sys.executable, "-c", "pass"])
+    child.wait()  # reaped: its pid names no process now
+    with pytest.raises(RuntimeError, match=f"could not sample task 7 \\(pid {child.pid}\\)"):
+        profiling.profile("c", {7: child.pid}, 0.2, 100)
+    with pytest.raises(ValueError, match="rate must be"):
+        profiling.profile("c", {7: child.pid}, 1, 0)
