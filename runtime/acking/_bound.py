@@ -12,17 +12,23 @@ and their summed latency, and moves its limit:
   target``, at least the limit it had and at most :data:`GROWTH` times it;
 - latency under target, the limit never reached: left alone (nothing says more helps);
 - nothing completed but roots failed: down to the floor;
-- nothing completed in :data:`LONGEST` with the limit reached: :data:`GROWTH` times up.
-  A bolt that acks only once it holds N tuples (a batch insert) completes nothing
-  while fewer are in flight, and roots lost with a killed task complete nothing either;
-  without this the spout would wait for the message timeout.
+- nothing completed in :data:`LONGEST` with the limit reached, at a limit above any
+  that roots completed under (since the last failure): :data:`GROWTH` times up. A bolt
+  that acks only once it holds N tuples (a batch insert) completes nothing while fewer
+  are in flight, and roots lost with a killed task complete nothing either; without
+  this the spout would wait for the message timeout. At a limit that roots did
+  complete under, the silence is a stall (a starved process, a pause), which more in
+  flight would only queue behind: the limit stays.
 
 The target is never below :data:`QUEUE_FACTOR` times the *base latency*: what a tree
 costs with next to no queue, such as a bolt that holds its tuples until a tick tuple.
-It is read as the mean latency of a turn taken after a whole turn at the floor, where
-at most two roots wait per task. Without it, such a topology would run at the floor:
-each turn would see the latency over target and cut to ``rate × target``, and the rate
-falls with the limit. The bound is about queues; a queue may add as much again.
+Without it, such a topology would run at the floor: each turn would see the latency
+over target and cut to ``rate × target``, and the rate falls with the limit. The bound
+is about queues; a queue may add as much again. The base is read as the mean latency of
+a turn taken after a whole turn at the floor, where at most two roots wait per task,
+and is the lower of the last two such readings: a stall (a starved process) inflates
+one reading, and a base read in it would let the limit climb to seconds of queue once
+the stall ends.
 
 Never below ``floor`` (:func:`floor_for`: a few roots per task of the topology's widest
 component). It starts at ``max(START, floor)``, low enough that a slow bolt gets a
@@ -63,7 +69,7 @@ class LatencyBound:
     """One spout task's latency bound on its roots in flight (its ``limit``)."""
 
     __slots__ = ("target", "floor", "limit", "turns", "base", "_since", "_acked",
-                 "_latency", "_failed", "_every", "_floor_turns")
+                 "_latency", "_failed", "_every", "_floor_turns", "_proven", "_read")
 
     def __init__(self, target: float, floor: int, now: float) -> None:
         if not target > 0 or floor < 1:
@@ -72,7 +78,9 @@ class LatencyBound:
         self.limit = max(START, floor)
         self.turns = 0  # turns taken
         self.base: float | None = None  # seconds: a tree's latency with next to no queue
+        self._read: float | None = None  # seconds: the last reading of the base
         self._floor_turns = 0  # turns in a row that ended with the limit at the floor
+        self._proven = 0  # the highest limit roots completed under, since the last failure
         self._since, self._acked, self._latency, self._failed = now, 0, 0.0, 0
         self._every = SHORTEST  # seconds: how long this turn lasts at least
 
@@ -94,10 +102,11 @@ class LatencyBound:
         if mean is not None:
             self._every = min(LONG, max(SHORTEST, LATENCIES * mean))
         lost = failed - self._failed
+        self._proven = 0 if lost else max(self._proven, self.limit) if done else self._proven
         self._since, self._acked, self._latency, self._failed = now, acked, latency, failed
         self.turns += 1
         if mean is not None and self._floor_turns >= 2:  # its roots were all sent at the floor
-            self.base = mean
+            self.base, self._read = mean if self._read is None else min(mean, self._read), mean
         self.limit = max(self.floor, self._next(done / elapsed, mean, lost, held))
         self._floor_turns = self._floor_turns + 1 if self.limit == self.floor else 0
         return self.limit
@@ -110,8 +119,10 @@ class LatencyBound:
 
     def _next(self, rate: float, mean: float | None, lost: int, held: bool) -> int:
         """The limit after a turn (before the floor): Little's law, see the module."""
-        if mean is None:
-            return self.floor if lost else self.limit * GROWTH if held else self.limit
+        if mean is None:  # a silence: more in flight helps only above a proven limit
+            if lost:
+                return self.floor
+            return self.limit * GROWTH if held and self.limit > self._proven else self.limit
         aim = self.aim
         little = round(rate * aim)
         if mean > aim:

@@ -245,3 +245,46 @@ def test_a_consumer_that_slows_down_mid_run_is_caught_within_a_second():
     tracker = pipeline.tracker
     assert max(limits[1000:]) <= 15  # a second after it slowed, and from then on
     assert tracker.timed_out == 0 and tracker.in_flight <= 15  # what was queued drained
+
+
+class StallingPipeline(Pipeline):
+    """A pipeline whose server stops for ``stall`` seconds at ``at`` (a process starved
+    of the CPU, a long GC pause) and then goes on as before."""
+
+    def __init__(self, tracker: SpoutTracker, service: float, at: float, stall: float):
+        super().__init__(tracker, service)
+        self.at, self.stall = at, stall
+
+    def serve(self, now: float) -> None:
+        if self.at <= now < self.at + self.stall:
+            self.busy_until = max(self.busy_until, self.at + self.stall)
+            return
+        super().serve(now)
+
+
+def test_a_stalled_consumer_does_not_make_the_limit_grow():
+    """Nothing completes while the server is stopped, with the limit reached: that is
+    no sign that more in flight would help, since roots completed at this limit before.
+    A limit doubled every LONGEST of the stall would queue minutes of work behind it."""
+    pipeline = StallingPipeline(bounded(floor=2), service=0.1, at=10.0, stall=10.0)
+    pipeline.run(10.0)
+    before = pipeline.tracker.limit
+    limits = []
+    for i in range(int(40.0 / 0.001)):
+        pipeline.tick(10.0 + i * 0.001)
+        limits.append(pipeline.tracker.limit)
+    tracker = pipeline.tracker
+    assert max(limits) <= max(before, 4)
+    assert tracker.timed_out == 0 and tracker.failed == 0
+
+
+def test_a_silence_at_a_limit_never_seen_completing_still_grows_it():
+    """The batch-insert bolt again, once roots did complete at a lower limit: the silence
+    above it still doubles the limit (only a limit proven to complete waits)."""
+    bound = LatencyBound(TARGET, floor=2, now=0.0)
+    assert bound.turn(100, 100 * 0.01, 0, held=True, now=0.1) == START * GROWTH
+    assert bound.turn(100, 100 * 0.01, 0, held=True, now=0.1 + LONGEST) == START * GROWTH**2
+    # and at a limit proven to complete, a silence leaves it alone
+    bound = LatencyBound(TARGET, floor=2, now=0.0)
+    assert bound.turn(5, 5 * 0.01, 0, held=True, now=LONGEST) == START
+    assert bound.turn(5, 5 * 0.01, 0, held=True, now=2 * LONGEST) == START
