@@ -8,21 +8,30 @@ complete latency. Each turn (about two mean complete latencies after the last, w
 and their summed latency, and moves its limit:
 
 - latency over target: down to ``rate × target`` (never up), and
-- latency under target, the limit reached since the last turn: up to ``rate ×
-  target``, at least the limit it had and at most :data:`GROWTH` times it;
+- latency under target, the limit reached since the last turn, and the turn's
+  :data:`TAIL` percentile under target too: up to ``rate × target``, at least the limit
+  it had and at most :data:`GROWTH` times it;
+- latency under target but its tail over it: left alone (a queue's growth lengthens
+  the tail; on a noisy machine the mean at the target put the p99 at 3-4 times it);
 - latency under target, the limit never reached: left alone (nothing says more helps);
 - nothing completed but roots failed: down to the floor;
-- nothing completed in :data:`LONGEST` with the limit reached: :data:`GROWTH` times up.
-  A bolt that acks only once it holds N tuples (a batch insert) completes nothing
-  while fewer are in flight, and roots lost with a killed task complete nothing either;
-  without this the spout would wait for the message timeout.
+- nothing completed in :data:`LONGEST` with the limit reached, at a limit above any
+  that roots completed under (since the last failure): :data:`GROWTH` times up. A bolt
+  that acks only once it holds N tuples (a batch insert) completes nothing while fewer
+  are in flight, and roots lost with a killed task complete nothing either; without
+  this the spout would wait for the message timeout. At a limit that roots did
+  complete under, the silence is a stall (a starved process, a pause), which more in
+  flight would only queue behind: the limit stays.
 
 The target is never below :data:`QUEUE_FACTOR` times the *base latency*: what a tree
 costs with next to no queue, such as a bolt that holds its tuples until a tick tuple.
-It is read as the mean latency of a turn taken after a whole turn at the floor, where
-at most two roots wait per task. Without it, such a topology would run at the floor:
-each turn would see the latency over target and cut to ``rate × target``, and the rate
-falls with the limit. The bound is about queues; a queue may add as much again.
+Without it, such a topology would run at the floor: each turn would see the latency
+over target and cut to ``rate × target``, and the rate falls with the limit. The bound
+is about queues; a queue may add as much again. The base is read as the mean latency of
+a turn taken after a whole turn at the floor, where at most two roots wait per task,
+and is the lower of the last two such readings: a stall (a starved process) inflates
+one reading, and a base read in it would let the limit climb to seconds of queue once
+the stall ends.
 
 Never below ``floor`` (:func:`floor_for`: a few roots per task of the topology's widest
 component). It starts at ``max(START, floor)``, low enough that a slow bolt gets a
@@ -42,9 +51,11 @@ fraction of a second of queue before the first turn.
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
+from operator import sub
 
 from runtime.model.constants import RESERVED_PREFIX
+from runtime.observe.metrics import percentile
 
 SHORTEST = 0.01  # seconds: the shortest turn (a fast topology climbs ×2 per turn)
 LONG = 0.25  # seconds: the longest turn once SAMPLE roots have completed
@@ -57,13 +68,15 @@ START = 8  # roots in flight before the first turn: 10-tuple trees on a 10 ms bo
 FLOOR_PER_TASK = 2  # the floor: roots per task of the widest component, so none idles
 BIG_CHANGE = 2  # a change of this factor since the last one reported is reported
 QUEUE_FACTOR = 2  # the target is at least this many base latencies (see the module)
+TAIL = 0.99  # the percentile of a turn's complete latencies held at the target
 
 
 class LatencyBound:
     """One spout task's latency bound on its roots in flight (its ``limit``)."""
 
     __slots__ = ("target", "floor", "limit", "turns", "base", "_since", "_acked",
-                 "_latency", "_failed", "_every", "_floor_turns")
+                 "_latency", "_failed", "_every", "_floor_turns", "_proven", "_read",
+                 "_counts")
 
     def __init__(self, target: float, floor: int, now: float) -> None:
         if not target > 0 or floor < 1:
@@ -72,7 +85,10 @@ class LatencyBound:
         self.limit = max(START, floor)
         self.turns = 0  # turns taken
         self.base: float | None = None  # seconds: a tree's latency with next to no queue
+        self._read: float | None = None  # seconds: the last reading of the base
+        self._counts: list[int] | None = None  # the latency histogram at the last turn
         self._floor_turns = 0  # turns in a row that ended with the limit at the floor
+        self._proven = 0  # the highest limit roots completed under, since the last failure
         self._since, self._acked, self._latency, self._failed = now, 0, 0.0, 0
         self._every = SHORTEST  # seconds: how long this turn lasts at least
 
@@ -82,23 +98,27 @@ class LatencyBound:
         self.limit = max(self.limit, self.floor)
 
     def turn(self, acked: int, latency: float, failed: int, held: bool,
-             now: float) -> int | None:
+             now: float, counts: Sequence[int] | None = None) -> int | None:
         """Take a turn if one is due: ``acked`` roots completed so far, ``latency`` their
         summed complete latency (seconds), ``failed`` roots failed so far, ``held``
-        whether the limit was reached since the last turn. The new limit, or None when
-        no turn was due."""
+        whether the limit was reached since the last turn, ``counts`` the latency
+        histogram's bucket counts so far (``runtime.observe.metrics``; without them the
+        tail is taken to be the mean). The new limit, or None when no turn was due."""
         elapsed, done = now - self._since, acked - self._acked
         if elapsed < self._every or (done < SAMPLE and elapsed < LONGEST):
             return None
         mean = (latency - self._latency) / done if done else None
+        tail = self._tail(counts, done)
         if mean is not None:
             self._every = min(LONG, max(SHORTEST, LATENCIES * mean))
+            tail = mean if tail is None else max(mean, tail)
         lost = failed - self._failed
+        self._proven = 0 if lost else max(self._proven, self.limit) if done else self._proven
         self._since, self._acked, self._latency, self._failed = now, acked, latency, failed
         self.turns += 1
         if mean is not None and self._floor_turns >= 2:  # its roots were all sent at the floor
-            self.base = mean
-        self.limit = max(self.floor, self._next(done / elapsed, mean, lost, held))
+            self.base, self._read = mean if self._read is None else min(mean, self._read), mean
+        self.limit = max(self.floor, self._next(done / elapsed, mean, tail, lost, held))
         self._floor_turns = self._floor_turns + 1 if self.limit == self.floor else 0
         return self.limit
 
@@ -108,15 +128,27 @@ class LatencyBound:
         costs more than that with no queue (the base latency)."""
         return self.target if self.base is None else max(self.target, QUEUE_FACTOR * self.base)
 
-    def _next(self, rate: float, mean: float | None, lost: int, held: bool) -> int:
+    def _tail(self, counts: Sequence[int] | None, done: int) -> float | None:
+        """The :data:`TAIL` percentile (seconds) of the turn's completions: the bucket
+        counts now less those of the last turn."""
+        if counts is None:
+            return None
+        last, self._counts = self._counts, list(counts)
+        turn = counts if last is None else map(sub, counts, last)
+        return percentile(enumerate(turn), done, TAIL) if done else None
+
+    def _next(self, rate: float, mean: float | None, tail: float | None, lost: int,
+              held: bool) -> int:
         """The limit after a turn (before the floor): Little's law, see the module."""
-        if mean is None:
-            return self.floor if lost else self.limit * GROWTH if held else self.limit
+        if mean is None:  # a silence: more in flight helps only above a proven limit
+            if lost:
+                return self.floor
+            return self.limit * GROWTH if held and self.limit > self._proven else self.limit
         aim = self.aim
         little = round(rate * aim)
         if mean > aim:
             return min(self.limit, little)
-        if not held:
+        if not held or tail > aim:  # more in flight would only lengthen the tail
             return self.limit
         return min(max(self.limit, little), self.limit * GROWTH)
 

@@ -111,8 +111,9 @@ class SpoutTracker:
         """The latency bound's turn, when one is due: the new limit, else None."""
         if not self.bounded:
             return None
-        bound = self.bound.turn(self.latency.count, self.latency.total, self.failed,
-                                self.held, now)
+        latency = self.latency
+        bound = self.bound.turn(latency.count, latency.total, self.failed, self.held, now,
+                                latency.counts)
         if bound is None:
             return None
         self.held = False

@@ -5,6 +5,7 @@ transit delay, then one FIFO server of a fixed service time."""
 from __future__ import annotations
 
 from collections import deque
+from operator import sub
 
 import pytest
 
@@ -19,6 +20,7 @@ from runtime.acking._bound import (
 )
 from runtime.acking._tracking import SpoutTracker
 from runtime.model.options import option_problem
+from runtime.observe.metrics import percentile
 
 TARGET = 0.1  # seconds
 
@@ -245,3 +247,80 @@ def test_a_consumer_that_slows_down_mid_run_is_caught_within_a_second():
     tracker = pipeline.tracker
     assert max(limits[1000:]) <= 15  # a second after it slowed, and from then on
     assert tracker.timed_out == 0 and tracker.in_flight <= 15  # what was queued drained
+
+
+class StallingPipeline(Pipeline):
+    """A pipeline whose server stops for ``stall`` seconds at ``at`` (a process starved
+    of the CPU, a long GC pause) and then goes on as before."""
+
+    def __init__(self, tracker: SpoutTracker, service: float, at: float, stall: float):
+        super().__init__(tracker, service)
+        self.at, self.stall = at, stall
+
+    def serve(self, now: float) -> None:
+        if self.at <= now < self.at + self.stall:
+            self.busy_until = max(self.busy_until, self.at + self.stall)
+            return
+        super().serve(now)
+
+
+def test_a_stalled_consumer_does_not_make_the_limit_grow():
+    """Nothing completes while the server is stopped, with the limit reached: that is
+    no sign that more in flight would help, since roots completed at this limit before.
+    A limit doubled every LONGEST of the stall would queue minutes of work behind it."""
+    pipeline = StallingPipeline(bounded(floor=2), service=0.1, at=10.0, stall=10.0)
+    pipeline.run(10.0)
+    before = pipeline.tracker.limit
+    limits = []
+    for i in range(int(40.0 / 0.001)):
+        pipeline.tick(10.0 + i * 0.001)
+        limits.append(pipeline.tracker.limit)
+    tracker = pipeline.tracker
+    assert max(limits) <= max(before, 4)
+    assert tracker.timed_out == 0 and tracker.failed == 0
+
+
+def test_a_silence_at_a_limit_never_seen_completing_still_grows_it():
+    """The batch-insert bolt again, once roots did complete at a lower limit: the silence
+    above it still doubles the limit (only a limit proven to complete waits)."""
+    bound = LatencyBound(TARGET, floor=2, now=0.0)
+    assert bound.turn(100, 100 * 0.01, 0, held=True, now=0.1) == START * GROWTH
+    assert bound.turn(100, 100 * 0.01, 0, held=True, now=0.1 + LONGEST) == START * GROWTH**2
+    # and at a limit proven to complete, a silence leaves it alone
+    bound = LatencyBound(TARGET, floor=2, now=0.0)
+    assert bound.turn(5, 5 * 0.01, 0, held=True, now=LONGEST) == START
+    assert bound.turn(5, 5 * 0.01, 0, held=True, now=2 * LONGEST) == START
+
+
+class HiccupPipeline(Pipeline):
+    """A fast server that stops for ``pause`` seconds every ``every`` seconds (a process
+    descheduled on a busy machine): the latencies spread, the p99 far above the mean."""
+
+    def __init__(self, tracker: SpoutTracker, every: float, pause: float):
+        super().__init__(tracker, service=0.0001)  # 10,000 a second between pauses
+        self.every, self.pause = every, pause
+
+    def serve(self, now: float) -> None:
+        into = now % self.every
+        if into < self.pause:
+            self.busy_until = max(self.busy_until, now - into + self.pause)
+            return
+        super().serve(now)
+
+
+def test_the_limit_stops_growing_while_the_tail_is_over_target():
+    """With the mean held at the target, 60 ms pauses every 300 ms put the p99 at 163 ms
+    (the rule before the tail was read); growing only while the turn's p99 is under the
+    target too keeps it at 137 ms (histogram buckets are 9 % wide), at the same
+    throughput."""
+    tracker = bounded()
+    pipeline = HiccupPipeline(tracker, every=0.3, pause=0.06)
+    for i in range(4000):  # the climb
+        pipeline.tick(i * 0.001)
+    counts, acked = list(tracker.latency.counts), tracker.acked
+    for i in range(4000, 14000):
+        pipeline.tick(i * 0.001)
+    since = enumerate(map(sub, tracker.latency.counts, counts))
+    assert percentile(since, tracker.acked - acked, 0.99) <= 1.4 * TARGET
+    # 10,000 a second for 240 ms of every 300 ms: 8,000 a second at most
+    assert tracker.acked - acked >= 0.95 * 8000 * 10.0
