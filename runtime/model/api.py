@@ -222,6 +222,9 @@ class Context:
     run_dir: str
     this_outputs: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
     task_containers: Mapping[int, int] = field(default_factory=dict)
+    # the (component, stream) pairs this component subscribes to (a windowed bolt's
+    # watermark waits for each of them)
+    this_inputs: tuple[tuple[str, str], ...] = ()
 
     def get_component_tasks(self, component_id: str) -> tuple[int, ...]:
         """The task ids of a component, in task-index order (for ``emit_direct``)."""
