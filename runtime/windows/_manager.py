@@ -93,8 +93,12 @@ class WindowManager:
             return []
         else:
             self._latest[stream] = max(ts, self._latest.get(stream, ts))
-        key = (ts, next(self._seq))
-        insort(self._queue, (*key, item), key=_KEY)
+        seq, queue = next(self._seq), self._queue
+        if not queue or ts >= queue[-1][0]:  # in order, the common case: no search
+            queue.append((ts, seq, item))
+        else:
+            insort(queue, (ts, seq, item), key=_KEY)
+        key = (ts, seq)
         if self.window.event_time or not isinstance(self.window.slide, Count):
             return []
         return self._count_triggers(key)
