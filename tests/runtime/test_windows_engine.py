@@ -218,3 +218,31 @@ def test_multiprocess_event_time_windows_late_tuples_and_acks():
 def _spout_acked(running, at_least: int) -> int | None:
     acked = sum(s.acked for s in running.statistics() if s.component == "events")
     return acked if acked >= at_least else None
+
+
+# -- user mistakes ---------------------------------------------------------------------------
+
+class ForgotSuper(Summary):
+    def prepare(self, config, context):
+        self.ready = True  # no super().prepare: the window was never set up
+
+
+def test_a_prepare_without_super_is_reported_by_name_and_the_task_restarted():
+    topo = Topology("nosuper", ackers=1)
+    topo.spout("events", ListSpout(EVENTS[:1], fields=FIELDS))
+    topo.bolt("win", ForgotSuper, window=Window.tumbling(Count(2))).shuffle_grouping("events")
+    with InMemoryCluster(topo) as cluster:
+        cluster.run_until_idle()
+        (err,) = cluster.exceptions
+        assert "ForgotSuper.prepare must call super().prepare(config, context)" in err["error"]
+
+
+def test_a_tuple_without_its_timestamp_is_an_error_naming_the_field():
+    topo = Topology("nots", ackers=1)
+    topo.spout("events", ListSpout([["x", "k", "soon"]], fields=FIELDS))
+    topo.bolt("win", Summary, window=Window.tumbling(Duration(5), timestamp_field="ts")
+              ).shuffle_grouping("events")
+    with InMemoryCluster(topo) as cluster:
+        cluster.run_until_idle()
+        (err,) = cluster.exceptions
+        assert "no timestamp in field 'ts' (int ms), got 'soon'" in err["error"]
