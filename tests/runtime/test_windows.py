@@ -241,3 +241,15 @@ def test_a_message_timeout_shorter_than_length_plus_slide_warns():
         warnings.simplefilter("error")
         topo.bolt("ok", Avg, window=Window.sliding(Duration(5), Duration(5)))
         topo.bolt("counts", Avg, window=Window.sliding(Count(500), Count(1)))
+
+
+def test_a_tuple_at_the_watermark_after_its_window_ended_is_not_late_but_in_no_window():
+    m = WindowManager(Window.tumbling(Duration(10), timestamp_field="ts"), inputs=[S])
+    m.add("a", S, 30_000, 0)
+    (v,) = m.tick(0)  # watermark 30 s: (20, 30] is evaluated
+    assert v.tuples == ["a"] and m.take_expired() == ["a"]
+    m.add("b", S, 30_000, 0)  # at the watermark: not late (Storm), but (20, 30] is done
+    m.add("c", S, 40_000, 0)
+    (v,) = m.tick(0)
+    assert (v.tuples, v.expired, m.late) == (["c"], ["a", "b"], 0)  # a: left after (20, 30]
+    assert m.take_expired() == ["b", "c"]
