@@ -60,7 +60,7 @@ from .bolt_side import BoltSide
 from .errors import UserCodeError, call_user
 from .runs import Runs
 from .spout_side import SpoutSide
-from .stats import TaskCounts, streams_report, watched_report
+from .stats import TaskCounts, streams_report, watched_report, window_report
 from .taps import StreamWatch
 from .wiring import Collector, Send, build_streams, task_context
 
@@ -279,7 +279,8 @@ class Executor:
                 "container": self.info.container, **streams_report(self.streams),
                 **counts.report(), **watched_report(self.streams),
                 **counts.latency_report(tracker.latency if tracker is not None else None),
-                **(tracker.report() if tracker is not None else {})}
+                **(tracker.report() if tracker is not None else {}),
+                **window_report(self.user)}
 
     def statistics(self) -> InstanceStats:
         return InstanceStats.from_record({**self.report(), "state": "running"})

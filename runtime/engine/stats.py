@@ -92,3 +92,11 @@ def watched_report(streams: Mapping[str, StreamOut]) -> dict:
     return {"tapped": [name for name, o in streams.items() if o.tap is not None],
             "recording": [name for name, o in streams.items() if o.recorder is not None],
             "queued_tuples": sum(o.queued() for o in streams.values())}
+
+
+def window_report(user: object) -> dict:
+    """A windowed bolt's windows, under ``window`` (docs/windows.md, "Seeing windows
+    live"); nothing for any other task. Asked of the user's object by name, since
+    ``runtime.windows`` is a floor above the engine."""
+    report = getattr(user, "window_report", None)
+    return {"window": report()} if callable(report) else {}

@@ -57,6 +57,9 @@ class InstanceStats:
     # {count, mean, p50, p95, p99} in ms or None (docs/internals/metrics.md); None with
     # metrics=False
     latency_ms: dict | None = None
+    # a windowed bolt (docs/windows.md): {watermark, oldest_window_start (ms or None),
+    # open_windows (or None), open_tuples, late_tuples, evaluated}; None for other tasks
+    window: dict | None = None
 
     @classmethod
     def from_record(cls, record: Mapping[str, Any]) -> InstanceStats:

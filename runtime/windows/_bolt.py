@@ -63,6 +63,19 @@ class WindowedBolt(Bolt):
         """Tuples held in open windows or waiting for the watermark (not yet acked)."""
         return self._manager().queued
 
+    def window_report(self) -> dict | None:
+        """What the task reports with its statistics (``InstanceStats.window``): the
+        watermark (ms), open windows and the oldest one's start (ms; None where windows
+        cannot be named in advance, see :meth:`WindowManager.open_windows`), tuples held,
+        late tuples, windows evaluated. None before ``prepare``."""
+        windows = getattr(self, "_windows", None)
+        if windows is None:
+            return None
+        count, oldest = windows.open_windows() or (None, None)
+        return {"watermark": windows.watermark, "open_windows": count,
+                "oldest_window_start": oldest, "open_tuples": windows.queued,
+                "late_tuples": windows.late, "evaluated": windows.evaluated}
+
     # -- driven by the engine ------------------------------------------------------------
     def process(self, tup: Tuple) -> None:
         windows = self._manager()

@@ -137,6 +137,18 @@ class WindowManager:
         """Tuples held: in open windows, or waiting for the watermark."""
         return len(self._queue)
 
+    def open_windows(self) -> tuple[int, int | None] | None:
+        """The windows not yet evaluated that hold a tuple, and the oldest one's start
+        (ms, exclusive): in event time with a Duration length and slide, where windows
+        end at known multiples of the slide; None elsewhere (a Count or processing-time
+        window ends when a tuple or a tick comes, so it cannot be named in advance)."""
+        length, slide = self.window.length, self.window.slide
+        if not (self.window.event_time and isinstance(length, Duration)
+                and isinstance(slide, Duration)):
+            return None
+        return _open_ends([ts for ts, _, _ in self._queue], length.ms, slide.ms,
+                          self.watermark)
+
     # -- triggers ----------------------------------------------------------------------
     def _watermark_windows(self, mark: int) -> list[WindowView]:
         """Every window ending at or before the watermark; after an empty one the next
@@ -234,3 +246,28 @@ class WindowManager:
             del self._queue[:cut]
             self._expired += gone
             self._to_ack += gone
+
+
+def _open_ends(stamps: list[int], length: int, slide: int,
+               watermark: int | None) -> tuple[int, int | None]:
+    """Count the window ends ``k * slide`` after ``watermark`` that hold one of
+    ``stamps`` (sorted), and give the first one's start: a window ending at ``e`` holds
+    ``e - length < ts <= e``, so a tuple is in the ends of ``[ts, ts + length)``. Both
+    bounds grow with ``ts``, so the ranges are merged in one pass.
+
+    >>> _open_ends([3_000, 5_000, 18_000], 20_000, 10_000, None)  # ends 10 s, 20 s, 30 s
+    (3, -10000)
+    >>> _open_ends([18_000], 20_000, 10_000, 20_000)  # 10 s and 20 s are evaluated
+    (1, 10000)
+    """
+    first_open = -inf if watermark is None else watermark // slide + 1
+    count, last, oldest = 0, -inf, None
+    for ts in stamps:
+        lo = max(-(-ts // slide), first_open, last + 1)
+        hi = (ts + length - 1) // slide
+        if lo > hi:
+            continue
+        if oldest is None:
+            oldest = lo * slide - length
+        count, last = count + hi - lo + 1, hi
+    return count, oldest
