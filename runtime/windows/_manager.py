@@ -76,6 +76,7 @@ class WindowManager:
     _previous: set = field(default_factory=set)  # seqs of the last evaluated window
     _expired: list = field(default_factory=list)  # evicted since the last evaluation
     _to_ack: list = field(default_factory=list)  # evicted since the last take_expired
+    _last_tick: int | None = None  # processing time: the last tick (ms)
 
     def __post_init__(self) -> None:
         self.inputs = frozenset(self.inputs)
@@ -110,7 +111,7 @@ class WindowManager:
     def tick(self, now_ms: int) -> list[WindowView]:
         """A watermark interval (event time) or a slide (processing time) has passed."""
         if not self.window.event_time:
-            return self._evaluate_at((now_ms, _LAST), None)
+            return self._evaluate_at((now_ms, _LAST), None, self._drift(now_ms))
         mark = self.next_watermark()
         if mark is None or (self.watermark is not None and mark <= self.watermark):
             return []
@@ -125,6 +126,17 @@ class WindowManager:
         if not self._latest or not self.inputs <= self._latest.keys():
             return None
         return min(self._latest[s] for s in self.inputs or self._latest) - self._lag
+
+    def _drift(self, now_ms: int) -> float:
+        """Processing time: how much later than one slide after the last this tick came
+        (ms; everything for the first). The window reaches back that much further, as
+        Storm's TimeEvictionPolicy does, so that a late tick loses no tuple between two
+        windows: a tumbling window is exactly the arrivals since the last tick."""
+        last, self._last_tick = self._last_tick, now_ms
+        if last is None:
+            return inf
+        slide = self.window.slide
+        return now_ms - last - slide.ms if isinstance(slide, Duration) else 0
 
     # -- out ---------------------------------------------------------------------------
     def take_expired(self) -> list:
@@ -197,10 +209,10 @@ class WindowManager:
         return out
 
     # -- evaluating --------------------------------------------------------------------
-    def _evaluate_at(self, ref: tuple, end: int | None) -> list[WindowView]:
-        """Evict what a window ending at ``ref`` no longer holds, and return it (or
-        nothing when it is empty)."""
-        self._evict(ref)
+    def _evaluate_at(self, ref: tuple, end: int | None, drift: float = 0) -> list[WindowView]:
+        """Evict what a window ending at ``ref`` (and reaching ``drift`` ms further back
+        than its length) no longer holds, and return it (or nothing when it is empty)."""
+        self._evict(ref, drift)
         tuples = self._queue[:bisect_right(self._queue, ref, key=_KEY)]
         if not tuples:
             return []
@@ -216,11 +228,11 @@ class WindowManager:
                            [t for _, seq, t in tuples if seq not in previous],
                            expired, start, end)]
 
-    def _evict(self, ref: tuple) -> None:
+    def _evict(self, ref: tuple, drift: float = 0) -> None:
         """What a window ending at ``ref`` does not hold (Storm's eviction)."""
         length = self.window.length
         if isinstance(length, Duration):
-            self._cut(bisect_right(self._queue, (ref[0] - length.ms, _LAST), key=_KEY))
+            self._cut(bisect_right(self._queue, (ref[0] - length.ms - drift, _LAST), key=_KEY))
         else:
             self._cut(bisect_right(self._queue, ref, key=_KEY) - length.n)
 

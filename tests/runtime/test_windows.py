@@ -161,10 +161,26 @@ def test_processing_time_windows_follow_the_clock_and_have_no_bounds():
     m.add("b", S, None, 4_000)
     (v,) = m.tick(5_000)
     assert (v.tuples, v.start, v.end) == (["a", "b"], None, None)
-    m.add("c", S, None, 12_000)
-    (v,) = m.tick(13_000)  # holds (3 s, 13 s]: a is out
-    assert (v.tuples, v.expired) == (["b", "c"], ["a"])
+    m.add("c", S, None, 7_000)
+    (v,) = m.tick(10_000)  # holds (0 s, 10 s]
+    assert (v.tuples, v.expired) == (["a", "b", "c"], [])
+    (v,) = m.tick(15_000)  # holds (5 s, 15 s]: a and b are out
+    assert (v.tuples, v.expired) == (["c"], ["a", "b"])
+    # a tick 10 s late reaches 10 s further back: (10 s, 30 s] holds nothing
     assert m.tick(30_000) == [] and m.take_expired() == ["a", "b", "c"]
+
+
+def test_processing_time_windows_stretch_over_a_late_tick_and_lose_no_tuple():
+    # Storm's TimeEvictionPolicy: a window reaches back by how late its tick is, so a
+    # tumbling window is exactly the arrivals since the last tick, whatever the timer does
+    m = WindowManager(Window.tumbling(Duration(2)))
+    m.add("x", S, None, 100)
+    got = [v.tuples for v in m.tick(2_000)]
+    m.add("y", S, None, 2_010)  # just after a tick ...
+    got += [v.tuples for v in m.tick(4_050)]  # ... and the next one 50 ms late
+    m.add("z", S, None, 4_060)
+    got += [v.tuples for v in m.tick(6_000)]  # 50 ms early: y is not counted twice
+    assert got == [["x"], ["y"], ["z"]]
 
 
 def test_count_length_with_a_time_slide():
