@@ -15,6 +15,8 @@ Reading the output (one line each, wrapped here)::
            ns_per_tuple=...
     RESULT name=window-bolt window=event-tumbling-10s tuples=50000 windowed_ns=...
            plain_ns=... ratio=...
+    RESULT name=window-report held=10000 us_per_report=... ns_per_held_tuple=...
+           core_share_at_0.25s=...
 
     python benchmarks/windows.py --tuples 200000 --rounds 5
 """
@@ -113,6 +115,25 @@ def bolt_round(tuples: int, windowed: bool) -> float:
     return spent
 
 
+def report_round(held: int, reports: int) -> float:
+    """CPU seconds for ``reports`` window reports (what a windowed task adds to each
+    statistics report) of a task holding ``held`` tuples in open windows (event-time
+    sliding 20 s by 10 s, no watermark yet: every tuple is held)."""
+    window = WINDOWS["event-sliding-20s-10s"]
+    m = WindowManager(window, inputs=[STREAM])
+    for i in range(held):
+        m.add(i, STREAM, i * SPACING_MS, 0)
+    # ends 0, 10 s, ...: every multiple of the slide within 20 s at or after a held tuple
+    expected = ((held - 1) * SPACING_MS + window.length.ms - 1) // window.slide.ms + 1
+    start = time.process_time()
+    for _ in range(reports):
+        count, _oldest = m.open_windows()
+    spent = time.process_time() - start
+    if count != expected:
+        raise BenchmarkError(f"{count} open windows, expected {expected}")
+    return spent
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--tuples", type=int, default=200_000)
@@ -132,6 +153,13 @@ def main(argv: list[str] | None = None) -> None:
     p_ns = statistics.median(plain) / n * 1e9
     print(f"RESULT name=window-bolt window=event-tumbling-10s tuples={n} "
           f"windowed_ns={w_ns:.0f} plain_ns={p_ns:.0f} ratio={w_ns / p_ns:.2f}", flush=True)
+    held, reports = max(1, args.tuples // 20), 100
+    spent = statistics.median(report_round(held, reports) for _ in range(args.rounds))
+    per_report = spent / reports
+    # a report goes every stats_interval (0.25 s by default): the share of a core it takes
+    print(f"RESULT name=window-report held={held} us_per_report={per_report * 1e6:.0f} "
+          f"ns_per_held_tuple={per_report / held * 1e9:.0f} "
+          f"core_share_at_0.25s={per_report / 0.25:.5f}", flush=True)
 
 
 if __name__ == "__main__":

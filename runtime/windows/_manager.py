@@ -158,8 +158,7 @@ class WindowManager:
         if not (self.window.event_time and isinstance(length, Duration)
                 and isinstance(slide, Duration)):
             return None
-        return _open_ends([ts for ts, _, _ in self._queue], length.ms, slide.ms,
-                          self.watermark)
+        return _open_ends(self._queue, length.ms, slide.ms, self.watermark)
 
     # -- triggers ----------------------------------------------------------------------
     def _watermark_windows(self, mark: int) -> list[WindowView]:
@@ -260,26 +259,34 @@ class WindowManager:
             self._to_ack += gone
 
 
-def _open_ends(stamps: list[int], length: int, slide: int,
+def _open_ends(queue: list, length: int, slide: int,
                watermark: int | None) -> tuple[int, int | None]:
-    """Count the window ends ``k * slide`` after ``watermark`` that hold one of
-    ``stamps`` (sorted), and give the first one's start: a window ending at ``e`` holds
-    ``e - length < ts <= e``, so a tuple is in the ends of ``[ts, ts + length)``. Both
-    bounds grow with ``ts``, so the ranges are merged in one pass.
+    """Count the window ends ``k * slide`` after ``watermark`` that hold a tuple of
+    ``queue`` (``(ts, seq, item)`` in timestamp order), and give the first one's start.
+    A window ending at ``e`` holds ``e - length < ts <= e``: one search per window (and
+    one per empty stretch skipped), not one step per tuple held.
 
-    >>> _open_ends([3_000, 5_000, 18_000], 20_000, 10_000, None)  # ends 10 s, 20 s, 30 s
+    >>> q = [(ts, 0, None) for ts in (3_000, 5_000, 18_000)]
+    >>> _open_ends(q, 20_000, 10_000, None)  # ends 10 s, 20 s, 30 s
     (3, -10000)
-    >>> _open_ends([18_000], 20_000, 10_000, 20_000)  # 10 s and 20 s are evaluated
+    >>> _open_ends(q, 20_000, 10_000, 20_000)  # 10 s and 20 s are evaluated
     (1, 10000)
+    >>> _open_ends([(1_000, 0, None), (95_000, 1, None)], 10_000, 10_000, None)  # a gap
+    (2, 0)
     """
-    first_open = -inf if watermark is None else watermark // slide + 1
-    count, last, oldest = 0, -inf, None
-    for ts in stamps:
-        lo = max(-(-ts // slide), first_open, last + 1)
-        hi = (ts + length - 1) // slide
-        if lo > hi:
-            continue
-        if oldest is None:
-            oldest = lo * slide - length
-        count, last = count + hi - lo + 1, hi
-    return count, oldest
+    if not queue:
+        return 0, None
+    k = -(-queue[0][0] // slide)
+    if watermark is not None:
+        k = max(k, watermark // slide + 1)
+    count, oldest = 0, None
+    while True:
+        end = k * slide
+        i = bisect_right(queue, (end - length, _LAST), key=_KEY)  # the first tuple it may hold
+        if i == len(queue):
+            return count, oldest
+        if queue[i][0] <= end:
+            count, k = count + 1, k + 1
+            oldest = end - length if oldest is None else oldest
+        else:  # an empty stretch: on to the first end that holds the next tuple
+            k = max(k + 1, -(-queue[i][0] // slide))

@@ -30,3 +30,5 @@ def test_a_tiny_run_prints_a_result_per_window_and_the_bolt_ratio():
     assert all(int(r["windows"]) > 0 and float(r["ns_per_tuple"]) > 0 for r in managers)
     (bolt,) = [r for r in results if r["name"] == "window-bolt"]
     assert float(bolt["ratio"]) > 0 and int(bolt["tuples"]) == 500
+    (report,) = [r for r in results if r["name"] == "window-report"]
+    assert int(report["held"]) == 100 and float(report["us_per_report"]) > 0

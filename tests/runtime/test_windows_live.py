@@ -5,6 +5,8 @@ evaluated. The in-memory twin here; real processes in tests/workbench/test_windo
 
 from __future__ import annotations
 
+import random
+
 from runtime import Count, Duration, Topology, Window
 from runtime.testing import InMemoryCluster, ListSink, ListSpout
 from runtime.windows import WindowManager
@@ -69,3 +71,20 @@ def test_open_windows_skip_the_evaluated_ones_and_count_each_end_once():
     m.add(40_000, "s", 40_000, 0)
     m.watermark = 40_000
     assert m.open_windows() == (2, 30_000)  # ends 50 and 60 s hold 45 s (and not 40 s)
+
+
+def test_open_windows_match_a_count_of_every_end_by_hand():
+    rng = random.Random(21)
+    for _ in range(300):
+        length, slide = rng.choice([(20_000, 10_000), (10_000, 10_000), (30_000, 7_000)])
+        m = WindowManager(Window.sliding(Duration(length / 1000), Duration(slide / 1000),
+                                         timestamp_field="ts"), inputs=["s"])
+        stamps = sorted(rng.randrange(-50, 200) * 1000 for _ in range(rng.randrange(0, 12)))
+        for ts in stamps:
+            m.add(ts, "s", ts, 0)
+        m.watermark = rng.choice([None, rng.randrange(-60, 200) * 1000])
+        after = -10**9 if m.watermark is None else m.watermark
+        ends = sorted({e for ts in stamps for e in range(-(10**6 // slide) * slide, 10**6, slide)
+                       if e - length < ts <= e and e > after})
+        oldest = ends[0] - length if ends else None
+        assert m.open_windows() == (len(ends), oldest), (stamps, m.watermark)
