@@ -17,6 +17,7 @@ from runtime.observe.stats import InstanceStats
 from runtime.processes.client import RunningTopology, TopologyDead
 
 from .groupings import Grouping, stable_hash
+from .model.windowing import Duration, Window
 from .trident import (
     BatchLogSpout,
     CombinerAggregator,
@@ -28,6 +29,7 @@ from .trident import (
     SQLiteMap,
     Sum,
 )
+from .windows import WindowedBolt
 
 __all__ = [
     "BasicBolt",
@@ -38,6 +40,7 @@ __all__ = [
     "Context",
     "Count",
     "Declarer",
+    "Duration",
     "FailedException",
     "Grouping",
     "InstanceStats",
@@ -54,6 +57,8 @@ __all__ = [
     "TopologyDead",
     "TopologyError",
     "Tuple",
+    "Window",
+    "WindowedBolt",
     "set_picture_maker",
     "stable_hash",
 ]

@@ -35,6 +35,7 @@ from typing import Any
 from runtime import Bolt, Declarer, Spout, Topology, TopologyError
 from runtime import options as c
 
+from . import _dsl_window
 from ._dsl import ComponentLine, Input, Line, Option, Token, did_you_mean, parse_cell
 
 CONTAINERS = "containers"  # a submit setting, not a topology option
@@ -95,6 +96,7 @@ def _declare(topo: Topology, comp: ComponentLine, namespace: Mapping[str, Any]) 
     impl = _component_impl(comp, namespace)
     config = {_option_key(comp.line, o, topology=False): _option_value(comp.line, o)
               for o in comp.options}
+    _dsl_window.gather_window(comp.line, comp.options, config)  # window=20s slide=10s ...
     if _is(impl, Spout):
         if comp.arrow:
             raise comp.line.error(f"`{comp.id.text}` is a spout ({_name(impl)}); only bolts "
@@ -198,7 +200,7 @@ def _custom_grouping(line: Line, token: Token, namespace: Mapping[str, Any]) -> 
 # -- options -----------------------------------------------------------------------------------
 def _option_key(line: Line, opt: Option, *, topology: bool) -> str:
     key = ALIASES.get(opt.key.text, opt.key.text)
-    known = set(c.DEFAULTS) | {CONTAINERS} if topology else set(c.COMPONENT_KEYS)
+    known = set(c.DEFAULTS) | {CONTAINERS} if topology else c.COMPONENT_KEYS | _dsl_window.KEYS
     if key in known:
         return key
     if not topology and (key in c.DEFAULTS or key == CONTAINERS):
@@ -213,6 +215,8 @@ def _option_key(line: Line, opt: Option, *, topology: bool) -> str:
 def _option_value(line: Line, opt: Option) -> Any:
     key = ALIASES.get(opt.key.text, opt.key.text)
     text = opt.value.text
+    if key in _dsl_window.LENGTHS:
+        return _dsl_window.length_value(line, opt)
     try:
         value = ast.literal_eval(text)
     except (ValueError, SyntaxError):

@@ -61,7 +61,7 @@ from .bolt_side import BoltSide
 from .errors import UserCodeError, call_user
 from .runs import Runs
 from .spout_side import SpoutSide
-from .stats import TaskCounts, streams_report, user_report, watched_report
+from .stats import TaskCounts, streams_report, user_report, watched_report, window_report
 from .taps import StreamWatch
 from .wiring import Collector, Send, build_streams, task_context
 
@@ -282,7 +282,7 @@ class Executor:
                 **counts.report(), **watched_report(self.streams),
                 **counts.latency_report(tracker.latency if tracker is not None else None),
                 **(tracker.report() if tracker is not None else {}),
-                **user_report(self.user_metrics)}
+                **user_report(self.user_metrics), **window_report(self.user)}
 
     def statistics(self) -> InstanceStats:
         return InstanceStats.from_record({**self.report(), "state": "running"})

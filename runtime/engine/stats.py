@@ -99,3 +99,9 @@ def user_report(metrics: UserMetrics) -> dict:
     """The user's metrics (``context.register_metric``), only once one is registered:
     a task without any reports no extra key."""
     return {"user_metrics": metrics.report()} if metrics.metrics else {}
+def window_report(user: object) -> dict:
+    """A windowed bolt's windows, under ``window`` (docs/windows.md, "Seeing windows
+    live"); nothing for any other task. Asked of the user's object by name, since
+    ``runtime.windows`` is a floor above the engine."""
+    report = getattr(user, "window_report", None)
+    return {"window": report()} if callable(report) else {}

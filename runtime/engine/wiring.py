@@ -41,7 +41,8 @@ def task_context(plan: PhysicalPlan, spec: ComponentSpec, task: int, run_dir: st
     info = plan.task(task)
     return Context(plan.topology, info.component, task, info.index, spec.parallelism,
                    plan.component_tasks(), info.container, run_dir, dict(spec.streams),
-                   plan.task_containers(), metrics)
+                   plan.task_containers(), metrics=metrics,
+                   this_inputs=tuple((s.source, s.stream) for s in spec.inputs))
 
 
 def build_streams(plan: PhysicalPlan, specs: Mapping[str, ComponentSpec], spec: ComponentSpec,

@@ -224,6 +224,9 @@ class Context:
     task_containers: Mapping[int, int] = field(default_factory=dict)
     # the task's user-metric registry (runtime.observe.user_metrics), given by the engine
     metrics: Any = field(default=None, compare=False, repr=False)
+    # the (component, stream) pairs this component subscribes to (a windowed bolt's
+    # watermark waits for each of them)
+    this_inputs: tuple[tuple[str, str], ...] = ()
 
     def get_component_tasks(self, component_id: str) -> tuple[int, ...]:
         """The task ids of a component, in task-index order (for ``emit_direct``)."""

@@ -36,6 +36,7 @@ RECORD_ROWS = "record_segment_rows"  # rows per recorded Parquet segment, at mos
 RECORD_SECONDS = "record_segment_seconds"  # seconds after which an open segment is written
 RECORD_DIR = "record_dir"  # a folder every container and the submitter share: recordings
 #                            go there, a folder per run (default: the run directory)
+WINDOW = "window"  # per component: a windowed bolt's Window (runtime/model/windowing.py)
 METRICS_ENABLED = "metrics"  # False: no latency histograms, CPU or RSS (bare counters)
 METRICS_PORT = "metrics_port"  # serve the metrics in Prometheus's text format on this
 #                                loopback port (0: a free one; None: not served)
@@ -63,7 +64,7 @@ DEFAULTS: dict[str, object] = {
 # Keys that may also be set per component (they override the topology-wide value there).
 COMPONENT_KEYS = frozenset({TICK_FREQ_SECS, MAX_SPOUT_PENDING, TUNE_INTERVAL, BATCH_SIZE,
                             FLUSH_INTERVAL, RECORD, RECORD_ROWS, RECORD_SECONDS,
-                            TARGET_LATENCY})
+                            TARGET_LATENCY, WINDOW})
 AUTO = "auto"  # max_spout_pending="auto": the tuner sets it, starting from AUTO_START
 AUTO_START = 1000
 

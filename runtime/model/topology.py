@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import copy
 import re
+import warnings
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -28,10 +29,20 @@ from runtime import groupings as g
 
 from . import hooks
 from .api import Bolt, Spout
-from .constants import COMPONENT_KEYS, DEFAULT_STREAM, RECORD, RESERVED_PREFIX, TICK_FREQ_SECS
+from .constants import (
+    COMPONENT_KEYS,
+    DEFAULT_STREAM,
+    DEFAULTS,
+    MESSAGE_TIMEOUT,
+    RECORD,
+    RESERVED_PREFIX,
+    TICK_FREQ_SECS,
+    WINDOW,
+)
 from .errors import TopologyError
 from .fields import FieldError, split_field
 from .suggest import did_you_mean
+from .windowing import declare_window, timeout_warning
 
 
 @dataclass(frozen=True)
@@ -152,10 +163,29 @@ class Topology:
         _check_parallelism(comp_id, parallelism)
         _check_config(comp_id, config)
         streams = declared_streams(comp_id, impl)
+        config = dict(config)
+        self._check_windowed(comp_id, kind, impl, streams, config)
         _check_recorded(comp_id, config, streams)
         self._components[comp_id] = ComponentSpec(comp_id, kind, impl, parallelism, streams,
                                                   config=dict(config))
         return Declarer(self, comp_id)
+
+    def _check_windowed(self, comp_id, kind, impl, streams, config) -> None:
+        """A ``window=`` goes with a WindowedBolt and the other way round (it adds the
+        late stream and the ticks: runtime/model/windowing.py)."""
+        window = config.get(WINDOW)
+        if window is None:
+            if callable(getattr(impl, "process_window", None)):
+                raise TopologyError(f"component {comp_id!r}: a WindowedBolt needs window=, "
+                                    "e.g. window=Window.tumbling(Count(10))")
+            return
+        if kind != "bolt":
+            raise TopologyError(f"component {comp_id!r}: only bolts take a window")
+        declare_window(comp_id, impl, window, streams, config)
+        timeout = self.config.get(MESSAGE_TIMEOUT, DEFAULTS[MESSAGE_TIMEOUT])
+        message = timeout_warning(comp_id, window, float(timeout))
+        if message:
+            warnings.warn(message, stacklevel=4)
 
     def _subscribe(self, comp_id: str, source: str, stream: str, grouping: g.Grouping) -> None:
         spec = self._components[comp_id]

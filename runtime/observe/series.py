@@ -26,6 +26,7 @@ from typing import Any
 
 from .metrics import merge, subtract
 from .metrics import summarise as summarise_buckets
+from .watermarks import combine_windows
 
 COUNTERS = ("emitted", "executed", "acked", "failed", "timed_out", "busy_seconds",
             "cpu_seconds", "held_seconds")
@@ -317,6 +318,8 @@ def summarise(counts: Mapping[str, float], span: float, latest: Mapping[str, Any
     out.update({g: latest.get(g) or 0 for g in GAUGES})
     if latest.get("kind") == "spout":
         out.update({g: latest.get(g) for g in SPOUT_GAUGES})
+    if latest.get("window") is not None:  # a windowed bolt: its latest windows
+        out["window"] = latest["window"]
     return out
 
 
@@ -342,6 +345,8 @@ def combine(instances: list[dict]) -> dict:
     for i in instances:
         merge(by_stream, i.get("stream_emitted_per_s") or {})
     out["stream_emitted_per_s"] = {name: round(n, 6) for name, n in sorted(by_stream.items())}
+    if any(i.get("window") for i in instances):
+        out["window"] = combine_windows(i.get("window") for i in instances)
     executed = out["executed"]
     out["execute_latency_ms"] = (round(out["busy_seconds"] / executed * 1000, 3)
                                  if executed else None)

@@ -60,6 +60,9 @@ class InstanceStats:
     # context.register_metric: {"counters": {name: n}, "gauges": {name: v}, "histograms":
     # {name: {bounds, counts, sum, count}}} (runtime/observe/user_metrics.py); None: none
     user_metrics: dict | None = None
+    # a windowed bolt (docs/windows.md): {watermark, oldest_window_start (ms or None),
+    # open_windows (or None), open_tuples, late_tuples, evaluated}; None for other tasks
+    window: dict | None = None
 
     @classmethod
     def from_record(cls, record: Mapping[str, Any]) -> InstanceStats:

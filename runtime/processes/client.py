@@ -95,7 +95,10 @@ class RunningTopology:
         its instances, except ``capacity`` (the busiest instance's) and the complete
         latency percentiles (the slowest instance's). ``series`` has one point per
         second (per minute for windows over 10 minutes, the last 3 hours at most),
-        ``t`` in wall-clock seconds.
+        ``t`` in wall-clock seconds. A windowed bolt's instances and component also
+        have ``window``: its latest watermark, open windows, held and late tuples
+        (docs/windows.md, "Seeing windows live"; a component's watermark is its slowest
+        task's).
         """
         _series.window_seconds(window)  # refuse an unknown window before asking
         answer = self._ask(wire.AskMetrics, window=window)

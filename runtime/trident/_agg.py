@@ -23,6 +23,8 @@ from collections import OrderedDict
 from dataclasses import dataclass, field
 from typing import Any
 
+from runtime.model.windowing import Count as _Counted
+
 from ._state import TxValue
 
 STALE_ATTEMPTS = 64  # attempt ids remembered as over, so their late tuples are ignored
@@ -55,8 +57,9 @@ class ReducerAggregator:
         raise NotImplementedError(f"{type(self).__name__} must define reduce(value, tup)")
 
 
-class Count(CombinerAggregator):
-    """How many tuples each key had.
+class Count(CombinerAggregator, _Counted):
+    """How many tuples each key had. ``Count(n)`` is also a window's length or slide in
+    tuples (``runtime.model.windowing.Count``), so ``runtime.Count`` serves both.
 
     >>> c = Count(); c.combine(c.init(None), c.zero())
     1
@@ -71,8 +74,7 @@ class Count(CombinerAggregator):
     def zero(self) -> int:
         return 0
 
-    def __repr__(self) -> str:
-        return "Count()"
+    __repr__ = _Counted.__repr__
 
 
 class Sum(CombinerAggregator):

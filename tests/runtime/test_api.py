@@ -33,7 +33,8 @@ def test_every_public_class_and_function_is_in_all():
 # Every public module (docs/architecture.md): its __all__ is the curated list of names.
 PUBLIC_MODULES = ["runtime", "runtime.testing", "runtime.tuning", "runtime.options",
                   "runtime.acking", "runtime.sources", "runtime.trident", "runtime.recording",
-                  "runtime.wire", "runtime.groupings", "workbench", "kernel_ext"]
+                  "runtime.wire", "runtime.groupings", "runtime.windows", "workbench",
+                  "kernel_ext"]
 # Names a public module defines without exporting them, on purpose.
 NOT_EXPORTED = {
     "runtime.testing": {"START_ATTEMPTS", "log"},  # the twin's own limit; a logger
@@ -78,6 +79,12 @@ def test_the_guard_sees_a_defined_name_left_out():
 
 def test_the_issues_names_are_exported():
     assert {"Topology", "Spout", "Bolt", "BasicBolt", "Tuple", "Context"} <= set(runtime.__all__)
+
+
+def test_issue_21s_window_names_are_exported():
+    assert {"WindowedBolt", "Window", "Count", "Duration"} <= set(runtime.__all__)
+    # one Count serves Trident (Count()) and windows (Count(n))
+    assert runtime.Count().zero() == 0 and runtime.Count(3).n == 3
     assert issubclass(BasicBolt, Bolt)
 
 

@@ -11,7 +11,14 @@ import workbench
 from runtime import Bolt, Spout, TopologyError
 from runtime.groupings import Grouping
 from runtime.testing import Doubler, ListSink, ListSpout
-from workbench import ParsedTopology, TopologySyntaxError, _dsl, _dsl_build, parse_topology
+from workbench import (
+    ParsedTopology,
+    TopologySyntaxError,
+    _dsl,
+    _dsl_build,
+    _dsl_window,
+    parse_topology,
+)
 
 
 class RandomSentence(Spout):
@@ -326,7 +333,7 @@ def test_public_api_is_curated():
     assert {"parse_topology", "ParsedTopology", "TopologySyntaxError"} <= set(workbench.__all__)
 
 
-@pytest.mark.parametrize("module", [workbench, _dsl, _dsl_build])
+@pytest.mark.parametrize("module", [workbench, _dsl, _dsl_build, _dsl_window])
 def test_docstring_examples_run(module):
     result = doctest.testmod(module, optionflags=doctest.ELLIPSIS | doctest.NORMALIZE_WHITESPACE)
     assert result.failed == 0 and result.attempted > 0
@@ -341,3 +348,47 @@ def test_record_option_takes_one_stream_or_a_quoted_list():
     with pytest.raises(TopologySyntaxError, match="cannot record stream 'defualt' "
                                                   r"\(did you mean 'default'\?\)"):
         parse_topology("demo", "src: nums record=defualt\nsink: ListSink <- src", ns)
+
+
+# -- windowed bolts (issue 21) -------------------------------------------------------------------
+class Average(runtime.WindowedBolt):
+    outputs = ["avg"]
+
+    def process_window(self, window):
+        self.emit([len(window.tuples)])
+
+
+WINDOW_NS = {"events": ListSpout([[1, 0, "k"]], fields=["v", "ts", "key"]),
+             "Average": Average, "ListSink": ListSink}
+
+
+def window_of(line: str) -> runtime.Window:
+    parsed = parse_topology("w", f"ev: events\n{line}", WINDOW_NS)
+    return parsed.topology.components["avg"].config["window"]
+
+
+def test_window_options_build_the_window_the_api_would():
+    from runtime import Count, Duration, Window
+
+    got = window_of("avg: Average * 2 <- ev fields(key) window=20s slide=10s "
+                    "timestamp_field=ts lag=5s watermark_interval=500ms late_stream=late")
+    assert got == Window.sliding(Duration(20), Duration(10), timestamp_field="ts",
+                                 lag=Duration(5), watermark_interval=Duration(0.5),
+                                 late_stream="late")
+    assert window_of("avg: Average <- ev window=100") == Window.tumbling(Count(100))
+    assert window_of("avg: Average <- ev window=2m slide=10") == Window.sliding(
+        Duration(120), Count(10))
+
+
+@pytest.mark.parametrize("line, problem, word", [
+    ("avg: Average <- ev window=20x", "must be a length", "20x"),
+    ("avg: Average <- ev window=1.5", "count of tuples is an integer", "1.5"),
+    ("avg: Average <- ev slide=10s", "needs `window=LENGTH`", "slide"),
+    ("avg: Average <- ev window=10s late_stream=late", "needs a timestamp_field", "window"),
+    ("avg: Average <- ev", "needs window=", "avg"),
+])
+def test_window_mistakes_point_at_the_word(line, problem, word):
+    with pytest.raises(TopologySyntaxError, match=problem) as info:
+        parse_topology("w", f"ev: events\n{line}", WINDOW_NS)
+    err = info.value
+    assert err.lineno == 3 and err.line[err.col:].startswith(word)

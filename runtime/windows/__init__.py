@@ -1,0 +1,14 @@
+"""Windowed bolts: Storm's count and time windows, tumbling and sliding, in processing
+time or event time with watermarks and late tuples (docs/windows.md).
+
+:class:`WindowedBolt` is the user's base class; the pure window logic is
+:class:`WindowManager` (``_manager.py``), which the bolt drives from ``process`` and its
+ticks. The window itself is declared with ``Window`` (``runtime/model/windowing.py``).
+"""
+
+from runtime.model.windowing import Count, Duration, Window
+
+from ._bolt import WindowedBolt
+from ._manager import WindowManager, WindowView
+
+__all__ = ["Count", "Duration", "Window", "WindowManager", "WindowView", "WindowedBolt"]
