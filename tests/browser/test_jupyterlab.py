@@ -219,6 +219,7 @@ def restart_kernel(page) -> None:
     page.locator(".jp-Dialog-button.jp-mod-accept").click()
 
 
+@pytest.mark.timeout(300)  # a kernel restart: two kernels, one after the other
 def test_a_learner_can_read_the_dashboard(lab, page, tupleflow_processes):
     """Issue 18: fits at 950 and 1400 px, header in view, an opened traceback stays open,
     the killed picture keeps its last counts, and after a kernel restart it says ended."""
