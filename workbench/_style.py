@@ -9,7 +9,10 @@ controls) sticks to the top of the output. Tab titles and control labels are nev
 ``workbench._panels.status_html``), and at once when the widget has no kernel behind it:
 ipywidgets marks the view of a model without a live comm ``jupyter-widgets-disconnected``,
 which is what a notebook reopened from its saved widget state shows (a new kernel knows
-nothing of the old models), and what a kernel restart leaves.
+nothing of the old models), and what a kernel restart leaves. ipywidgets then puts a
+broken-link icon before every such view: the dashboard keeps only its own (its parts'
+would be a dozen icons, and the status line already says "ended"), and its controls are
+greyed out, since no kernel would act on them.
 """
 
 from __future__ import annotations
@@ -37,6 +40,8 @@ CSS = """
 .jupyter-widgets-disconnected .tf-ended {animation: none; max-width: 100em; visibility: visible}
 .jupyter-widgets-disconnected .tf-live {animation: none; max-width: 0; visibility: hidden}
 .jupyter-widgets-disconnected .tf-fades {animation: none; opacity: 0.45}
+.tupleflow-dashboard .jupyter-widgets-disconnected::before {content: none; display: none}
+.tupleflow-controls.jupyter-widgets-disconnected {opacity: 0.45; pointer-events: none}
 .tf-verdict {margin: 2px 0; white-space: normal}
 .tf-level {color: #fff; border-radius: 3px; padding: 0 6px; font-weight: bold}
 .tupleflow-graph svg, .tupleflow-snapshot svg {max-width: 100%; height: auto}
