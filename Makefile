@@ -24,6 +24,7 @@ help:
 	@echo "make lint    ruff check, and lint-imports (the import contracts in pyproject.toml)"
 	@echo "make bench   python benchmarks/wordcount.py"
 	@echo "make lab     JupyterLab on 127.0.0.1, opening tutorials/ (%load_ext kernel_ext works)"
+	@echo "make tutorials  run every tutorial; HTML copies with outputs in build/tutorials/"
 	@echo "make clean   remove .venv, caches and run directories"
 
 # --- the virtual environment -------------------------------------------------------------------
@@ -91,6 +92,22 @@ lab: $(VENV)/.stamp-test
 	  > $(LAB_SETTINGS)/overrides.json
 	$(PY) -m jupyterlab --ServerApp.ip=127.0.0.1 --ServerApp.root_dir=tutorials \
 	  $$([ "$$(id -u)" = 0 ] && echo --allow-root)
+
+# --- tutorials as HTML (issue 24) ---------------------------------------------------------------
+# Every tutorial executed in a fresh kernel (cwd tutorials/, this checkout first on the kernel's
+# path, as tests/tutorials runs them), then written with its outputs (charts, graphs, the
+# dashboards' static last pictures) as build/tutorials/NN-name.html, readable without running
+# anything. The .ipynb files in git stay output-free (a test checks it). A tutorial whose
+# lesson does not hold raises, and the target fails.
+.PHONY: tutorials
+TUTORIAL_CELL_TIMEOUT := 300
+tutorials: $(VENV)/.stamp-test
+	@mkdir -p build/tutorials
+	PYTHONPATH=$(CURDIR)$${PYTHONPATH:+:$$PYTHONPATH} $(PY) -m nbconvert --to html --execute \
+	  --ExecutePreprocessor.kernel_name=python3 \
+	  --ExecutePreprocessor.timeout=$(TUTORIAL_CELL_TIMEOUT) \
+	  --output-dir build/tutorials tutorials/[0-9][0-9]-*.ipynb
+	@echo "tutorials with their outputs: build/tutorials/*.html"
 
 clean:
 	rm -rf $(VENV) .pytest_cache .ruff_cache .hypothesis .tupleflow artifacts build dist *.egg-info

@@ -6,7 +6,13 @@ Why each rule: the dashboard must fit the notebook's width (950 px in JupyterLab
 row and component column frozen (``position: sticky``). The header (status, verdict,
 controls) sticks to the top of the output. Tab titles and control labels are never cut.
 ``.tf-states`` swaps a live state for "ended" when no refresh came for a while (see
-``workbench._panels.status_html``).
+``workbench._panels.status_html``), and at once when the widget has no kernel behind it:
+ipywidgets marks the view of a model without a live comm ``jupyter-widgets-disconnected``,
+which is what a notebook reopened from its saved widget state shows (a new kernel knows
+nothing of the old models), and what a kernel restart leaves. ipywidgets then puts a
+broken-link icon before every such view: the dashboard keeps only its own (its parts'
+would be a dozen icons, and the status line already says "ended"), and its controls are
+greyed out, since no kernel would act on them.
 """
 
 from __future__ import annotations
@@ -31,6 +37,11 @@ CSS = """
 @keyframes tf-live {to {max-width: 0; visibility: hidden}}
 .tf-fades {animation: tf-fades 0s linear var(--tf-stale, 5s) forwards}
 @keyframes tf-fades {to {opacity: 0.45}}
+.jupyter-widgets-disconnected .tf-ended {animation: none; max-width: 100em; visibility: visible}
+.jupyter-widgets-disconnected .tf-live {animation: none; max-width: 0; visibility: hidden}
+.jupyter-widgets-disconnected .tf-fades {animation: none; opacity: 0.45}
+.tupleflow-dashboard .jupyter-widgets-disconnected::before {content: none; display: none}
+.tupleflow-controls.jupyter-widgets-disconnected {opacity: 0.45; pointer-events: none}
 .tf-verdict {margin: 2px 0; white-space: normal}
 .tf-level {color: #fff; border-radius: 3px; padding: 0 6px; font-weight: bold}
 .tupleflow-graph svg, .tupleflow-snapshot svg {max-width: 100%; height: auto}

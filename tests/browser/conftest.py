@@ -40,10 +40,13 @@ MARK_ENV = "TUPLEFLOW_LAB_MARK"
 FAILURE_SHOT = REPO / "artifacts" / "browser" / "failure.png"  # the page when a test failed
 START_TIMEOUT = 60.0  # a loaded 2-core machine can take a while to import JupyterLab
 STOP_TIMEOUT = 20.0
-# JupyterLab settings that keep pop-ups (news, update checks) off the page under test.
-QUIET_SETTINGS = {
+# JupyterLab settings: pop-ups (news, update checks) kept off the page under test, and the
+# widgets' state saved with the notebook, as `make lab` sets it (a reopened notebook shows
+# its dashboard's last picture).
+LAB_SETTINGS = {
     "@jupyterlab/apputils-extension/notification.jupyterlab-settings":
         {"fetchNews": "false", "checkForUpdates": False},
+    "@jupyter-widgets/jupyterlab-manager/plugin.jupyterlab-settings": {"saveState": True},
 }
 
 
@@ -96,7 +99,7 @@ class LabServer:
         for path in dirs.values():
             path.mkdir()
         settings = dirs["config"] / "lab" / "user-settings"
-        for name, values in QUIET_SETTINGS.items():
+        for name, values in LAB_SETTINGS.items():
             (settings / name).parent.mkdir(parents=True, exist_ok=True)
             (settings / name).write_text(json.dumps(values))
         env = {key: value for key, value in os.environ.items() if not key.startswith("JUPYTER")}

@@ -9,6 +9,7 @@ The dashboard's DOM contract (workbench's Dashboard, shown by ``%topology submit
 
 from __future__ import annotations
 
+import re
 import urllib.error
 from pathlib import Path
 
@@ -218,6 +219,7 @@ def restart_kernel(page) -> None:
     page.locator(".jp-Dialog-button.jp-mod-accept").click()
 
 
+@pytest.mark.timeout(300)  # a kernel restart: two kernels, one after the other
 def test_a_learner_can_read_the_dashboard(lab, page, tupleflow_processes):
     """Issue 18: fits at 950 and 1400 px, header in view, an opened traceback stays open,
     the killed picture keeps its last counts, and after a kernel restart it says ended."""
@@ -263,5 +265,68 @@ def test_a_learner_can_read_the_dashboard(lab, page, tupleflow_processes):
     status.scroll_into_view_if_needed()
     page.screenshot(path=str(SHOTS / "after-restart.png"))
     wait_for(lambda: not tupleflow_processes(), 30, "the restarted kernel's topologies to exit")
+    leftovers = lab.stop()
+    assert not leftovers, f"JupyterLab left processes behind: {leftovers}"
+
+
+# Freezes the status line's 5-s "no refresh → ended" animation from the page's first
+# moment, so that only the view's own knowledge that no kernel stands behind it can make a
+# reopened dashboard say "ended" (and a slow machine cannot pass the test by the clock).
+FREEZE_STALE_CLOCK = """document.addEventListener('DOMContentLoaded', () => {
+    const style = document.createElement('style');
+    style.textContent = '.tf-live, .tf-ended, .tf-fades {animation-play-state: paused !important}';
+    document.head.appendChild(style);
+});"""
+WIDGET_STATE = "application/vnd.jupyter.widget-state+json"
+EMITTED_CELL = re.compile(r'<td data-key="emitted" data-value="(\d+)"')
+
+
+def saved_running(path: Path) -> bool:
+    """Whether the notebook on disk holds its dashboard's widget state, saved while the
+    topology ran and counted (a status widget saying running, an emitted count above 0).
+    A file the server is still writing is "not yet"."""
+    try:
+        notebook = nbformat.read(path, as_version=4)
+    except (OSError, ValueError):  # nbformat's NotJSONError is a ValueError
+        return False
+    models = notebook.metadata.get("widgets", {}).get(WIDGET_STATE, {}).get("state", {})
+    values = [str(m.get("state", {}).get("value", "")) for m in models.values()]
+    counts = [int(n) for v in values for n in EMITTED_CELL.findall(v)]
+    return any("demo</b>: " in v and ">running<" in v for v in values) and sum(counts) > 0
+
+
+def shut_down_sessions(lab) -> None:
+    """Close every notebook session through the server's API: its kernel exits, as when
+    the server is stopped for the night."""
+    for session in lab.api("GET", "/api/sessions"):
+        lab.api("DELETE", f"/api/sessions/{session['id']}")
+
+
+@pytest.mark.timeout(300)  # two kernels start, one after the other, on a loaded machine
+def test_a_reopened_notebook_says_ended_at_once(lab, page, tupleflow_processes):
+    """Issue 18: a notebook saved while its dashboard ran, reopened later with a new kernel,
+    shows "ended" and the counts it saved from its first picture, never "running"."""
+    SHOTS.mkdir(parents=True, exist_ok=True)
+    path = write_notebook(lab.root)
+    open_notebook(page, lab)
+    run_all_cells(page)
+    page.wait_for_function(STATE_IS, arg=[STATUS, "demo", "running"], timeout=KERNEL_WORK)
+    wait_for_counts_to_grow(page)
+    page.locator(".lm-MenuBar-item", has_text="File").first.click()
+    page.locator(".lm-Menu-itemLabel").get_by_text("Save Notebook", exact=True).click()
+    wait_for(lambda: saved_running(path), KERNEL_WORK / 1000,
+             "the notebook to be saved with the running dashboard's widget state")
+
+    shut_down_sessions(lab)
+    wait_for(lambda: not tupleflow_processes(), 30, "the closed kernel's topologies to exit")
+    page.add_init_script(FREEZE_STALE_CLOCK)
+    open_notebook(page, lab)  # a new page load: a new session, a new kernel
+    status = page.locator(STATUS).first
+    status.wait_for(timeout=KERNEL_WORK)  # drawn from the notebook's saved widget state
+    said = status.inner_text()
+    assert "ended" in said and "running" not in said, said
+    wait_for_emitted(page, 0, REFRESH)  # the numbers it saved, not zeros
+    status.scroll_into_view_if_needed()
+    page.screenshot(path=str(SHOTS / "reopened.png"))
     leftovers = lab.stop()
     assert not leftovers, f"JupyterLab left processes behind: {leftovers}"
