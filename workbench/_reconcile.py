@@ -25,7 +25,6 @@ import sqlite3
 from dataclasses import dataclass
 from typing import Any
 
-from runtime.model.api import Tuple, TupleSource
 from runtime.trident import (
     BATCH_FIELD,
     CombinerAggregator,
@@ -160,13 +159,30 @@ def _fold(values, agg: Aggregation):
     them (a combiner: ``combine(zero, init(t1) + ...)``; a reducer from ``init()``, in
     the order the source holds them)."""
     idx = [agg.spout.fields.index(f) for f in agg.group_by]
-    source = TupleSource.of(agg.source, 0, "default", [*agg.spout.fields, BATCH_FIELD])
+    fields = (*agg.spout.fields, BATCH_FIELD)
+    index = {f: i for i, f in enumerate(fields)}
     aggregator = agg.aggregator
-    keyed = values.map(lambda v: (_key(v, idx), Tuple([*v, None], source)))
+    keyed = values.map(lambda v: (_key(v, idx), BatchTuple([*v, None], fields, index)))
     if isinstance(aggregator, CombinerAggregator):
         partial = keyed.mapValues(aggregator.init).reduceByKey(aggregator.combine)
         return partial.mapValues(lambda v: aggregator.combine(aggregator.zero(), v))
     return keyed.groupByKey().mapValues(lambda tuples: _reduce(aggregator, tuples))
+
+
+class BatchTuple:
+    """A tuple as the aggregator sees it in the stream: ``values`` (the spout's fields and
+    the batch field, None here), read by field name or position."""
+
+    __slots__ = ("values", "fields", "_index")
+
+    def __init__(self, values: list, fields: tuple[str, ...], index: dict[str, int]) -> None:
+        self.values, self.fields, self._index = values, fields, index
+
+    def __getitem__(self, key: str | int) -> Any:
+        return self.values[self._index[key] if isinstance(key, str) else key]
+
+    def __len__(self) -> int:
+        return len(self.values)
 
 
 def _key(values: list, idx: list[int]) -> tuple:

@@ -134,7 +134,7 @@ class SpoutTracker:
             return None  # the first reading only sets the baseline
         self.tuner_action = self.tuner.auto_tune(progress - last)
         self.tuner_turns += 1
-        self.tuner_turn = _turn_record(self.tuner.last_turn, progress)
+        self.tuner_turn = _turn_record(self.tuner.last_turn, progress, self.in_flight)
         self._set(None)
         return self.tuner_action
 
@@ -282,11 +282,13 @@ class SpoutTracker:
                 "latency_bounded": self.bounded}
 
 
-def _turn_record(turn, total: int) -> dict:
+def _turn_record(turn, total: int, in_flight: int) -> dict:
     """A tuner turn as plain data for the reports: the progress of the period just ended
     and of the one before, the similarity test (``similar``, its ``band``), the action,
     the ``move`` (a restore is a no_change that lowers the value), the value before and
-    after, and the spout's ``total`` progress so far (what a what-if replay reads)."""
+    after, the spout's ``total`` progress so far (what a what-if replay reads) and the
+    roots ``in_flight`` at the turn."""
     return {"progress": turn.progress, "previous": turn.previous, "similar": turn.similar,
             "band": turn.band, "action": turn.action, "move": turn.move,
-            "before": turn.before, "after": turn.after, "total": total}
+            "before": turn.before, "after": turn.after, "total": total,
+            "in_flight": in_flight}
