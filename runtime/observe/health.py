@@ -18,6 +18,8 @@ from typing import Any
 
 STORM_ON = 0.8  # fraction of message_timeout at which a spout is warned about replays
 STORM_OFF = 0.6  # fraction it must fall below before a new warning may be recorded
+RATE_SECONDS = 1.0  # a spout's ack rate is known once it has been watched this long: the
+# first reports come before the first acks, and a rate over them would be near 0
 
 
 def seconds(value: Any) -> float | None:
@@ -48,12 +50,12 @@ def hung(heard: Mapping[int, float], now: float, timeout: float) -> dict[int, fl
 
 def ack_rate(base: tuple[float, int] | None, now: float, acked: Any) -> float | None:
     """A spout task's acks per second since ``base`` = (time, acked then), its first
-    report; None until time has passed, or for a count that is no number.
+    report; None until :data:`RATE_SECONDS` have passed, or for a count that is no number.
 
-    >>> ack_rate((10.0, 0), 14.0, 8000), ack_rate(None, 14.0, 8000), ack_rate((10.0, 5), 10.0, 5)
+    >>> ack_rate((10.0, 0), 14.0, 8000), ack_rate(None, 14.0, 8000), ack_rate((10.0, 5), 10.9, 5)
     (2000.0, None, None)
     """
-    if base is None or not isinstance(acked, int) or now <= base[0]:
+    if base is None or not isinstance(acked, int) or now - base[0] < RATE_SECONDS:
         return None
     return (acked - base[1]) / (now - base[0])
 

@@ -78,6 +78,8 @@ def test_the_threshold_is_reached_at_exactly_80_percent():
 def test_the_ack_rate_is_counted_from_the_first_report():
     assert ack_rate((100.0, 250), 104.0, 8250) == 2000.0
     assert ack_rate((100.0, 250), 100.0, 250) is None  # no time has passed
+    assert ack_rate((100.0, 0), 100.5, 3) is None  # too soon: the first acks are on their way
+    assert ack_rate((100.0, 0), 101.0, 3) == 3.0
     assert ack_rate(None, 104.0, 8250) is None
     assert ack_rate((100.0, 0), 104.0, None) is None
 
