@@ -271,6 +271,22 @@ def test_each_tuner_turn_is_an_event_with_its_action_and_new_value(master):
         ("no_change", 125, 3, a, "numbers"), ("decrease", 74, 4, a, "numbers")]
 
 
+def test_a_tuner_event_carries_the_turn_as_data(master):
+    a = master.component_tasks["numbers"][0]
+    start(master, a)
+    turn = {"progress": 1040, "previous": 1000, "similar": True, "band": 50.0,
+            "action": "no_change", "move": "restore", "before": 125, "after": 100,
+            "total": 7040, "in_flight": 90}
+    report(master, a, tuner_turns=2, tuner_action="no_change", max_spout_pending=100,
+           tuner_turn=turn)
+    (event,) = events(master, "tuner")
+    assert {k: event[k] for k in turn} == turn and event["turns"] == 2
+    # a latency-bound change is no auto-tuner turn: the old turn's data stays out of it
+    report(master, a, tuner_turns=3, tuner_action="latency_bound", max_spout_pending=40,
+           tuner_turn=turn)
+    assert "progress" not in events(master, "tuner")[-1]
+
+
 def test_a_restarted_spouts_tuner_counts_afresh(master):
     a = master.component_tasks["numbers"][0]
     start(master, a)
