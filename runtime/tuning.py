@@ -10,6 +10,9 @@ from .acking._tuner import (
     STEP_UP,
     MaxSpoutPendingTuner,
     TunerStatistics,
+    TunerTurn,
+    replay,
 )
 
-__all__ = ["MIN_STEP_DOWN", "MaxSpoutPendingTuner", "NO_CHANGE_LIMIT", "STEP_UP", "TunerStatistics"]
+__all__ = ["MIN_STEP_DOWN", "MaxSpoutPendingTuner", "NO_CHANGE_LIMIT", "STEP_UP", "TunerStatistics",
+           "TunerTurn", "replay"]

@@ -1,6 +1,7 @@
 """What a person looks at: the ``%%topology`` cell grammar, a picture of a topology's
 graph, the live :class:`Dashboard` of a running one, and ``spark_session()``, the session
-the Spark bridge uses (``running.to_spark(...)``; docs/spark.md). Importing this package
+the Spark bridge uses (``running.to_spark(...)``; docs/spark.md), and ``reconcile``: a
+persistent aggregation's state against the same definition run by Spark. Importing this package
 imports neither IPython, ipywidgets nor pyspark: each is imported when first used.
 
 >>> from runtime.testing import ListSpout, ListSink
@@ -35,7 +36,9 @@ __all__ = [
     "TopologySyntaxError",
     "TopologyView",
     "TupleTable",
+    "batch_aggregate",
     "parse_topology",
+    "reconcile",
     "sample_tap",
     "spark_session",
     "tap_why_empty",
@@ -46,12 +49,16 @@ __all__ = [
 
 
 def __getattr__(name: str) -> Any:
-    """``Dashboard`` lives with ipywidgets and ``spark_session`` with pyspark: import each
-    only when someone asks for it."""
+    """``Dashboard`` lives with ipywidgets, ``spark_session`` and ``reconcile`` with
+    pyspark: import each only when someone asks for it."""
     if name == "Dashboard":
         from ._dashboard import Dashboard
 
         return Dashboard
+    if name in ("reconcile", "batch_aggregate"):
+        from . import _reconcile
+
+        return getattr(_reconcile, name)
     if name == "spark_session":
         from runtime.recording import spark_session
 

@@ -32,11 +32,13 @@ from typing import Any
 import ipywidgets as widgets
 
 from runtime.options import DEFAULTS, MESSAGE_TIMEOUT, STATS_INTERVAL, check_max_spout_pending
+from runtime.tuning import replay
 
 from . import _panels, _tap
 from ._history import History
 from ._parts import Parts
 
+WHAT_IF = {"similarity": 0.2}  # the tuner tab's default what-if: a wider similarity band
 SLOW_EVERY = 5  # ticks between two asks for events and exceptions (they only grow)
 TAP_ROWS = 20
 NO_TAP = "(no tap)"
@@ -166,6 +168,8 @@ class Dashboard(widgets.VBox):
         self.topology = topology if topology is not None else _components_only(running)
         self.graph = getattr(self.topology, "topology", self.topology).graph
         self.history = History()
+        # settings of runtime.tuning.replay for the tuner tab's "what auto would have done"
+        self.what_if: dict = dict(WHAT_IF)
         self.snapshot: dict = {"name": running.name, "state": "starting",
                                "interval": self.interval}
         self.last_live: dict | None = None  # the last snapshot with real numbers in it
@@ -248,7 +252,16 @@ class Dashboard(widgets.VBox):
         return ("out", *tap) if tap is not None and len(tap) == 2 else tap
 
     def _draw(self, snap: dict) -> None:
-        self._parts.draw({**snap, "history": self.history}, self.topology, self.history)
+        self._parts.draw({**snap, "history": self.history, "what_if": self.what_if},
+                         self.topology, self.history)
+
+    def set_what_if(self, **settings: Any) -> None:
+        """The settings (``similarity``, ``step_up``, ``min_step_down``,
+        ``no_change_limit``, ``interval``...) the tuner tab replays this run's progress
+        with; ValueError for settings the tuner refuses."""
+        replay([(0, 0), (1, 1)], **settings)  # refuse now, not at every refresh
+        self.what_if = dict(settings)
+        self._draw(self.snapshot)
 
     def poke(self) -> None:
         """Refresh now rather than at the next tick (after a control was used)."""

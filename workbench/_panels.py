@@ -31,6 +31,7 @@ from . import _format, _lists
 from ._lists import TupleTable, events_html, exceptions_html, tap_html, tasks_html
 from ._sparkline import sparkline
 from ._style import style
+from ._tuner_tab import tuner_html
 from ._verdict import held_by, verdict
 from ._view import BACKPRESSURE, PALETTE, topology_svg
 
@@ -77,7 +78,8 @@ def render(snapshot: Mapping[str, Any], topology: Any = None) -> str:
         panels.append(("graph", graph_html(topology, snapshot)))
     panels += [("metrics", metrics_html(snapshot, order=graph_order(topology))),
                ("plan", plan_html(snapshot)),
-               ("pending", pending_html(snapshot)), ("tap", tap_html(snapshot.get("tap"))),
+               ("pending", pending_html(snapshot) + tuner_html(snapshot)),
+               ("tap", tap_html(snapshot.get("tap"))),
                ("exceptions", exceptions_html(snapshot)), ("events", events_html(snapshot))]
     body = "".join(f'<div class="tupleflow-{name}">{part}</div>' for name, part in panels)
     return f'<div class="tupleflow-snapshot">{body}</div>'

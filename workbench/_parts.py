@@ -20,6 +20,7 @@ import ipywidgets as widgets
 from . import _lists, _panels
 from ._style import style
 from ._windows_panel import windows_html
+from ._tuner_tab import tuner_html
 
 WINDOWS = ("1m", "10m", "1h", "all")  # what running.metrics(window) accepts, shortest first
 TABS = ("tasks", "tuple tap", "exceptions", "events", "physical plan", "max spout pending")
@@ -137,7 +138,7 @@ class Parts:
         self.tasks.value = (_lists.tasks_html(snap, self.component.value)
                             + windows_html(snap, self.component.value))
         self.plan.value = _panels.plan_html(snap)
-        self.pending.value = _panels.pending_html(snap)
+        self.pending.value = _panels.pending_html(snap) + tuner_html(snap)
         self.tap_table.value = _lists.tap_html(snap.get("tap"))
         self.exceptions.draw(snap)
         self.events.value = _lists.events_html(snap)

@@ -63,6 +63,7 @@ class SpoutTracker:
         self.tuner: MaxSpoutPendingTuner | None = None
         self.tuner_action: str | None = None
         self.tuner_turns = 0
+        self.tuner_turn: dict | None = None  # the tuner's last turn, as data (report())
         self._last_progress: int | None = None
         self.bound = LatencyBound(target_latency, 1, now) if target_latency else None
         self.bounded = False  # whether the bound applies to the limit now
@@ -134,6 +135,7 @@ class SpoutTracker:
             return None  # the first reading only sets the baseline
         self.tuner_action = self.tuner.auto_tune(progress - last)
         self.tuner_turns += 1
+        self.tuner_turn = _turn_record(self.tuner.last_turn, progress, self.in_flight)
         self._set(None)
         return self.tuner_action
 
@@ -277,4 +279,17 @@ class SpoutTracker:
         return {"pending": self.pending_seen, "max_spout_pending": self.limit,
                 "complete_latency_ms": self.latency.summary(), "timed_out": self.timed_out,
                 "stale_acks": self.stale, "tuner_action": self.tuner_action,
-                "tuner_turns": self.tuner_turns, "latency_bounded": self.bounded}
+                "tuner_turns": self.tuner_turns, "tuner_turn": self.tuner_turn,
+                "latency_bounded": self.bounded}
+
+
+def _turn_record(turn, total: int, in_flight: int) -> dict:
+    """A tuner turn as plain data for the reports: the progress of the period just ended
+    and of the one before, the similarity test (``similar``, its ``band``), the action,
+    the ``move`` (a restore is a no_change that lowers the value), the value before and
+    after, the spout's ``total`` progress so far (what a what-if replay reads) and the
+    roots ``in_flight`` at the turn."""
+    return {"progress": turn.progress, "previous": turn.previous, "similar": turn.similar,
+            "band": turn.band, "action": turn.action, "move": turn.move,
+            "before": turn.before, "after": turn.after, "total": total,
+            "in_flight": in_flight}

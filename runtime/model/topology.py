@@ -239,10 +239,14 @@ class Topology:
                config: Mapping[str, Any] | None = None, **options: Any):
         """Launch the topology and return a :class:`RunningTopology` handle.
 
-        Use it as a context manager: leaving the ``with`` block kills the topology.
+        Use it as a context manager: leaving the ``with`` block kills the topology. The
+        handle's ``topology`` is this object (what ``workbench.reconcile`` reads a
+        persistent aggregation's definition from).
         """
-        return hooks.call("submit", self, scheduler=scheduler, containers=containers,
-                          config={**(config or {}), **options})
+        running = hooks.call("submit", self, scheduler=scheduler, containers=containers,
+                             config={**(config or {}), **options})
+        running.topology = self
+        return running
 
     def _repr_svg_(self) -> str | None:
         """The logical graph as a picture in a notebook, the one ``%%topology`` draws (when

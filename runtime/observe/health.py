@@ -5,8 +5,9 @@ Each function takes the facts (last-heard times, a statistics record, the config
 records an event). Nothing here reads a clock, a socket or a process.
 
 - :func:`hung`: instances that stopped heart-beating (their ``stats`` reports), and
-- :func:`replay_ratio` and :func:`storming`: Storm's replay-storm trap, where
-  ``max_spout_pending × complete latency`` nears ``message_timeout``.
+- :func:`replay_ratio` and :func:`storming`: Storm's replay-storm trap, where the time
+  the last of ``max_spout_pending`` tuples waits (``max_spout_pending ÷ ack rate``, by
+  Little's law) nears ``message_timeout``.
 - :func:`tuner_turn`: a max-spout-pending tuner action, when a new one was reported.
 """
 
@@ -17,6 +18,8 @@ from typing import Any
 
 STORM_ON = 0.8  # fraction of message_timeout at which a spout is warned about replays
 STORM_OFF = 0.6  # fraction it must fall below before a new warning may be recorded
+RATE_SECONDS = 1.0  # a spout's ack rate is known once it has been watched this long: the
+# first reports come before the first acks, and a rate over them would be near 0
 
 
 def seconds(value: Any) -> float | None:
@@ -45,27 +48,55 @@ def hung(heard: Mapping[int, float], now: float, timeout: float) -> dict[int, fl
     return dict(sorted(silent.items(), key=lambda item: -item[1]))
 
 
-def replay_ratio(record: Mapping[str, Any], message_timeout: float | None) -> float | None:
-    """``max_spout_pending × p99 complete latency`` as a fraction of ``message_timeout``,
-    from a spout's statistics record; None when any of them is unknown.
+def ack_rate(base: tuple[float, int] | None, now: float, acked: Any) -> float | None:
+    """A spout task's acks per second since ``base`` = (time, acked then), its first
+    report; None until :data:`RATE_SECONDS` have passed, or for a count that is no number.
 
-    >>> replay_ratio({"max_spout_pending": 1000,
-    ...               "complete_latency_ms": {"p50": 9, "p99": 25, "count": 500}}, 30.0)
-    0.8333333333333334
-    >>> replay_ratio({"max_spout_pending": None, "complete_latency_ms": None}, 30.0) is None
+    >>> ack_rate((10.0, 0), 14.0, 8000), ack_rate(None, 14.0, 8000), ack_rate((10.0, 5), 10.9, 5)
+    (2000.0, None, None)
+    """
+    if base is None or not isinstance(acked, int) or now - base[0] < RATE_SECONDS:
+        return None
+    return (acked - base[1]) / (now - base[0])
+
+
+def queue_wait(record: Mapping[str, Any], rate: float | None) -> float | None:
+    """How long the last of ``max_spout_pending`` tuples in flight waits to complete, in
+    seconds, at the spout's ack ``rate``: Little's law, ``in flight = rate × latency``,
+    read at the cap. None when the limit or a positive rate is unknown, or the limit
+    follows the latency already (the latency bound, acking/_bound.py).
+
+    The complete latency is no input: it already *is* ``in flight / rate``, so the old
+    product ``max_spout_pending × complete latency`` counted the queue twice (tuples ×
+    seconds, not seconds) and gave 27,375 s for a queue that took 25 s to drain.
+
+    >>> queue_wait({"max_spout_pending": 50_000}, 2000.0)
+    25.0
+    >>> queue_wait({"max_spout_pending": 50_000}, 0.0) is None
     True
     """
-    pending, latency = record.get("max_spout_pending"), record.get("complete_latency_ms")
-    if record.get("latency_bounded"):  # the limit follows the latency (acking/_bound.py)
+    pending = record.get("max_spout_pending")
+    if record.get("latency_bounded") or not isinstance(pending, int):
         return None
-    if not isinstance(pending, int) or not isinstance(latency, Mapping):
+    if not isinstance(rate, int | float) or not rate > 0:
         return None
-    p99 = latency.get("p99")
-    if not isinstance(p99, int | float) or latency.get("count", 1) == 0:
-        return None  # no spout tuple completed yet
-    if seconds(message_timeout) is None:
+    return pending / rate
+
+
+def replay_ratio(record: Mapping[str, Any], message_timeout: float | None,
+                 rate: float | None) -> float | None:
+    """:func:`queue_wait` as a fraction of ``message_timeout``; None when either is
+    unknown.
+
+    >>> replay_ratio({"max_spout_pending": 1000}, 30.0, 40.0)  # 25 s of 30 s
+    0.8333333333333334
+    >>> replay_ratio({"max_spout_pending": None}, 30.0, 40.0) is None
+    True
+    """
+    wait, timeout = queue_wait(record, rate), seconds(message_timeout)
+    if wait is None or timeout is None:
         return None
-    return pending * p99 / (1000.0 * message_timeout)
+    return wait / timeout
 
 
 def storming(was: bool, ratio: float | None) -> bool:
@@ -85,29 +116,44 @@ def storming(was: bool, ratio: float | None) -> bool:
     return ratio >= (STORM_OFF if was else STORM_ON)
 
 
-def storm_message(component: str, record: Mapping[str, Any], message_timeout: float) -> str:
-    """The warning, in words, for a spout whose ratio reached :data:`STORM_ON`."""
+def storm_message(component: str, record: Mapping[str, Any], message_timeout: float,
+                  rate: float) -> str:
+    """The warning, in words, for a spout whose ratio reached :data:`STORM_ON`: every
+    figure in it can be checked by hand from the ones before it."""
     pending = record["max_spout_pending"]
-    p99 = record["complete_latency_ms"]["p99"]
-    product = pending * p99 / 1000.0
-    return (f"spout {component!r}: max_spout_pending {pending} × p99 complete latency "
-            f"{p99:g} ms = {product:.1f} s, {product / message_timeout:.0%} of message_timeout "
-            f"({message_timeout:g} s). The in-flight limit times the latency is close to the "
-            f"timeout, so spout tuples will time out and be replayed with no failure "
-            f"anywhere. Lower max_spout_pending, raise message_timeout, or speed up the "
+    wait = pending / rate
+    return (f"spout {component!r}: max_spout_pending {pending:,} tuples in flight at "
+            f"{rate:,.0f} acks/s means the last of them completes after {pending:,} ÷ "
+            f"{rate:,.0f}/s = {wait:,.1f} s, {wait / message_timeout:.0%} of "
+            f"message_timeout ({message_timeout:g} s). Tuples that wait longer than the "
+            f"timeout time out and are replayed with no failure anywhere. Lower "
+            f"max_spout_pending (under {0.5 * message_timeout * rate:,.0f} keeps the wait "
+            f"under half the timeout at this rate), raise message_timeout, or speed up the "
             f"slow bolt.")
 
 
 def tuner_turn(seen: int, record: Mapping[str, Any]) -> dict | None:
     """The tuner's latest action, if it ran since it was last seen (``seen`` turns).
 
+    With the auto-tuner's turn as data in the record (``tuner_turn``), the event carries
+    it too: the progress of the last period and the one before, the similarity test, the
+    move and the value before and after.
+
     >>> tuner_turn(3, {"tuner_turns": 4, "tuner_action": "increase", "max_spout_pending": 125})
     {'action': 'increase', 'max_spout_pending': 125, 'turns': 4}
     >>> tuner_turn(4, {"tuner_turns": 4, "tuner_action": "increase"}) is None
     True
+    >>> tuner_turn(0, {"tuner_turns": 1, "tuner_action": "no_change", "max_spout_pending": 100,
+    ...                "tuner_turn": {"progress": 1040, "previous": 1000, "move": "restore"}})
+    {'action': 'no_change', 'max_spout_pending': 100, 'turns': 1, 'progress': 1040, \
+'previous': 1000, 'move': 'restore'}
     """
     turns = record.get("tuner_turns")
     if not isinstance(turns, int) or turns <= seen:
         return None
-    return {"action": record.get("tuner_action"),
-            "max_spout_pending": record.get("max_spout_pending"), "turns": turns}
+    event = {"action": record.get("tuner_action"),
+             "max_spout_pending": record.get("max_spout_pending"), "turns": turns}
+    turn = record.get("tuner_turn")
+    if isinstance(turn, Mapping) and event["action"] != "latency_bound":
+        event.update({k: v for k, v in turn.items() if k not in event})
+    return event

@@ -39,6 +39,9 @@ class InstanceStats:
     stale_acks: int = 0  # outcomes for tuples no longer pending here
     tuner_action: str | None = None  # the auto-tuner's last action
     tuner_turns: int = 0
+    # the tuner's last turn ("auto"): progress of the last period and the one before,
+    # similar, band, action, move, before, after, total (acking/_tracking.py, _turn_record)
+    tuner_turn: dict | None = None
     busy_seconds: float = 0.0  # inside process() (bolts) or next_tuple calls (spouts)
     cpu_seconds: float = 0.0  # CPU time (user + system) of the instance's process
     rss_bytes: int = 0  # resident memory of the instance's process

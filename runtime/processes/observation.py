@@ -44,6 +44,7 @@ class Observation:
         self.metrics = _series.MetricsStore()  # counters over windows, fed by the reports
         self.tuner_turns: dict[int, int] = {}  # spout task -> tuner turns seen
         self.storms: dict[int, bool] = {}  # spout task -> in a replay-storm episode
+        self.ack_base: dict[int, tuple[float, int]] = {}  # spout task -> (clock, acked) first
         self.backpressure: dict[str, dict] = {}  # causes now over the high water mark
         self.container_stats: dict[int, dict] = {}  # container -> its latest sm_stats
         self.taps: dict[tuple[str, str], float] = {}  # (component, stream) -> on until (clock)
@@ -54,8 +55,9 @@ class Observation:
         log.info("event %s %s", kind, fields)
 
     def forget(self, task_id: int) -> None:
-        """A new incarnation: its tuner starts afresh."""
+        """A new incarnation: its tuner and its ack count start afresh."""
         self.tuner_turns.pop(task_id, None)
+        self.ack_base.pop(task_id, None)
 
     # -- reports (the master has checked that they come from a current incarnation) ---------
     def on_stats(self, msg: wire.Stats) -> None:
@@ -76,15 +78,20 @@ class Observation:
         """Warn once per episode of a spout component: from when one of its tasks reaches
         the replay-storm threshold until all of them have fallen well below it."""
         t, component = task["task"], task["component"]
-        timeout = self.plan.config.get(MESSAGE_TIMEOUT)
+        timeout, now = self.plan.config.get(MESSAGE_TIMEOUT), self.clock()
         was = any(self.storms.get(x, False) for x in self.component_tasks[component])
-        ratio = _health.replay_ratio(record, timeout)
+        acked = record.get("acked")
+        base = self.ack_base.setdefault(t, (now, acked if isinstance(acked, int) else 0))
+        rate = _health.ack_rate(base, now, acked)
+        ratio = _health.replay_ratio(record, timeout, rate)
         self.storms[t] = _health.storming(self.storms.get(t, False), ratio)
         if self.storms[t] and not was:
+            pending = record["max_spout_pending"]
             self.event("replay_storm_warning", task=t, component=component,
-                       ratio=round(ratio, 3), max_spout_pending=record["max_spout_pending"],
-                       p99_ms=record["complete_latency_ms"]["p99"], message_timeout=timeout,
-                       message=_health.storm_message(component, record, timeout))
+                       ratio=round(ratio, 3), max_spout_pending=pending,
+                       acks_per_s=round(rate, 1), wait_s=round(pending / rate, 2),
+                       message_timeout=timeout,
+                       message=_health.storm_message(component, record, timeout, rate))
 
     def on_samples(self, msg: wire.Samples) -> None:
         """An instance's tapped tuples; kept only while the master's tap is on."""

@@ -17,6 +17,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import sys
 import threading
 import time
 from datetime import UTC, datetime
@@ -46,6 +47,9 @@ def spark_session():
         # Bind the driver to loopback from the JVM's first line (else it warns that the
         # hostname resolves to loopback and picks another interface).
         os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+        # Python functions (workbench.reconcile's batch job) run in this interpreter, with
+        # its packages, not whatever `python3` is first on PATH.
+        os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
         spark = (SparkSession.builder.master("local[*]").appName("tupleflow")
                  .config("spark.ui.enabled", "false")
                  .config("spark.ui.showConsoleProgress", "false")

@@ -24,6 +24,7 @@ from collections import Counter
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 from runtime import wire
@@ -142,6 +143,25 @@ class TransactionalSpout(Spout):
 
     def default_ledger(self, context) -> str:
         return os.path.join(context.run_dir, "transactional", f"{context.component_id}.sqlite")
+
+    # -- the same source as a batch job (workbench.reconcile) -------------------------------
+    def ledger_file(self, topology: str, component: str, run_dir: str) -> str:
+        """Where this spout, run as ``component`` of ``topology`` in ``run_dir``, keeps
+        its ledger."""
+        where = SimpleNamespace(topology_name=topology, component_id=component,
+                                run_dir=run_dir)
+        return self.ledger_path or self.default_ledger(where)
+
+    def pieces(self, through: Any = None) -> list:
+        """Metas that together cover the source from its start through the batch whose
+        meta is ``through`` (None: everything there is now), to be read independently:
+        what a batch job over the same source reads, in parallel."""
+        raise NotImplementedError(f"{type(self).__name__} cannot be read as a batch job")
+
+    def read_piece(self, piece: Any) -> list[list]:
+        """A piece's tuples exactly as the spout emits them: decoded, ``each`` applied,
+        unsendable ones skipped."""
+        return self._tuples(piece)
 
     # -- the spout ----------------------------------------------------------------------
     def open(self, config, context) -> None:
@@ -285,6 +305,9 @@ class ListBatchSpout(TransactionalSpout):
         start, end = meta
         return [list(t) for t in self.tuples[start:end]]
 
+    def pieces(self, through=None):
+        return [[0, len(self.tuples) if through is None else through[1]]]
+
 
 class BatchLogSpout(TransactionalSpout):
     """Batches of an embedded-log topic: batch N is ``[start, end)`` per partition,
@@ -323,6 +346,26 @@ class BatchLogSpout(TransactionalSpout):
     def close(self) -> None:
         super().close()
         self.log.close()
+
+    def pieces(self, through=None):
+        """One piece a partition: ``[[p, 0, end]]``."""
+        if through is not None:
+            return [[[p, 0, end]] for p, _, end in through]
+        log = self._reader()
+        return [[[p, 0, log.end_offset(self.topic, p)]]
+                for p in range(log.partitions(self.topic))]
+
+    def read_piece(self, piece):
+        self._reader()
+        return super().read_piece(piece)
+
+    def _reader(self):
+        """The log, opened for reading outside a topology (a batch job)."""
+        if getattr(self, "log", None) is None:
+            from runtime.sources import EmbeddedLog
+
+            self.log = EmbeddedLog(self._root())
+        return self.log
 
     def plan_batch(self, after):
         starts = {p: 0 for p in range(self.partitions)}

@@ -887,25 +887,52 @@ def test_timeouts_free_max_spout_pending_slots_too():
         assert sorted(spout.failed) == [0, 1, 2] and spout.n == 6
 
 
+def tuning_period(cluster, interval):
+    """Five steps of the spout with every held tuple acked, then one tuning interval."""
+    hold = obj(cluster, "hold")
+    for _ in range(5):
+        cluster.step()
+        hold.release()
+        cluster.deliver()
+    cluster.advance(interval)
+
+
 def test_max_spout_pending_auto_runs_the_tuner():
     interval = 1.0
     with held_numbers(None, max_spout_pending="auto", tune_interval=interval) as cluster:
-        hold = obj(cluster, "hold")
         start = stat(cluster, "nums")
         assert (start.max_spout_pending, start.tuner_turns) == (1000, 0)
         seen = []
         for _ in range(5):
-            for _ in range(5):
-                cluster.step()
-                hold.release()
-                cluster.deliver()
-            cluster.advance(interval)
+            tuning_period(cluster, interval)
             s = stat(cluster, "nums")
             seen.append((s.tuner_turns, s.tuner_action, s.max_spout_pending))
     assert seen[0] == (0, None, 1000)  # the first turn only takes the baseline
     assert seen[1] == (1, "increase", 1250)
     assert [turns for turns, _, _ in seen] == [0, 1, 2, 3, 4]
     assert all(action in ("increase", "decrease", "no_change") for _, action, _ in seen[1:])
+
+
+def test_each_tuner_turn_is_reported_as_data():
+    """The statistics carry the last turn: both periods' progress (acks), the similarity
+    test, the move, the values, and the total progress a what-if replay reads."""
+    interval = 1.0
+    with held_numbers(None, max_spout_pending="auto", tune_interval=interval) as cluster:
+        reported = []
+        assert stat(cluster, "nums").tuner_turn is None
+        for _ in range(4):
+            tuning_period(cluster, interval)
+            reported.append(stat(cluster, "nums").tuner_turn)
+    assert reported[0] is None  # the baseline reading is no turn
+    first, second, third = reported[1:]
+    assert (first["previous"], first["similar"], first["action"], first["before"],
+            first["after"]) == (None, None, "increase", 1000, 1250)
+    assert second["previous"] == first["progress"] and third["previous"] == second["progress"]
+    assert second["total"] - first["total"] == second["progress"] > 0
+    for turn in (second, third):
+        similar = abs(turn["progress"] - turn["previous"]) <= turn["band"]
+        assert turn["similar"] == similar and turn["band"] == 0.05 * turn["previous"]
+        assert turn["move"] in ("increase", "decrease", "no_change", "restore")
 
 
 # -- acks that must change nothing -----------------------------------------------------------

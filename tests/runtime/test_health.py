@@ -8,19 +8,15 @@ import pytest
 from runtime.observe.health import (
     STORM_OFF,
     STORM_ON,
+    ack_rate,
     hung,
+    queue_wait,
     replay_ratio,
     seconds,
     storm_message,
     storming,
     tuner_turn,
 )
-
-
-def spout_record(pending, p99, count=100):
-    return {"max_spout_pending": pending,
-            "complete_latency_ms": {"p50": p99 / 2, "p99": p99, "count": count}}
-
 
 # -- hung ----------------------------------------------------------------------------------
 
@@ -55,40 +51,54 @@ def test_a_configured_duration_is_positive_seconds_or_off(value, expected):
 
 # -- replay storm ------------------------------------------------------------------------------
 
-@pytest.mark.parametrize("pending, p99_ms, timeout, expected", [
-    (1000, 24.0, 30.0, 0.8),  # 1000 × 24 ms = 24 s = 80 % of 30 s
-    (1000, 30.0, 30.0, 1.0),
-    (500, 6.0, 30.0, 0.1),
-    (1, 29_000.0, 30.0, 29 / 30),
-    (2000, 4.0, 10.0, 0.8),
+@pytest.mark.parametrize("pending, rate, timeout, expected", [
+    (1000, 50.0, 25.0, 0.8),  # 1000 ÷ 50/s = 20 s = 80 % of 25 s
+    (50_000, 2000.0, 3.0, 25 / 3),  # tutorial 04's overloaded run: a 25 s queue, 833 %
+    (500, 1000.0, 30.0, 0.5 / 30),
+    (1, 1 / 29, 30.0, 29 / 30),
 ])
-def test_the_ratio_is_pending_times_p99_over_the_timeout(pending, p99_ms, timeout, expected):
-    assert replay_ratio(spout_record(pending, p99_ms), timeout) == pytest.approx(expected)
+def test_the_ratio_is_the_wait_at_the_cap_over_the_timeout(pending, rate, timeout, expected):
+    assert replay_ratio({"max_spout_pending": pending}, timeout, rate) == pytest.approx(expected)
+
+
+def test_the_wait_is_seconds_not_tuples_times_seconds():
+    """The reported bug: 50,000 in flight with a p99 of 547.5 ms gave 27,375 s. The wait
+    is 50,000 ÷ the ack rate, whatever the latency (which is that wait already)."""
+    record = {"max_spout_pending": 50_000,
+              "complete_latency_ms": {"p50": 400, "p99": 547.5, "count": 9000}}
+    assert queue_wait(record, 2000.0) == 25.0
 
 
 def test_the_threshold_is_reached_at_exactly_80_percent():
-    assert storming(False, replay_ratio(spout_record(1000, 24.0), 30.0))
-    assert not storming(False, replay_ratio(spout_record(1000, 23.9), 30.0))
-    assert not storming(False, replay_ratio(spout_record(999, 24.0), 30.0))
+    assert storming(False, replay_ratio({"max_spout_pending": 1000}, 25.0, 50.0))
+    assert not storming(False, replay_ratio({"max_spout_pending": 1000}, 25.0, 50.1))
+    assert not storming(False, replay_ratio({"max_spout_pending": 999}, 25.0, 50.0))
 
 
-@pytest.mark.parametrize("record", [
-    {},  # a bolt, or a spout from before the acker was wired
-    {"max_spout_pending": None, "complete_latency_ms": {"p50": 1, "p99": 50, "count": 9}},
-    {"max_spout_pending": 1000, "complete_latency_ms": None},  # ackers=0: nothing completes
-    {"max_spout_pending": 1000},
-    spout_record(1000, 50.0, count=0),  # nothing completed yet
-    {"max_spout_pending": 1000, "complete_latency_ms": {"p50": 1, "count": 3}},
-    {"max_spout_pending": "auto", "complete_latency_ms": {"p50": 1, "p99": 50, "count": 9}},
-    {"max_spout_pending": 1000, "complete_latency_ms": [1, 2]},
+def test_the_ack_rate_is_counted_from_the_first_report():
+    assert ack_rate((100.0, 250), 104.0, 8250) == 2000.0
+    assert ack_rate((100.0, 250), 100.0, 250) is None  # no time has passed
+    assert ack_rate((100.0, 0), 100.5, 3) is None  # too soon: the first acks are on their way
+    assert ack_rate((100.0, 0), 101.0, 3) == 3.0
+    assert ack_rate(None, 104.0, 8250) is None
+    assert ack_rate((100.0, 0), 104.0, None) is None
+
+
+@pytest.mark.parametrize("record, rate", [
+    ({}, 100.0),  # a bolt, or a spout from before the acker was wired
+    ({"max_spout_pending": None}, 100.0),  # no limit
+    ({"max_spout_pending": "auto"}, 100.0),
+    ({"max_spout_pending": 1000}, None),  # no rate yet
+    ({"max_spout_pending": 1000}, 0.0),  # nothing acked since the first report
+    ({"max_spout_pending": 1000, "latency_bounded": True}, 1.0),  # the limit follows latency
 ])
-def test_an_unknown_ratio_is_none(record):
-    assert replay_ratio(record, 30.0) is None
+def test_an_unknown_ratio_is_none(record, rate):
+    assert replay_ratio(record, 30.0, rate) is None
 
 
 @pytest.mark.parametrize("timeout", [None, 0, -1.0, "30"])
 def test_no_timeout_means_no_ratio(timeout):
-    assert replay_ratio(spout_record(1000, 50.0), timeout) is None
+    assert replay_ratio({"max_spout_pending": 1000}, timeout, 10.0) is None
 
 
 def test_an_episode_starts_at_the_on_mark_and_ends_below_the_off_mark():
@@ -103,11 +113,12 @@ def test_an_episode_starts_at_the_on_mark_and_ends_below_the_off_mark():
     assert STORM_OFF < STORM_ON == 0.8
 
 
-def test_the_warning_says_why_in_words():
-    text = storm_message("words", spout_record(1000, 25.0), 30.0)
-    assert "'words'" in text and "max_spout_pending 1000" in text and "25 ms" in text
-    assert "83%" in text and "30 s" in text
+def test_the_warning_gives_figures_a_person_can_check():
+    text = storm_message("numbers", {"max_spout_pending": 50_000}, 3.0, 2000.0)
+    assert "'numbers'" in text and "50,000 tuples in flight at 2,000 acks/s" in text
+    assert "50,000 ÷ 2,000/s = 25.0 s" in text and "833% of message_timeout (3 s)" in text
     assert "replayed with no failure anywhere" in text
+    assert "under 3,000 keeps the wait under half the timeout" in text  # 1.5 s × 2000/s
     for remedy in ("Lower max_spout_pending", "raise message_timeout", "slow bolt"):
         assert remedy in text
 

@@ -188,31 +188,65 @@ def test_a_meaningless_heartbeat_timeout_is_refused_before_anything_starts(make_
 
 # -- spout reports -----------------------------------------------------------------------
 
-def latency(p99):
-    return {"p50": p99 / 2, "p99": p99, "count": 50}
-
-
 def test_a_replay_storm_is_warned_about_once_per_episode_per_component(master):
+    """The wait at the cap is max_spout_pending ÷ the acks per second since the task's
+    first report: 1000 in flight at 100/s is 10 s (33 % of 30 s), at 37/s 27 s (90 %)."""
     a, b = master.component_tasks["numbers"]
     for task in (a, b):
         start(master, task)
-    ok, bad = latency(10.0), latency(27.0)  # × 1000 = 10 s (33 %) and 27 s (90 %) of 30 s
-    report(master, a, max_spout_pending=1000, complete_latency_ms=ok)
+    acked = {a: 0, b: 0}
+
+    def second(task, per_s):  # one second later, ``per_s`` more acks
+        acked[task] += per_s
+        report(master, task, max_spout_pending=1000, acked=acked[task])
+
+    report(master, a, max_spout_pending=1000, acked=0)  # the baselines
+    report(master, b, max_spout_pending=1000, acked=0)
+    master.clock.advance(1.0)
+    second(a, 100)
     assert events(master, "replay_storm_warning") == []
-    for _ in range(5):  # both tasks over the mark, report after report: one warning
-        report(master, a, max_spout_pending=1000, complete_latency_ms=bad)
-        report(master, b, max_spout_pending=1000, complete_latency_ms=bad)
+    second(b, 37)  # b: 37/s, 1000 / 37 = 27 s, 90 %
+    for _ in range(3):  # and so on, report after report: one warning
+        master.clock.advance(1.0)
+        second(b, 37)
     (warning,) = events(master, "replay_storm_warning")
-    assert warning["component"] == "numbers" and warning["task"] == a
-    assert warning["ratio"] == 0.9 and warning["max_spout_pending"] == 1000
-    assert warning["p99_ms"] == 27.0 and warning["message_timeout"] == 30.0
+    assert warning["component"] == "numbers" and warning["task"] == b
+    assert warning["max_spout_pending"] == 1000 and warning["message_timeout"] == 30.0
+    assert warning["acks_per_s"] < 37.5 and warning["wait_s"] > 26.6
+    assert warning["ratio"] == round(warning["wait_s"] / 30.0, 3)
     assert "replayed with no failure anywhere" in warning["message"]
-    report(master, a, max_spout_pending=1000, complete_latency_ms=ok)  # a recovers, b not
-    report(master, b, max_spout_pending=1000, complete_latency_ms=latency(22.0))  # 73 %
+    second(a, 0)  # a now averages 100 acks in 5 s: 20/s, 50 s: over, same episode
     assert len(events(master, "replay_storm_warning")) == 1
-    report(master, b, max_spout_pending=1000, complete_latency_ms=ok)  # episode over
-    report(master, b, max_spout_pending=1000, complete_latency_ms=bad)  # a new one
-    assert [w["task"] for w in events(master, "replay_storm_warning")] == [a, b]
+    assert "1,000 ÷ 37/s = 27.0 s, 90% of message_timeout (30 s)" in warning["message"]
+
+
+def test_a_new_episode_starts_after_the_ratio_fell_below_the_off_mark(master):
+    a, _ = master.component_tasks["numbers"]
+    start(master, a)
+    report(master, a, max_spout_pending=1000, acked=0)
+    master.clock.advance(10.0)
+    report(master, a, max_spout_pending=1000, acked=300)  # 30/s: 33 s, over
+    report(master, a, max_spout_pending=100, acked=300)  # a lower cap: 3.3 s, episode over
+    report(master, a, max_spout_pending=1000, acked=300)  # a new one
+    assert [w["max_spout_pending"] for w in events(master, "replay_storm_warning")] == [
+        1000, 1000]
+
+
+def test_a_restarted_spout_counts_its_acks_afresh(master):
+    a, _ = master.component_tasks["numbers"]
+    start(master, a)
+    report(master, a, max_spout_pending=2500, acked=0)
+    master.clock.advance(10.0)
+    report(master, a, max_spout_pending=2500, acked=10_000)  # 1000/s: 2.5 s
+    master.handle(b"", wire.control("restarted", task=a, incarnation=1, restarts=1,
+                                    reason="exited with code 70"))
+    start(master, a, incarnation=1)
+    report(master, a, incarnation=1, max_spout_pending=2500, acked=0)  # a new baseline
+    master.clock.advance(1.0)
+    # 1000/s since its own start: 2.5 s (counted from the first incarnation's start and
+    # its count, 1000 in 11 s would be 27.5 s, a false alarm)
+    report(master, a, incarnation=1, max_spout_pending=2500, acked=1000)
+    assert events(master, "replay_storm_warning") == []
 
 
 def test_spout_reports_without_the_new_fields_change_nothing(master):
@@ -235,6 +269,22 @@ def test_each_tuner_turn_is_an_event_with_its_action_and_new_value(master):
             for e in events(master, "tuner")] == [
         ("increase", 125, 1, a, "numbers"), ("increase", 157, 2, a, "numbers"),
         ("no_change", 125, 3, a, "numbers"), ("decrease", 74, 4, a, "numbers")]
+
+
+def test_a_tuner_event_carries_the_turn_as_data(master):
+    a = master.component_tasks["numbers"][0]
+    start(master, a)
+    turn = {"progress": 1040, "previous": 1000, "similar": True, "band": 50.0,
+            "action": "no_change", "move": "restore", "before": 125, "after": 100,
+            "total": 7040, "in_flight": 90}
+    report(master, a, tuner_turns=2, tuner_action="no_change", max_spout_pending=100,
+           tuner_turn=turn)
+    (event,) = events(master, "tuner")
+    assert {k: event[k] for k in turn} == turn and event["turns"] == 2
+    # a latency-bound change is no auto-tuner turn: the old turn's data stays out of it
+    report(master, a, tuner_turns=3, tuner_action="latency_bound", max_spout_pending=40,
+           tuner_turn=turn)
+    assert "progress" not in events(master, "tuner")[-1]
 
 
 def test_a_restarted_spouts_tuner_counts_afresh(master):

@@ -12,7 +12,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from runtime.tuning import MaxSpoutPendingTuner, TunerStatistics
+from runtime.tuning import MaxSpoutPendingTuner, TunerStatistics, TunerTurn, replay
 
 
 def after_increase() -> MaxSpoutPendingTuner:
@@ -334,3 +334,103 @@ def test_saturating_plant_without_overload_stays_just_above_the_knee():
         tuner.auto_tune(50 * min(tuner.get(), KNEE))
         values.append(tuner.get())
     assert KNEE <= statistics.median(values[100:]) <= 1.25 * KNEE
+
+
+# --- each turn as data -----------------------------------------------------------------------
+
+
+def test_each_turn_records_both_periods_the_similarity_test_and_the_move():
+    tuner = MaxSpoutPendingTuner(100)
+    assert tuner.last_turn is None
+    tuner.auto_tune(1000)
+    assert tuner.last_turn == TunerTurn(1000, None, None, None, "increase", 100, 125)
+    tuner.auto_tune(1040)  # within 5 % of 1000: the increase bought nothing
+    assert tuner.last_turn == TunerTurn(1040, 1000, True, 50.0, "no_change", 125, 100,
+                                        restored=True)
+    assert tuner.last_turn.move == "restore" and tuner.last_turn.after < tuner.last_turn.before
+    tuner.auto_tune(500)
+    turn = tuner.last_turn
+    assert (turn.previous, turn.similar, turn.move, turn.before, turn.after) == (
+        1040, False, "decrease", 100, 48)  # 1 - 500/1040 = 51.9 % off: floor(48.07)
+
+
+def test_a_plain_no_change_is_not_a_restore():
+    tuner = after_no_change()
+    tuner.auto_tune(1000)
+    assert tuner.last_turn.move == "no_change" and tuner.last_turn.before == tuner.get()
+
+
+# --- replay: what auto would have done with other settings ---------------------------------
+
+# A hand-made run: total progress read every second. Periods 1-3 grow by 100 each, then
+# progress is flat at 400 a period, then it halves.
+RUN = [(0, 0), (1, 100), (2, 300), (3, 600), (4, 1000), (5, 1400), (6, 1800), (7, 2000)]
+
+
+def test_replay_at_the_recorded_interval_follows_the_paper():
+    turns = replay(RUN, initial=100)
+    assert [t.time for t in turns] == [1, 2, 3, 4, 5, 6, 7]
+    assert [t.progress for t in turns] == [100, 200, 300, 400, 400, 400, 200]
+    assert [(t.move, t.after) for t in turns] == [
+        ("increase", 125), ("increase", 157), ("increase", 197), ("increase", 247),
+        ("restore", 197),  # 400 vs 400: similar, take back the last increase
+        ("no_change", 197),  # similar again, in the no-change state: count 1
+        ("decrease", 98)]  # 400 -> 200: -50 %, floor(197 * 0.5)
+
+
+def test_a_wider_similarity_band_stops_the_climb_earlier():
+    # 300 vs 200 is +50 %: similar with a 60 % band, so the third turn restores 157 -> 125
+    turns = replay(RUN, initial=100, similarity=0.6)
+    assert [t.move for t in turns[:3]] == ["increase", "increase", "restore"]
+    assert turns[2].band == pytest.approx(120.0) and turns[2].after == 125
+
+
+def test_other_step_factors_change_the_values_not_the_decisions():
+    paper, bold = replay(RUN, initial=100), replay(RUN, initial=100, step_up=2,
+                                                    min_step_down=0.5)
+    assert [t.move for t in bold] == [t.move for t in paper]
+    assert [t.after for t in bold] == [200, 400, 800, 1600, 800, 800, 400]
+
+
+def test_a_longer_interval_sums_the_periods_it_spans():
+    turns = replay(RUN, initial=100, interval=2)
+    assert [(t.time, t.progress) for t in turns] == [(2, 300), (4, 700), (6, 800)]
+    # 700 vs 300: increase; 800 vs 700 is +14 %: increase again
+    assert [(t.move, t.after) for t in turns] == [
+        ("increase", 125), ("increase", 157), ("increase", 197)]
+
+
+def test_an_interval_between_readings_reads_the_last_one_before_the_turn():
+    turns = replay([(0, 0), (0.4, 10), (1.3, 50), (2.2, 60)], interval=1, initial=10)
+    assert [(t.time, t.progress) for t in turns] == [(1, 10), (2, 40)]
+
+
+def test_no_change_limit_probes_upwards_sooner():
+    flat = [(t, 100 * t) for t in range(6)]  # the same progress every period
+    paper = replay(flat, initial=100)
+    eager = replay(flat, initial=100, no_change_limit=2)
+    assert [t.move for t in paper] == ["increase", "restore", "no_change", "no_change",
+                                       "no_change"]
+    assert [t.move for t in eager] == ["increase", "restore", "no_change", "increase",
+                                       "restore"]
+
+
+def test_a_replay_with_the_runs_settings_matches_a_tuner_fed_by_hand():
+    tuner = MaxSpoutPendingTuner(1000)
+    deltas = [b - a for (_, a), (_, b) in zip(RUN, RUN[1:])]
+    by_hand = [(tuner.auto_tune(d), tuner.get()) for d in deltas]
+    assert [(t.action, t.after) for t in replay(RUN)] == by_hand
+
+
+@pytest.mark.parametrize("series, options, message", [
+    ([], {}, "at least one"),
+    ([(0, 0), (1, 10), (2, 5)], {}, "go forward"),
+    ([(0, 0), (2, 10), (1, 20)], {}, "go forward"),
+    ([(0, 0), (1, 10)], {"interval": 0}, "interval"),
+    ([(0, 0), (1, 10)], {"step_up": 1.0}, "step_up"),
+    ([(0, 0), (1, 10)], {"min_step_down": 1}, "min_step_down"),
+    ([(0, 0), (1, 10)], {"no_change_limit": 0}, "no_change_limit"),
+])
+def test_a_replay_refuses_what_it_cannot_mean(series, options, message):
+    with pytest.raises(ValueError, match=message):
+        replay(series, **options)
