@@ -19,8 +19,8 @@ import ipywidgets as widgets
 
 from . import _lists, _panels
 from ._style import style
-from ._windows_panel import windows_html
 from ._tuner_tab import tuner_html
+from ._windows_panel import windows_html
 
 WINDOWS = ("1m", "10m", "1h", "all")  # what running.metrics(window) accepts, shortest first
 TABS = ("tasks", "tuple tap", "exceptions", "events", "physical plan", "max spout pending")
