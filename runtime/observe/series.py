@@ -24,6 +24,7 @@ from collections import deque
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from .hotkeys import merge_reports
 from .metrics import merge, subtract
 from .metrics import summarise as summarise_buckets
 
@@ -311,13 +312,39 @@ def summarise(counts: Mapping[str, float], span: float, latest: Mapping[str, Any
     out.update({c: counts.get(c, 0) for c in COUNTERS})
     out.update({f"{c}_per_s": round(counts.get(c, 0) / span, 3) for c in RATES})
     out["capacity"] = round(min(1.0, busy / span), 4)
+    out.update(time_shares(busy, counts.get("held_seconds", 0), span))
     out["execute_latency_ms"] = round(busy / executed * 1000, 3) if executed else None
     out["cpu_percent"] = round(counts.get("cpu_seconds", 0) / span * 100, 2)
     out["rss_bytes"] = latest.get("rss_bytes") or 0
     out.update({g: latest.get(g) or 0 for g in GAUGES})
+    if latest.get("hot_keys"):  # sampled, since the incarnation started (observe/hotkeys.py)
+        out["hot_keys"] = merge_reports([latest["hot_keys"]])
     if latest.get("kind") == "spout":
         out.update({g: latest.get(g) for g in SPOUT_GAUGES})
     return out
+
+
+def time_shares(busy: float, held: float, span: float) -> dict:
+    """Flink's time accounting: milliseconds per second busy (in ``process`` or
+    ``next_tuple``), held (output waiting: backpressured) and idle (the rest).
+
+    >>> time_shares(0.5, 0.2, 2.0)
+    {'busy_ms_per_s': 250.0, 'held_ms_per_s': 100.0, 'idle_ms_per_s': 650.0}
+    """
+    busy_ms = min(1000.0, busy / span * 1000)
+    held_ms = min(1000.0 - busy_ms, held / span * 1000)
+    return {"busy_ms_per_s": round(busy_ms, 1), "held_ms_per_s": round(held_ms, 1),
+            "idle_ms_per_s": round(1000.0 - busy_ms - held_ms, 1)}
+
+
+def skew(values: list[float]) -> float:
+    """Max over mean: 1.0 when the tasks share the work evenly, n when one does it all.
+
+    >>> skew([10, 10]), skew([30, 10, 0, 0]), skew([0, 0])
+    (1.0, 3.0, 1.0)
+    """
+    mean = sum(values) / len(values) if values else 0
+    return round(max(values) / mean, 3) if mean > 0 else 1.0
 
 
 def combine(instances: list[dict]) -> dict:
@@ -338,6 +365,13 @@ def combine(instances: list[dict]) -> dict:
                 "restarts", *GAUGES):
         out[key] = _sum(i[key] for i in instances)
     out["capacity"] = max(i["capacity"] for i in instances)
+    for key in ("busy_ms_per_s", "held_ms_per_s", "idle_ms_per_s"):  # a task's mean
+        out[key] = round(sum(i.get(key, 0) for i in instances) / len(instances), 1)
+    out["skew"] = {"executed": skew([i["executed"] for i in instances]),
+                   "busy": skew([i["busy_seconds"] for i in instances])}
+    hot = merge_reports([i.get("hot_keys") for i in instances])
+    if hot is not None:
+        out["hot_keys"] = hot
     by_stream: dict[str, float] = {}
     for i in instances:
         merge(by_stream, i.get("stream_emitted_per_s") or {})

@@ -57,6 +57,9 @@ class InstanceStats:
     # {count, mean, p50, p95, p99} in ms or None (docs/internals/metrics.md); None with
     # metrics=False
     latency_ms: dict | None = None
+    # a fields-grouped bolt's sampled input keys: {"total", "top": [[key, tuples], ...]}
+    # (observe/hotkeys.py; estimated tuples, since this incarnation started)
+    hot_keys: dict | None = None
 
     @classmethod
     def from_record(cls, record: Mapping[str, Any]) -> InstanceStats:
