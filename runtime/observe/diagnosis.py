@@ -1,0 +1,283 @@
+"""Why is it slow: ranked findings from the metrics the master already holds.
+
+Pure: :func:`diagnose` takes ``running.metrics(window)``'s answer (plain data: components,
+instances), the topology's options, the number of cores, the backpressure causes and
+each bolt's input groupings, and returns :class:`Finding` records, most important first.
+Nothing here reads a clock, a socket or a process, so a recorded metrics dict gives the
+same findings as the live topology (docs/internals/diagnosis.md).
+
+The rules, one function each (:data:`RULES`), every one a question a person would ask:
+
+- ``timeouts``: spout tuples time out and are replayed (work done twice, for nothing);
+- ``cpu``: more busy processes than cores, so every one of them is slowed;
+- ``skew``: one task of a component works much more than its siblings (a hot key under a
+  fields grouping, or uneven tasks);
+- ``acker``: the acker is at capacity;
+- ``slow_bolt``: a bolt at capacity (Storm's: busy time over the window);
+- ``max_spout_pending``: no bolt is busy, but the spouts keep their in-flight limit full.
+
+The score orders them: a finding that explains the others comes first (timeouts, then
+cpu), then the busiest component (its capacity, 0 to 1, with a bonus for the root cause
+of backpressure), then the in-flight limit, which matters only when nothing is busy.
+
+>>> m = {"components": {
+...     "src": {"kind": "spout", "capacity": 0.1, "acked": 500, "timed_out": 0},
+...     "slow": {"kind": "bolt", "instances": 1, "capacity": 0.97, "executed_per_s": 98.0,
+...              "latency_ms": {"execute": {"p50": 10.1, "p99": 10.4}}},
+...     "sink": {"kind": "bolt", "instances": 1, "capacity": 0.02}},
+...     "instances": {3: {"component": "slow", "capacity": 0.97}}}
+>>> [(f.kind, f.component, f.task) for f in diagnose(m)]
+[('slow_bolt', 'slow', 3)]
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+BUSY = 0.5  # capacity from which a bolt (or the acker) is named as a bottleneck
+SKEWED = 1.5  # max / mean busy time over a component's tasks from which it is skewed
+HOT = 0.2  # a key's share of the sampled tuples from which it is called hot
+TIMED_OUT = 0.01  # share of the spout tuples completed or timed out that timed out
+FULL = 0.5  # in-flight tuples, as a share of max_spout_pending, from which it limits
+CPU_BUSY = 50.0  # per cent of a core from which a process counts as busy
+ACKER = "__acker"  # runtime.model.constants.ACKER (observe imports nothing of runtime)
+KINDS = ("timeouts", "cpu", "skew", "acker", "slow_bolt", "max_spout_pending")
+
+
+@dataclass(frozen=True)
+class Finding:
+    """One reason a topology is slow: where (``component``, ``task`` or None), what
+    (``kind``, one of :data:`KINDS`), the numbers that led to it (``evidence``) and what
+    to change (``advice``). ``score`` ranks findings, highest first."""
+
+    component: str
+    task: int | None
+    kind: str
+    evidence: dict = field(compare=False)
+    advice: str = field(compare=False)
+    score: float = field(default=0.0, compare=False)
+
+    def __str__(self) -> str:
+        where = self.component if self.task is None else f"{self.component}[{self.task}]"
+        return f"{self.kind} at {where}: {_words(self.evidence)}. {self.advice}"
+
+    def as_dict(self) -> dict:
+        """A plain dict (the panel, the magic, the DataFrame)."""
+        return {"component": self.component, "task": self.task, "kind": self.kind,
+                "evidence": dict(self.evidence), "advice": self.advice,
+                "score": round(self.score, 3)}
+
+
+def diagnose(metrics: Mapping[str, Any], *, config: Mapping[str, Any] | None = None,
+             cores: int | None = None, backpressure: Iterable[str] = (),
+             groupings: Mapping[str, Sequence[str]] | None = None) -> list[Finding]:
+    """The findings for one metrics answer, most important first (module docstring).
+
+    ``backpressure``: the components the master names as backpressure causes;
+    ``groupings``: each bolt's input groupings as labels (``"fields(word)"``), which
+    the skew advice reads."""
+    facts = Facts(metrics, config or {}, cores, frozenset(backpressure), groupings or {})
+    found = [f for rule in RULES for f in rule(facts)]
+    return sorted(found, key=lambda f: -f.score)
+
+
+class Facts:
+    """What the rules read, in one place: components, instances by component, options."""
+
+    def __init__(self, metrics: Mapping[str, Any], config: Mapping[str, Any],
+                 cores: int | None, causes: frozenset, groupings: Mapping) -> None:
+        self.components = {c: m for c, m in (metrics.get("components") or {}).items()
+                           if isinstance(m, Mapping)}
+        self.instances: dict[str, list[tuple[int, Mapping]]] = {}
+        for task, m in (metrics.get("instances") or {}).items():
+            self.instances.setdefault(m.get("component"), []).append((int(task), m))
+        self.config, self.cores, self.causes = config, cores, causes
+        self.groupings = groupings
+
+    def kind(self, component: str) -> str | None:
+        return self.components[component].get("kind")
+
+    def bolts(self) -> dict[str, Mapping]:
+        """The user's bolts (not the acker)."""
+        return {c: m for c, m in self.components.items()
+                if m.get("kind") == "bolt" and not c.startswith("__")}
+
+    def spouts(self) -> dict[str, Mapping]:
+        return {c: m for c, m in self.components.items() if m.get("kind") == "spout"}
+
+    def busiest(self, component: str) -> tuple[int | None, float]:
+        """The task of a component with the most capacity, and that capacity."""
+        tasks = self.instances.get(component) or []
+        if not tasks:
+            return None, _num(self.components[component], "capacity")
+        task, m = max(tasks, key=lambda tm: _num(tm[1], "capacity"))
+        return task, _num(m, "capacity")
+
+    def anything_busy(self) -> bool:
+        return any(_num(m, "capacity") >= BUSY for c, m in self.components.items()
+                   if m.get("kind") == "bolt")
+
+
+def _num(m: Mapping[str, Any], key: str) -> float:
+    value = m.get(key)
+    return float(value) if isinstance(value, int | float) and not isinstance(value, bool) \
+        else 0.0
+
+
+# -- the rules ----------------------------------------------------------------------------
+def timeouts(facts: Facts) -> list[Finding]:
+    """A spout's tuples time out: each is replayed, and the work done on it is lost."""
+    out = []
+    for name, m in facts.spouts().items():
+        late, acked = _num(m, "timed_out"), _num(m, "acked")
+        if not late or late / (late + acked) < TIMED_OUT:
+            continue
+        share = late / (late + acked)
+        timeout = facts.config.get("message_timeout")
+        evidence = {"timed_out": int(late), "acked": int(acked), "timed_out_share":
+                    round(share, 3), "message_timeout_s": timeout,
+                    "max_spout_pending": m.get("max_spout_pending"),
+                    "complete_p99_ms": _p99(m, "complete")}
+        out.append(Finding(name, None, "timeouts", evidence, (
+            f"{share:.0%} of {name}'s tuples time out and are replayed. Raise "
+            "message_timeout above the complete latency, or lower max_spout_pending so "
+            "fewer tuples wait in queues; then speed up the slowest bolt."), 2.0 + share))
+    return out
+
+
+def cpu(facts: Facts) -> list[Finding]:
+    """More busy processes than cores: they take turns, and each one looks slow."""
+    if not facts.cores:
+        return []
+    tasks = [(c, t, m) for c, ts in facts.instances.items() for t, m in ts]
+    busy = [(c, t, m) for c, t, m in tasks if _num(m, "cpu_percent") >= CPU_BUSY]
+    used = sum(_num(m, "cpu_percent") for _, _, m in tasks) / 100
+    if len(busy) <= facts.cores or used < 0.8 * facts.cores:
+        return []
+    c, t, m = max(busy, key=lambda ctm: _num(ctm[2], "cpu_percent"))
+    evidence = {"busy_processes": len(busy), "cores": facts.cores,
+                "cores_used": round(used, 2), "busiest_cpu_percent": _num(m, "cpu_percent")}
+    return [Finding(c, None, "cpu", evidence, (
+        f"{len(busy)} processes want a core each and there are {facts.cores}: they take "
+        "turns. Lower the parallelism of the cheap components, use fewer containers' "
+        "worth of tasks, or run on more cores."), 1.5)]
+
+
+def skew(facts: Facts) -> list[Finding]:
+    """A component whose busiest task is at capacity while its siblings are not."""
+    out = []
+    for name, m in {**facts.bolts()}.items():
+        task, capacity = facts.busiest(name)
+        ratio = _num(m.get("skew") or {}, "busy")
+        if len(facts.instances.get(name) or ()) < 2 or ratio < SKEWED or capacity < BUSY:
+            continue
+        out.append(_skew_finding(facts, name, m, task, capacity, ratio))
+    return out
+
+
+def _skew_finding(facts: Facts, name: str, m: Mapping, task: int | None, capacity: float,
+                  ratio: float) -> Finding:
+    top = ((m.get("hot_keys") or {}).get("top") or [None])[0]
+    hot = top if top and top["share"] >= HOT else None
+    evidence = {"busiest_capacity": capacity, "skew_busy": ratio,
+                "skew_executed": _num(m.get("skew") or {}, "executed"),
+                "tasks": len(facts.instances[name])}
+    fields = [g for g in facts.groupings.get(name, ()) if g.startswith("fields")]
+    if hot:
+        evidence.update(hot_key=hot["key"], hot_key_share=hot["share"])
+        source = fields[0] if fields else "its fields grouping"
+        advice = (f"key {hot['key']!r} carries {hot['share']:.0%} of {name}'s tuples, and "
+                  f"{source} sends every one to the same task. Use "
+                  "partial_key_grouping(source, fields) (each key split over two tasks, then "
+                  "merge the partial results downstream), or pre-aggregate the hot key.")
+    else:
+        advice = (f"{name}'s busiest task works {ratio:.1f}× its share. Look at what sends "
+                  "it more (a fields or direct grouping, a custom grouping) or why its "
+                  "tuples cost more.")
+    return Finding(name, task, "skew", evidence, advice, capacity + 0.05 + _cause(facts, name))
+
+
+def acker(facts: Facts) -> list[Finding]:
+    """The acker at capacity: every tuple tree waits on it."""
+    m = facts.components.get(ACKER)
+    if m is None or _num(m, "capacity") < BUSY:
+        return []
+    task, capacity = facts.busiest(ACKER)
+    evidence = {"capacity": capacity, "ackers": int(_num(m, "instances")) or 1,
+                "acks_per_s": _num(m, "executed_per_s")}
+    return [Finding(ACKER, task, "acker", evidence, (
+        "the acker spends nearly all its time settling acks. Add ackers (the ackers "
+        "option), anchor fewer tuples (each anchored emit is an ack to settle), or let a "
+        "BasicBolt ack for you (its ack is folded into its child's)."), capacity + 0.02)]
+
+
+def slow_bolt(facts: Facts) -> list[Finding]:
+    """A bolt at capacity, whose tasks are evenly loaded (else it is skew)."""
+    out = []
+    skewed = {f.component for f in skew(facts)}
+    for name, m in facts.bolts().items():
+        task, capacity = facts.busiest(name)
+        if capacity < BUSY or name in skewed:
+            continue
+        evidence = {"capacity": capacity, "executed_per_s": _num(m, "executed_per_s"),
+                    "execute_p50_ms": _p(m, "execute", "p50"),
+                    "execute_p99_ms": _p(m, "execute", "p99"),
+                    "tasks": int(_num(m, "instances")) or 1,
+                    "backpressure": name in facts.causes}
+        out.append(Finding(name, task, "slow_bolt", evidence, (
+            f"{name} is busy {capacity:.0%} of the time: it cannot take more. Raise its "
+            "parallelism (its tasks share the work), or make process() cheaper (batch "
+            "its I/O, cache lookups)."), capacity + _cause(facts, name)))
+    return out
+
+
+def max_spout_pending(facts: Facts) -> list[Finding]:
+    """No bolt is busy, yet the spouts keep max_spout_pending tuples in flight: the
+    limit, not the work, sets the rate (at most limit / complete latency)."""
+    if facts.anything_busy():
+        return []
+    out = []
+    for name, m in facts.spouts().items():
+        limit, pending = m.get("max_spout_pending"), _num(m, "pending")
+        if not isinstance(limit, int) or limit <= 0 or pending < FULL * limit:
+            continue
+        if _num(m, "capacity") >= BUSY or _num(m, "held_ms_per_s") >= 500:
+            continue  # the spout's own work, or backpressure, limits it
+        mean = _p(m, "complete", "mean")
+        evidence = {"pending": int(pending), "max_spout_pending": limit,
+                    "acked_per_s": _num(m, "acked_per_s"), "complete_mean_ms": mean,
+                    "spout_capacity": _num(m, "capacity")}
+        out.append(Finding(name, None, "max_spout_pending", evidence, (
+            f"{name} keeps its {limit} in-flight tuples full while no bolt is busy: the "
+            "limit sets the rate (limit / complete latency). Raise max_spout_pending, or "
+            "set it to 'auto'."), 0.4 + min(1.0, pending / limit) * 0.2))
+    return out
+
+
+RULES = (timeouts, cpu, skew, acker, slow_bolt, max_spout_pending)
+
+
+def _cause(facts: Facts, component: str) -> float:
+    """A bonus for the component the master names as the cause of backpressure."""
+    return 0.1 if component in facts.causes else 0.0
+
+
+def _p(m: Mapping, name: str, key: str) -> float | None:
+    hist = (m.get("latency_ms") or {}).get(name)
+    if not isinstance(hist, Mapping) or hist.get(key) is None:
+        return None
+    return round(float(hist[key]), 3)
+
+
+def _p99(m: Mapping, name: str) -> float | None:
+    return _p(m, name, "p99")
+
+
+def _words(evidence: Mapping[str, Any]) -> str:
+    return ", ".join(f"{k} {_short(v)}" for k, v in evidence.items() if v is not None)
+
+
+def _short(value: Any) -> str:
+    return f"{value:.3g}" if isinstance(value, float) else str(value)
