@@ -37,6 +37,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 BUSY = 0.5  # capacity from which a bolt (or the acker) is named as a bottleneck
+LOADED = 0.25  # capacity from which the busiest (skewed) task or the acker is named, when
+#                the spouts are held back (their limit full, or backpressure)
 SKEWED = 1.5  # max / mean busy time over a component's tasks from which it is skewed
 HOT = 0.2  # a key's share of the sampled tuples from which it is called hot
 TIMED_OUT = 0.01  # share of the spout tuples completed or timed out that timed out
@@ -117,7 +119,31 @@ class Facts:
 
     def anything_busy(self) -> bool:
         return any(_num(m, "capacity") >= BUSY for c, m in self.components.items()
-                   if m.get("kind") == "bolt")
+                   if m.get("kind") != "spout")
+
+    def saturated(self) -> bool:
+        """Whether the spouts are held back: a limit full, or backpressure."""
+        return bool(self.causes) or any(
+            _num(m, "held_ms_per_s") >= 200 or in_flight(m) >= FULL * _limit(m)
+            for m in self.spouts().values() if _limit(m))
+
+    def busiest_anywhere(self) -> str | None:
+        """The component with the most capacity, spouts included."""
+        return max(self.components, key=lambda c: _num(self.components[c], "capacity"),
+                   default=None)
+
+
+def in_flight(m: Mapping[str, Any]) -> float:
+    """A spout's tuples in flight: the latest gauge, or the window's mean by Little's law
+    (acked per second × mean complete latency), whichever is larger (the gauge is one
+    instant of a number that moves)."""
+    mean = _p(m, "complete", "mean") or 0.0
+    return max(_num(m, "pending"), _num(m, "acked_per_s") * mean / 1000)
+
+
+def _limit(m: Mapping[str, Any]) -> int:
+    limit = m.get("max_spout_pending")
+    return limit if isinstance(limit, int) and limit > 0 else 0
 
 
 def _num(m: Mapping[str, Any], key: str) -> float:
@@ -171,7 +197,8 @@ def skew(facts: Facts) -> list[Finding]:
     for name, m in {**facts.bolts()}.items():
         task, capacity = facts.busiest(name)
         ratio = _num(m.get("skew") or {}, "busy")
-        if len(facts.instances.get(name) or ()) < 2 or ratio < SKEWED or capacity < BUSY:
+        loaded = capacity >= BUSY or (capacity >= LOADED and facts.saturated())
+        if len(facts.instances.get(name) or ()) < 2 or ratio < SKEWED or not loaded:
             continue
         out.append(_skew_finding(facts, name, m, task, capacity, ratio))
     return out
@@ -202,15 +229,20 @@ def _skew_finding(facts: Facts, name: str, m: Mapping, task: int | None, capacit
 def acker(facts: Facts) -> list[Finding]:
     """The acker at capacity: every tuple tree waits on it."""
     m = facts.components.get(ACKER)
-    if m is None or _num(m, "capacity") < BUSY:
+    if m is None:
         return []
     task, capacity = facts.busiest(ACKER)
+    held_up = (capacity >= LOADED and facts.saturated()
+               and facts.busiest_anywhere() == ACKER)  # the spouts wait on its verdicts
+    if capacity < BUSY and not held_up:
+        return []
     evidence = {"capacity": capacity, "ackers": int(_num(m, "instances")) or 1,
                 "acks_per_s": _num(m, "executed_per_s")}
     return [Finding(ACKER, task, "acker", evidence, (
-        "the acker spends nearly all its time settling acks. Add ackers (the ackers "
+        f"the acker is busy {capacity:.0%} of the time settling acks, more than any other "
+        "task, and the spouts wait on its verdicts. Add ackers (the ackers "
         "option), anchor fewer tuples (each anchored emit is an ack to settle), or let a "
-        "BasicBolt ack for you (its ack is folded into its child's)."), capacity + 0.02)]
+        "BasicBolt ack for you (its ack is folded into its child's)."), capacity + 0.15)]
 
 
 def slow_bolt(facts: Facts) -> list[Finding]:
@@ -240,19 +272,23 @@ def max_spout_pending(facts: Facts) -> list[Finding]:
         return []
     out = []
     for name, m in facts.spouts().items():
-        limit, pending = m.get("max_spout_pending"), _num(m, "pending")
-        if not isinstance(limit, int) or limit <= 0 or pending < FULL * limit:
+        limit, pending = _limit(m), in_flight(m)
+        if not limit or pending < FULL * limit:
             continue
         if _num(m, "capacity") >= BUSY or _num(m, "held_ms_per_s") >= 500:
             continue  # the spout's own work, or backpressure, limits it
         mean = _p(m, "complete", "mean")
-        evidence = {"pending": int(pending), "max_spout_pending": limit,
-                    "acked_per_s": _num(m, "acked_per_s"), "complete_mean_ms": mean,
-                    "spout_capacity": _num(m, "capacity")}
+        bounded = bool(m.get("latency_bounded"))
+        evidence = {"in_flight": round(pending, 2), "max_spout_pending": limit,
+                    "latency_bounded": bounded, "acked_per_s": _num(m, "acked_per_s"),
+                    "complete_mean_ms": mean, "spout_capacity": _num(m, "capacity")}
+        how = ("raise target_latency (the default limit follows it) or set "
+               "max_spout_pending" if bounded else "raise max_spout_pending, or set it to "
+               "'auto'")
         out.append(Finding(name, None, "max_spout_pending", evidence, (
             f"{name} keeps its {limit} in-flight tuples full while no bolt is busy: the "
-            "limit sets the rate (limit / complete latency). Raise max_spout_pending, or "
-            "set it to 'auto'."), 0.4 + min(1.0, pending / limit) * 0.2))
+            f"limit sets the rate (limit / complete latency). To go faster, {how}."),
+            0.3 + min(1.0, pending / limit) * 0.1))
     return out
 
 

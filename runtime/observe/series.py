@@ -35,7 +35,7 @@ WINDOWS: dict[str, float | None] = {"1m": 60.0, "10m": 600.0, "1h": 3600.0,
                                     "3h": 10800.0, "all": None}
 SECONDS_KEPT = 600  # per-second buckets: the last 10 minutes
 MINUTES_KEPT = 180  # per-minute buckets: the last 3 hours
-SPOUT_GAUGES = ("pending", "max_spout_pending", "complete_latency_ms")
+SPOUT_GAUGES = ("pending", "max_spout_pending", "complete_latency_ms", "latency_bounded")
 GAUGES = ("pending_emits", "queued_tuples", "sm_queued_bytes", "sm_queued_frames")  # latest
 HISTOGRAMS = ("execute", "process", "complete")  # latency histograms a record may carry
 STREAMS = "streams"  # kept beside them: tuples emitted per stream ({name: count} merges too)
@@ -213,16 +213,23 @@ class MetricsStore:
 
     def __init__(self) -> None:
         self.tasks: dict[int, TaskSeries] = {}
-        self.started: float | None = None  # when the first report arrived
+        # when the work started: the last report before the first one that counted a
+        # tuple (a topology takes seconds to start; rates and capacity over that time
+        # would be diluted by it)
+        self.started: float | None = None
+        self.idle_since: float | None = None  # the latest report before any work
 
     def add(self, task: int, incarnation: int, record: Mapping[str, Any], now: float) -> None:
         """One statistics report of ``task``'s current incarnation."""
         if self.started is None:
-            self.started = now
+            if record.get("emitted") or record.get("executed"):
+                self.started = now if self.idle_since is None else self.idle_since
+            else:
+                self.idle_since = now
         self.tasks.setdefault(task, TaskSeries()).add(incarnation, record, now)
 
     def span(self, window: float | None, now: float) -> float:
-        """The seconds a window's counts cover: at most the time since the first report."""
+        """The seconds a window's counts cover: at most the time since the work started."""
         since = now - (now if self.started is None else self.started)
         return max(MIN_SPAN, since if window is None else min(window, since))
 
@@ -383,6 +390,7 @@ def combine(instances: list[dict]) -> dict:
         out["pending"] = _sum(i.get("pending") or 0 for i in instances)
         limits = [i.get("max_spout_pending") for i in instances]
         out["max_spout_pending"] = (None if any(v is None for v in limits) else sum(limits))
+        out["latency_bounded"] = any(i.get("latency_bounded") for i in instances)
         out["complete_latency_ms"] = slowest([i.get("complete_latency_ms")
                                               for i in instances])
     return out

@@ -138,3 +138,29 @@ def test_the_metrics_carry_time_accounting_and_skew():
     c = m["components"]["count"]
     assert c["skew"] == {"executed": 1.5, "busy": 1.5}
     assert c["busy_ms_per_s"] == 400.0
+
+
+def test_the_acker_as_the_busiest_task_while_the_spouts_wait_on_it():
+    full = spout(pending=5000, max_spout_pending=5000, busy_seconds=0.3 * SPAN)
+    m = answer(full, bolt("gather", 0.2), bolt("gather", 0.2), bolt("__acker", 0.37))
+    assert kinds(diagnose(m))[0] == ("acker", "__acker")
+    idle = spout(pending=10, max_spout_pending=5000)  # nothing waits: no finding
+    assert diagnose(answer(idle, bolt("gather", 0.2), bolt("__acker", 0.37))) == []
+
+
+def test_a_hot_task_below_capacity_is_skew_when_the_spouts_are_held_back():
+    hot = {"total": 900, "top": [["the", 600]]}
+    tasks = [bolt("count", 0.4, 2000, hot_keys=hot), bolt("count", 0.1, 400),
+             bolt("count", 0.1, 400)]
+    found = kinds(diagnose(answer(spout(pending=27, max_spout_pending=27), *tasks)))
+    assert found == [("skew", "count"), ("max_spout_pending", "src")]  # cause, then symptom
+    assert diagnose(answer(spout(pending=2, max_spout_pending=27), *tasks)) == []
+
+
+def test_little_s_law_finds_a_full_limit_the_gauge_missed():
+    # 140 completions a second of 7 ms each: one in flight on average, the limit is 1
+    late = {"complete_latency_ms": None}
+    m = answer(spout(acked=1400, pending=0, max_spout_pending=1, **late), bolt("a", 0.05))
+    m["components"]["src"]["latency_ms"] = {"complete": {"mean": 7.0, "p99": 9.0}}
+    (top,) = diagnose(m)
+    assert top.kind == "max_spout_pending" and top.evidence["in_flight"] == pytest.approx(0.98)
