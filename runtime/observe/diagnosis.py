@@ -192,22 +192,31 @@ def cpu(facts: Facts) -> list[Finding]:
 
 
 def skew(facts: Facts) -> list[Finding]:
-    """A component whose busiest task is at capacity while its siblings are not."""
+    """A component whose busiest task is at capacity while its siblings are not, or
+    whose hottest key is more than one task can take its share of."""
     out = []
-    for name, m in {**facts.bolts()}.items():
+    for name, m in facts.bolts().items():
         task, capacity = facts.busiest(name)
-        ratio = _num(m.get("skew") or {}, "busy")
+        ratio, tasks = _num(m.get("skew") or {}, "busy"), len(facts.instances.get(name) or ())
         loaded = capacity >= BUSY or (capacity >= LOADED and facts.saturated())
-        if len(facts.instances.get(name) or ()) < 2 or ratio < SKEWED or not loaded:
-            continue
-        out.append(_skew_finding(facts, name, m, task, capacity, ratio))
+        uneven = ratio >= SKEWED or _hot_share(m) * tasks >= SKEWED
+        if tasks >= 2 and loaded and uneven:
+            out.append(_skew_finding(facts, name, m, task, capacity, ratio))
     return out
+
+
+def _hot_share(m: Mapping[str, Any]) -> float:
+    """The hottest key's share of a component's tuples, if it is hot (:data:`HOT`): a key
+    that alone gives one task over :data:`SKEWED` times its fair share will make that task
+    the bottleneck, even while every task still works through a backlog."""
+    top = ((m.get("hot_keys") or {}).get("top") or [None])[0]
+    share = _num(top, "share") if isinstance(top, Mapping) else 0.0
+    return share if share >= HOT else 0.0
 
 
 def _skew_finding(facts: Facts, name: str, m: Mapping, task: int | None, capacity: float,
                   ratio: float) -> Finding:
-    top = ((m.get("hot_keys") or {}).get("top") or [None])[0]
-    hot = top if top and top["share"] >= HOT else None
+    hot = (m.get("hot_keys") or {})["top"][0] if _hot_share(m) else None
     evidence = {"busiest_capacity": capacity, "skew_busy": ratio,
                 "skew_executed": _num(m.get("skew") or {}, "executed"),
                 "tasks": len(facts.instances[name])}

@@ -164,3 +164,13 @@ def test_little_s_law_finds_a_full_limit_the_gauge_missed():
     m["components"]["src"]["latency_ms"] = {"complete": {"mean": 7.0, "p99": 9.0}}
     (top,) = diagnose(m)
     assert top.kind == "max_spout_pending" and top.evidence["in_flight"] == pytest.approx(0.98)
+
+
+def test_a_hot_key_is_named_while_every_task_still_works_through_a_backlog():
+    hot = {"total": 1000, "top": [["hot", 530]]}
+    tasks = [bolt("count", 0.99, 500, hot_keys=hot) for _ in range(4)]
+    (top,) = diagnose(answer(spout(), *tasks))
+    assert (top.kind, top.component, top.evidence["hot_key"]) == ("skew", "count", "hot")
+    cool = {"total": 1000, "top": [["k1", 20]]}  # no hot key: just too few tasks
+    tasks = [bolt("count", 0.99, 500, hot_keys=cool) for _ in range(4)]
+    assert kinds(diagnose(answer(spout(), *tasks))) == [("slow_bolt", "count")]
