@@ -258,9 +258,10 @@ def slow_bolt(facts: Facts) -> list[Finding]:
     """A bolt at capacity, whose tasks are evenly loaded (else it is skew)."""
     out = []
     skewed = {f.component for f in skew(facts)}
+    held_by = _held_by(facts)
     for name, m in facts.bolts().items():
         task, capacity = facts.busiest(name)
-        if capacity < BUSY or name in skewed:
+        if name in skewed or (capacity < BUSY and name != held_by):
             continue
         evidence = {"capacity": capacity, "executed_per_s": _num(m, "executed_per_s"),
                     "execute_p50_ms": _p(m, "execute", "p50"),
@@ -270,8 +271,25 @@ def slow_bolt(facts: Facts) -> list[Finding]:
         out.append(Finding(name, task, "slow_bolt", evidence, (
             f"{name} is busy {capacity:.0%} of the time: it cannot take more. Raise its "
             "parallelism (its tasks share the work), or make process() cheaper (batch "
-            "its I/O, cache lookups)."), capacity + _cause(facts, name)))
+            "its I/O, cache lookups)."), _bolt_score(facts, name, capacity)))
     return out
+
+
+def _held_by(facts: Facts) -> str | None:
+    """The busiest bolt, when no bolt is at capacity but the spouts are held back and it
+    is loaded (:data:`LOADED`): the spouts' limit keeps it from filling up (the default
+    latency bound does that to a slow bolt), but it is what the tuples wait for."""
+    if facts.anything_busy() or not facts.saturated():
+        return None
+    bolts = facts.bolts()
+    name = max(bolts, key=lambda c: _num(bolts[c], "capacity"), default=None)
+    return name if name is not None and facts.busiest(name)[1] >= LOADED else None
+
+
+def _bolt_score(facts: Facts, name: str, capacity: float) -> float:
+    """At capacity: the capacity; held back below it: above a full limit's finding."""
+    base = capacity if capacity >= BUSY else 0.4 + capacity / 10
+    return base + _cause(facts, name)
 
 
 def max_spout_pending(facts: Facts) -> list[Finding]:

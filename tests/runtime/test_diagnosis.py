@@ -174,3 +174,12 @@ def test_a_hot_key_is_named_while_every_task_still_works_through_a_backlog():
     cool = {"total": 1000, "top": [["k1", 20]]}  # no hot key: just too few tasks
     tasks = [bolt("count", 0.99, 500, hot_keys=cool) for _ in range(4)]
     assert kinds(diagnose(answer(spout(), *tasks))) == [("slow_bolt", "count")]
+
+
+def test_a_slow_bolt_the_latency_bound_keeps_below_capacity_is_still_named():
+    bounded = spout(pending=32, max_spout_pending=32, latency_bounded=True)
+    found = diagnose(answer(bounded, bolt("b0", 0.01), bolt("b1", 0.35), bolt("b2", 0.01)))
+    assert kinds(found) == [("slow_bolt", "b1"), ("max_spout_pending", "src")]
+    assert "target_latency" in found[1].advice
+    # a limit with room left: nobody waits, and a bolt at 35 % is no finding
+    assert diagnose(answer(spout(pending=3, max_spout_pending=32), bolt("b1", 0.35))) == []
