@@ -40,6 +40,7 @@ BUSY = 0.5  # capacity from which a bolt (or the acker) is named as a bottleneck
 LOADED = 0.25  # capacity from which the busiest (skewed) task or the acker is named, when
 #                the spouts are held back (their limit full, or backpressure)
 SKEWED = 1.5  # max / mean busy time over a component's tasks from which it is skewed
+BACKLOG = 64 * 1024  # bytes queued for one task from which its backlog can show skew
 HOT = 0.2  # a key's share of the sampled tuples from which it is called hot
 TIMED_OUT = 0.01  # share of the spout tuples completed or timed out that timed out
 FULL = 0.5  # in-flight tuples, as a share of max_spout_pending, from which it limits
@@ -199,10 +200,46 @@ def skew(facts: Facts) -> list[Finding]:
         task, capacity = facts.busiest(name)
         ratio, tasks = _num(m.get("skew") or {}, "busy"), len(facts.instances.get(name) or ())
         loaded = capacity >= BUSY or (capacity >= LOADED and facts.saturated())
-        uneven = ratio >= SKEWED or _hot_share(m) * tasks >= SKEWED
+        backlog = _backlog(facts, name)
+        uneven = (ratio >= SKEWED or _hot_on_one_task(facts, name) * tasks >= SKEWED
+                  or backlog is not None)
         if tasks >= 2 and loaded and uneven:
+            task = backlog if backlog is not None and ratio < SKEWED else task
             out.append(_skew_finding(facts, name, m, task, capacity, ratio))
     return out
+
+
+def _backlog(facts: Facts, name: str) -> int | None:
+    """The task whose input queue (bytes its stream manager holds for it) is over
+    :data:`SKEWED` times the mean of its siblings' and at least :data:`BACKLOG` bytes:
+    while every task still works through a backlog, busy time and executed counts are
+    even, and only the queues show which task the grouping overloads."""
+    queued = [(t, _num(m, "sm_queued_bytes")) for t, m in facts.instances.get(name, ())]
+    if len(queued) < 2:
+        return None
+    task, most = max(queued, key=lambda tq: tq[1])
+    mean = sum(q for _, q in queued) / len(queued)
+    return task if most >= BACKLOG and most >= SKEWED * mean else None
+
+
+def _hot_on_one_task(facts: Facts, name: str) -> float:
+    """The largest share of a component's sampled tuples that one key brings to one task:
+    all of a hot key's under a fields grouping, about half under a partial key grouping."""
+    total = _num(facts.components[name].get("hot_keys") or {}, "total")
+    if not total or not _hot_share(facts.components[name]):
+        return 0.0
+    return max((_num(top[0], "tuples") / total for _, m in facts.instances.get(name, ())
+                if (top := (m.get("hot_keys") or {}).get("top"))), default=0.0)
+
+
+def _own_key(facts: Facts, name: str, task: int | None) -> dict | None:
+    """The top key of one task's own sampled tuples, when it is most of them (the hot key
+    of a task that works through a backlog at the same pace as its siblings)."""
+    for t, m in facts.instances.get(name, ()):
+        top = ((m.get("hot_keys") or {}).get("top") or [None])[0]
+        if t == task and isinstance(top, Mapping) and _num(top, "share") >= 0.5:
+            return top
+    return None
 
 
 def _hot_share(m: Mapping[str, Any]) -> float:
@@ -216,7 +253,7 @@ def _hot_share(m: Mapping[str, Any]) -> float:
 
 def _skew_finding(facts: Facts, name: str, m: Mapping, task: int | None, capacity: float,
                   ratio: float) -> Finding:
-    hot = (m.get("hot_keys") or {})["top"][0] if _hot_share(m) else None
+    hot = (m.get("hot_keys") or {})["top"][0] if _hot_share(m) else _own_key(facts, name, task)
     evidence = {"busiest_capacity": capacity, "skew_busy": ratio,
                 "skew_executed": _num(m.get("skew") or {}, "executed"),
                 "tasks": len(facts.instances[name])}

@@ -167,8 +167,10 @@ def test_little_s_law_finds_a_full_limit_the_gauge_missed():
 
 
 def test_a_hot_key_is_named_while_every_task_still_works_through_a_backlog():
-    hot = {"total": 1000, "top": [["hot", 530]]}
-    tasks = [bolt("count", 0.99, 500, hot_keys=hot) for _ in range(4)]
+    hot = {"total": 1060, "top": [["hot", 1060]]}  # 53 % of the 2000 sampled, one task
+    tasks = [bolt("count", 0.99, 500, hot_keys=hot)] + [
+        bolt("count", 0.99, 500, hot_keys={"total": 313, "top": [[f"k{i}", 9]]})
+        for i in range(3)]
     (top,) = diagnose(answer(spout(), *tasks))
     assert (top.kind, top.component, top.evidence["hot_key"]) == ("skew", "count", "hot")
     cool = {"total": 1000, "top": [["k1", 20]]}  # no hot key: just too few tasks
@@ -183,3 +185,25 @@ def test_a_slow_bolt_the_latency_bound_keeps_below_capacity_is_still_named():
     assert "target_latency" in found[1].advice
     # a limit with room left: nobody waits, and a bolt at 35 % is no finding
     assert diagnose(answer(spout(pending=3, max_spout_pending=32), bolt("b1", 0.35))) == []
+
+
+def test_a_hot_key_split_by_a_partial_key_grouping_is_no_longer_skew():
+    def task(tuples: int, busy: float) -> tuple:
+        return bolt("count", busy, tuples, hot_keys={"total": 1000, "top": [["hot", tuples]]})
+
+    spread = [task(300, 0.4), task(300, 0.4), bolt("count", 0.3, 400)]  # hot: 60 % on two
+    assert diagnose(answer(spout(pending=27, max_spout_pending=27), *spread))[0].kind != "skew"
+    swamped = [task(600, 0.9), bolt("count", 0.2, 200), bolt("count", 0.2, 200)]
+    assert diagnose(answer(spout(), *swamped))[0].kind == "skew"
+
+
+def test_a_hot_key_shows_in_the_queues_while_every_task_is_backlogged():
+    def task(queued: int, key: str, share: int) -> tuple:
+        return bolt("count", 0.99, 500, sm_queued_bytes=queued,
+                    hot_keys={"total": 500, "top": [[key, share]]})
+
+    tasks = [task(900_000, "hot", 480), task(200_000, "k1", 9), task(150_000, "k2", 8)]
+    (top,) = diagnose(answer(spout(), *tasks))
+    assert (top.kind, top.task, top.evidence["hot_key"]) == ("skew", 2, "hot")
+    even = [task(300_000, "k0", 9), task(280_000, "k1", 9), task(310_000, "k2", 8)]
+    assert kinds(diagnose(answer(spout(), *even))) == [("slow_bolt", "count")]
