@@ -37,6 +37,7 @@ USAGE = {
     "status": "NAME",
     "plan": "NAME",
     "exceptions": "NAME",
+    "explain": "NAME",
     "logs": "NAME COMPONENT TASK",
     "pause": "NAME",
     "resume": "NAME",
@@ -240,6 +241,14 @@ class TopologyMagics(Magics):
         for r in records:
             print(f"{r['component']} ×{r['count']} (tasks {r['tasks']}): {r['error']}\n"
                   f"{r['traceback']}")
+
+    def _explain(self, name: str) -> None:
+        """Why it is slow: ``running.explain()``'s findings, most important first."""
+        found = self._running(name).explain()
+        if not found:
+            print(f"{name}: nothing stands out (no bolt at capacity, no skew, no timeouts)")
+        for rank, finding in enumerate(found, start=1):
+            print(f"{rank}. {finding}")
 
     def _logs(self, name: str, component: str, task: str) -> None:
         if not task.isdigit():

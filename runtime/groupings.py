@@ -23,7 +23,8 @@ from collections.abc import Sequence
 from typing import Any
 
 __all__ = ["AllGrouping", "DirectGrouping", "FieldsGrouping", "GlobalGrouping", "Grouping",
-           "LocalOrShuffleGrouping", "ShuffleGrouping", "field_hash", "label", "stable_hash"]
+           "LocalOrShuffleGrouping", "PartialKeyGrouping", "ShuffleGrouping", "field_hash",
+           "label", "stable_hash"]
 
 
 class Grouping:
@@ -74,7 +75,19 @@ def _cycler(order: list[int]):
     return lambda values: step()
 
 
-class FieldsGrouping(_SingleTarget):
+class _Keyed(_SingleTarget):
+    """A grouping on the values of some fields (the key): ``fields`` and their
+    ``indexes`` in the stream's tuples."""
+
+    def __init__(self, fields: Sequence[str], fields_of_stream: Sequence[str]) -> None:
+        self.fields = tuple(fields)
+        self.indexes = tuple(list(fields_of_stream).index(f) for f in self.fields)
+
+    def describe(self) -> str:
+        return f"{self.name}({', '.join(self.fields)})"
+
+
+class FieldsGrouping(_Keyed):
     """Tuples with equal values in ``fields`` go to the same task, from every sender.
 
     Uses :func:`stable_hash`, never Python's per-process salted ``hash()``.
@@ -82,16 +95,9 @@ class FieldsGrouping(_SingleTarget):
 
     name = "fields"
 
-    def __init__(self, fields: Sequence[str], fields_of_stream: Sequence[str]) -> None:
-        self.fields = tuple(fields)
-        self.indexes = tuple(list(fields_of_stream).index(f) for f in self.fields)
-
     def prepare(self, context, stream, target_tasks):
         super().prepare(context, stream, target_tasks)
         self.pick = _fields_picker(self.indexes, len(self.target_tasks))
-
-    def describe(self) -> str:
-        return f"fields({', '.join(self.fields)})"
 
 
 def _fields_picker(indexes: tuple[int, ...], n: int):
@@ -104,6 +110,66 @@ def _fields_picker(indexes: tuple[int, ...], n: int):
 
         return pick
     return lambda values: stable_hash([values[i] for i in indexes]) % n
+
+
+class PartialKeyGrouping(_Keyed):
+    """Storm's partial key grouping, "the power of both choices": each key has two
+    candidate tasks, and each tuple goes to the one this sender has sent fewer tuples
+    to so far. A hot key is spread over two tasks instead of swamping one, so the bolt
+    must merge the two partial results of a key downstream (e.g. a second, fields-
+    grouped bolt that adds the partial counts).
+
+    The first candidate is the fields grouping's task (the same :func:`field_hash`);
+    the second comes from the same 32-bit hash through a bit mixer, so the two are
+    independent for different keys. The load counts are this sender's own (as in Storm):
+    no coordination between senders.
+
+    >>> g = PartialKeyGrouping(["word"], fields_of_stream=["word"])
+    >>> g.prepare(None, "default", [4, 5, 6, 7])
+    >>> sorted(set(g.choose_tasks(["hot"])[0] for _ in range(100)))  # two tasks share it
+    [6, 7]
+    >>> g.load
+    [0, 0, 50, 50]
+
+    A key whose two candidates are the same task (one key in ``n``) stays on that task.
+    """
+
+    name = "partial_key"
+
+    def prepare(self, context, stream, target_tasks):
+        super().prepare(context, stream, target_tasks)
+        self.load = [0] * len(self.target_tasks)  # tuples this sender sent each task
+        self.pick = _two_choices(self.indexes, self.load)
+
+
+def _two_choices(indexes: tuple[int, ...], load: list[int]):
+    n = len(load)
+    if len(indexes) == 1:
+        (i,) = indexes
+
+        def hashed(values):
+            return field_hash(values[i])
+    else:
+        def hashed(values):
+            return stable_hash([values[i] for i in indexes])
+
+    def pick(values):
+        h = hashed(values)
+        first, second = h % n, _mix(h) % n
+        chosen = second if load[first] > load[second] else first
+        load[chosen] += 1
+        return chosen
+
+    return pick
+
+
+def _mix(h: int) -> int:
+    """MurmurHash3's 32-bit finaliser: every bit of ``h`` moves every bit of the result."""
+    h ^= h >> 16
+    h = (h * 0x85EBCA6B) & 0xFFFFFFFF
+    h ^= h >> 13
+    h = (h * 0xC2B2AE35) & 0xFFFFFFFF
+    return h ^ (h >> 16)
 
 
 class AllGrouping(Grouping):

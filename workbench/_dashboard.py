@@ -24,6 +24,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import html
+import os
 import threading
 import time
 from collections.abc import Callable
@@ -57,7 +58,7 @@ def collect(running: Any, *, window: str = "1m", slow: bool = True,
     in time gives ``state="not answering"`` with the error.
     """
     snap: dict[str, Any] = {"name": running.name, "time": time.time(),
-                            "config": _config(running)}
+                            "config": _config(running), "cores": os.cpu_count()}
     if running.killed or not running.alive:
         snap["state"] = _ended(running)
         return snap

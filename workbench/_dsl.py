@@ -25,8 +25,8 @@ from runtime import TopologyError
 MAGIC = "%%topology"  # an optional prefix of the header line
 DEFAULT_GROUPING = "shuffle"  # the grouping of an input that names none
 # grouping name -> how many arguments it takes in parentheses ("+" means one or more)
-GROUPINGS = {"shuffle": 0, "fields": "+", "all": 0, "global": 0, "local_or_shuffle": 0,
-             "direct": 0, "custom": 1}
+GROUPINGS = {"shuffle": 0, "fields": "+", "partial_key": "+", "all": 0, "global": 0,
+             "local_or_shuffle": 0, "direct": 0, "custom": 1}
 
 
 class TopologySyntaxError(TopologyError):

@@ -170,7 +170,7 @@ def _subscribe(topo: Topology, declarer: Declarer, comp: ComponentLine, inp: Inp
     declared = _guarded(line, inp.stream or inp.source, topo.source_fields, comp.id.text,
                         source, stream)
     name = inp.grouping_name
-    if name == "fields":
+    if name in ("fields", "partial_key"):
         _check_fields(line, inp, declared)
         args: tuple = ([a.text for a in inp.args],)
     elif name == "custom":

@@ -32,7 +32,7 @@ from ._lists import TupleTable, events_html, exceptions_html, tap_html, tasks_ht
 from ._sparkline import sparkline
 from ._style import style
 from ._tuner_tab import tuner_html
-from ._verdict import held_by, verdict
+from ._verdict import findings, held_by, verdict
 from ._view import BACKPRESSURE, PALETTE, topology_svg
 
 __all__ = ["TupleTable", "events_html", "exceptions_html", "style", "tap_html", "tasks_html"]
@@ -106,7 +106,31 @@ def status_html(snapshot: Mapping[str, Any], live: bool = True) -> str:
         verdict_ = (f'<div class="tf-fades" style="--tf-stale:{_delay(snapshot):g}s">'
                     f"{verdict_}</div>")  # the last verdict, greyed with the "ended"
     return (f'<b>{_esc(snapshot.get("name", ""))}</b>: {shown} '
-            f"<small>{_esc(_clock(snapshot.get('time')))}{_esc(extra)}</small>{verdict_}")
+            f"<small>{_esc(_clock(snapshot.get('time')))}{_esc(extra)}</small>{verdict_}"
+            f"{findings_html(snapshot)}")
+
+
+SHOWN_FINDINGS = 3  # the top findings the header lists
+
+
+def findings_html(snapshot: Mapping[str, Any]) -> str:
+    """Why is it slow: the bottleneck finder's top findings, most important first, each
+    with where, the evidence and the advice (``runtime.diagnosis``); nothing when none."""
+    found = findings(snapshot)[:SHOWN_FINDINGS]
+    if not found:
+        return ""
+    rows = "".join(_finding_html(rank, f) for rank, f in enumerate(found, start=1))
+    return f'<ol class="tf-findings" style="margin:4px 0;padding-left:22px">{rows}</ol>'
+
+
+def _finding_html(rank: int, f: Any) -> str:
+    where = f.component if f.task is None else f"{f.component}[{f.task}]"
+    evidence = ", ".join(f"{k} {v:.3g}" if isinstance(v, float) else f"{k} {v}"
+                         for k, v in f.evidence.items() if v is not None)
+    return (f'<li class="tf-finding" data-rank="{rank}" data-kind="{_esc(f.kind)}" '
+            f'data-component="{_esc(f.component)}"><b>{_esc(f.kind)}</b> at '
+            f"<code>{_esc(where)}</code>: {_esc(f.advice)} "
+            f'<small style="color:#777">({_esc(evidence)})</small></li>')
 
 
 def _delay(snapshot: Mapping[str, Any]) -> float:

@@ -18,8 +18,11 @@ The signals, worst first:
 - instances restarted (user code crashes) in the last minute (the events say when).
 
 "The component that causes it", for a spout's failures or latency, is the backpressure
-root cause if there is one, else the busiest bolt when it is busy, else a bolt that
-restarts or raises: where a person should look first.
+root cause if there is one, else the top finding of the bottleneck finder
+(:func:`findings`, ``runtime.diagnosis``: a slow bolt, a skewed one, the acker), else the
+busiest bolt when it is busy, else a bolt that restarts or raises: where a person should
+look first. A finding the checks above do not cover (skew, the acker, a full in-flight
+limit, too few cores) degrades the verdict itself.
 
 >>> snap = {"state": "running", "config": {"message_timeout": 30.0}, "metrics": {
 ...     "components": {"src": {"kind": "spout", "acked": 0, "failed": 4000},
@@ -35,6 +38,8 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from typing import Any
+
+from runtime.diagnosis import Finding, diagnose
 
 from . import _format
 
@@ -87,11 +92,32 @@ def _components(snapshot: Mapping[str, Any]) -> dict[str, Mapping[str, Any]]:
     return out
 
 
+def findings(snapshot: Mapping[str, Any]) -> list[Finding]:
+    """The bottleneck finder's findings for a snapshot, most important first: its metrics,
+    each bolt's capacity the larger of the window's and the recent one (as the checks
+    read it), the backpressure causes, and the cores the snapshot was taken on."""
+    metrics = snapshot.get("metrics")
+    if not isinstance(metrics, Mapping) or snapshot.get("state") not in ("running", "paused"):
+        return []
+    recent = {**metrics, "components": {**(metrics.get("components") or {}),
+                                        **_components(snapshot)}}
+    causes = [c.get("component") for c in held_by(snapshot) if c.get("component")]
+    cores = _format.number(snapshot.get("cores"))
+    return diagnose(recent, config=snapshot.get("config") or {}, backpressure=causes,
+                    cores=int(cores) if cores else None)
+
+
+SYMPTOMS = ("timeouts", "max_spout_pending", "cpu")  # findings that name no culprit bolt
+
+
 def culprit(snapshot: Mapping[str, Any], components: Mapping[str, Mapping]) -> str | None:
     """Where a person should look when spout tuples are slow or lost (module docstring)."""
     held = [c.get("component") for c in held_by(snapshot)]
     if held:
         return held[0]
+    named = [f.component for f in findings(snapshot) if f.kind not in SYMPTOMS]
+    if named:
+        return named[0]
     bolts = {c: m for c, m in components.items() if m.get("kind") != "spout"}
     busy = max(bolts, key=lambda c: _num(bolts[c], "capacity"), default=None)
     if busy is not None and _num(bolts[busy], "capacity") >= BUSY:
@@ -180,8 +206,16 @@ def _restarts(snapshot: Mapping[str, Any], components: Mapping[str, Mapping]) ->
             for c, n in sorted(recent.items(), key=lambda cn: -cn[1])[:1]]
 
 
+def _bottleneck(snapshot: Mapping[str, Any], components: Mapping[str, Mapping]) -> list:
+    """The top finding the other checks do not already say (a slow bolt is
+    :func:`_capacity`'s, timeouts are :func:`_failures`')."""
+    found = [f for f in findings(snapshot) if f.kind not in ("slow_bolt", "timeouts")]
+    return [("degraded", f"{f.kind.replace('_', ' ')} at {f.component}: {f.advice}",
+             f.component) for f in found[:1]]
+
+
 def _times(n: int) -> str:
     return "once" if n == 1 else f"{_format.whole(n)} times"
 
 
-CHECKS = (_failures, _latency, _backpressure, _capacity, _restarts)
+CHECKS = (_failures, _latency, _backpressure, _capacity, _bottleneck, _restarts)

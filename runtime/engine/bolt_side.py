@@ -3,8 +3,9 @@ and fails of its inputs, the tuples it emits anchored to them, and its ticks."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Mapping, Sized
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sized
 from itertools import count, islice, repeat
+from operator import itemgetter
 from sys import getrefcount
 
 from runtime import wire
@@ -43,6 +44,11 @@ class BoltSide:
         self.last_child: list = [None, None]
         # input set aside while output waited: (entries, source, ids) (execute)
         self.leftover: tuple = ()
+        # a fields-grouped input's key of an entry, for the sampled hot keys (stats.py)
+        self._keyers = {(sub.source, sub.stream): keyer
+                        for sub in spec.inputs
+                        if sub.source in specs and (keyer := _keyer(
+                            sub.grouping, specs[sub.source].streams.get(sub.stream, ())))}
 
     # -- frames -------------------------------------------------------------------------
     def on_frame(self, h: wire.Header, body: bytes, waiting: Sized) -> None:
@@ -106,10 +112,13 @@ class BoltSide:
         make = OneFieldTuple if bare else Tuple
         tids = repeat(None) if ids is None else iter(ids)
         tvals = repeat(0) if vals is None else iter(vals)
-        tup, alone, done = None, 0, 0
-        started = self.counts.started_batch()
+        tup, alone, done, counts = None, 0, 0, self.counts
+        started = counts.started_batch(self._keyers.get((source.component, source.stream)))
+        mark = counts.left  # the next sampled tuple (stats.TaskCounts.checkpoint)
         try:
             for entry, tid, val in zip(entries, tids, tvals):
+                if done == mark:
+                    mark = counts.checkpoint(done, entry)
                 if tup is not None and getrefcount(tup) == alone:  # nobody kept it
                     tup.values = [entry] if bare else entry
                     tup.ids, tup.ack_val = tid, val
@@ -135,7 +144,7 @@ class BoltSide:
             raise UserCodeError(f"{self.name}.process", exc) from exc
         finally:
             current[0] = None
-            self.counts.ended_batch(started, done)
+            counts.ended_batch(started, done, mark)
         self._set_aside(entries, source, (ids, tids), (vals, tvals), done)
 
     def _set_aside(self, entries: list, source: TupleSource, ids: tuple, vals: tuple,
@@ -235,6 +244,21 @@ class BoltSide:
         if out.recorder is not None:  # a tuple of several trees is recorded with its first
             out.recorder.tracked(values, next(iter(roots_of(tracked[0].ids))))
         return True
+
+
+def _keyer(grouping, fields: tuple) -> Callable[[object], object] | None:
+    """An entry's grouping key when ``grouping`` groups by fields (it has ``indexes``):
+    the bare value of a one-field stream, else the value or values at those indexes."""
+    indexes = getattr(grouping, "indexes", None)
+    if not indexes:
+        return None
+    if len(fields) == 1:
+        return _bare_key
+    return itemgetter(*indexes)
+
+
+def _bare_key(entry):
+    return entry
 
 
 def _edges(anchors: list[Tuple]) -> dict[int, int]:

@@ -284,14 +284,26 @@ class Declarer:
     def fields_grouping(self, source: str, fields: Sequence[str],
                         stream: str = DEFAULT_STREAM) -> Declarer:
         """Tuples with equal values in ``fields`` go to the same task."""
+        fields, declared = self._key_fields("fields", source, fields, stream)
+        return self._group(source, stream, g.FieldsGrouping(fields, declared))
+
+    def partial_key_grouping(self, source: str, fields: Sequence[str],
+                             stream: str = DEFAULT_STREAM) -> Declarer:
+        """Each key goes to the less loaded of two tasks (Storm's partial key grouping):
+        a hot key is shared by two tasks, whose partial results a later bolt merges."""
+        fields, declared = self._key_fields("partial key", source, fields, stream)
+        return self._group(source, stream, g.PartialKeyGrouping(fields, declared))
+
+    def _key_fields(self, what: str, source: str, fields, stream: str) -> tuple[list, tuple]:
+        """The key fields of a grouping, checked against what the source declares."""
         declared = self._topology.source_fields(self.id, source, stream)
         fields = [fields] if isinstance(fields, str) else list(fields)
         missing = [f for f in fields if f not in declared]
         if missing or not fields:
             raise TopologyError(
-                f"component {self.id!r}: fields grouping on {missing or fields} but "
+                f"component {self.id!r}: {what} grouping on {missing or fields} but "
                 f"{source!r} stream {stream!r} declares fields {list(declared)}")
-        return self._group(source, stream, g.FieldsGrouping(fields, declared))
+        return fields, declared
 
     def all_grouping(self, source: str, stream: str = DEFAULT_STREAM) -> Declarer:
         """Every task of the bolt gets every tuple."""

@@ -24,6 +24,7 @@ from collections import deque
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from .hotkeys import merge_reports
 from .metrics import merge, subtract
 from .metrics import summarise as summarise_buckets
 from .watermarks import combine_windows
@@ -35,7 +36,7 @@ WINDOWS: dict[str, float | None] = {"1m": 60.0, "10m": 600.0, "1h": 3600.0,
                                     "3h": 10800.0, "all": None}
 SECONDS_KEPT = 600  # per-second buckets: the last 10 minutes
 MINUTES_KEPT = 180  # per-minute buckets: the last 3 hours
-SPOUT_GAUGES = ("pending", "max_spout_pending", "complete_latency_ms")
+SPOUT_GAUGES = ("pending", "max_spout_pending", "complete_latency_ms", "latency_bounded")
 GAUGES = ("pending_emits", "queued_tuples", "sm_queued_bytes", "sm_queued_frames")  # latest
 HISTOGRAMS = ("execute", "process", "complete")  # latency histograms a record may carry
 STREAMS = "streams"  # kept beside them: tuples emitted per stream ({name: count} merges too)
@@ -213,16 +214,23 @@ class MetricsStore:
 
     def __init__(self) -> None:
         self.tasks: dict[int, TaskSeries] = {}
-        self.started: float | None = None  # when the first report arrived
+        # when the work started: the last report before the first one that counted a
+        # tuple (a topology takes seconds to start; rates and capacity over that time
+        # would be diluted by it)
+        self.started: float | None = None
+        self.idle_since: float | None = None  # the latest report before any work
 
     def add(self, task: int, incarnation: int, record: Mapping[str, Any], now: float) -> None:
         """One statistics report of ``task``'s current incarnation."""
         if self.started is None:
-            self.started = now
+            if record.get("emitted") or record.get("executed"):
+                self.started = now if self.idle_since is None else self.idle_since
+            else:
+                self.idle_since = now
         self.tasks.setdefault(task, TaskSeries()).add(incarnation, record, now)
 
     def span(self, window: float | None, now: float) -> float:
-        """The seconds a window's counts cover: at most the time since the first report."""
+        """The seconds a window's counts cover: at most the time since the work started."""
         since = now - (now if self.started is None else self.started)
         return max(MIN_SPAN, since if window is None else min(window, since))
 
@@ -312,15 +320,41 @@ def summarise(counts: Mapping[str, float], span: float, latest: Mapping[str, Any
     out.update({c: counts.get(c, 0) for c in COUNTERS})
     out.update({f"{c}_per_s": round(counts.get(c, 0) / span, 3) for c in RATES})
     out["capacity"] = round(min(1.0, busy / span), 4)
+    out.update(time_shares(busy, counts.get("held_seconds", 0), span))
     out["execute_latency_ms"] = round(busy / executed * 1000, 3) if executed else None
     out["cpu_percent"] = round(counts.get("cpu_seconds", 0) / span * 100, 2)
     out["rss_bytes"] = latest.get("rss_bytes") or 0
     out.update({g: latest.get(g) or 0 for g in GAUGES})
+    if latest.get("hot_keys"):  # sampled, since the incarnation started (observe/hotkeys.py)
+        out["hot_keys"] = merge_reports([latest["hot_keys"]])
     if latest.get("kind") == "spout":
         out.update({g: latest.get(g) for g in SPOUT_GAUGES})
     if latest.get("window") is not None:  # a windowed bolt: its latest windows
         out["window"] = latest["window"]
     return out
+
+
+def time_shares(busy: float, held: float, span: float) -> dict:
+    """Flink's time accounting: milliseconds per second busy (in ``process`` or
+    ``next_tuple``), held (output waiting: backpressured) and idle (the rest).
+
+    >>> time_shares(0.5, 0.2, 2.0)
+    {'busy_ms_per_s': 250.0, 'held_ms_per_s': 100.0, 'idle_ms_per_s': 650.0}
+    """
+    busy_ms = min(1000.0, busy / span * 1000)
+    held_ms = min(1000.0 - busy_ms, held / span * 1000)
+    return {"busy_ms_per_s": round(busy_ms, 1), "held_ms_per_s": round(held_ms, 1),
+            "idle_ms_per_s": round(1000.0 - busy_ms - held_ms, 1)}
+
+
+def skew(values: list[float]) -> float:
+    """Max over mean: 1.0 when the tasks share the work evenly, n when one does it all.
+
+    >>> skew([10, 10]), skew([30, 10, 0, 0]), skew([0, 0])
+    (1.0, 3.0, 1.0)
+    """
+    mean = sum(values) / len(values) if values else 0
+    return round(max(values) / mean, 3) if mean > 0 else 1.0
 
 
 def combine(instances: list[dict]) -> dict:
@@ -341,6 +375,13 @@ def combine(instances: list[dict]) -> dict:
                 "restarts", *GAUGES):
         out[key] = _sum(i[key] for i in instances)
     out["capacity"] = max(i["capacity"] for i in instances)
+    for key in ("busy_ms_per_s", "held_ms_per_s", "idle_ms_per_s"):  # a task's mean
+        out[key] = round(sum(i.get(key, 0) for i in instances) / len(instances), 1)
+    out["skew"] = {"executed": skew([i["executed"] for i in instances]),
+                   "busy": skew([i["busy_seconds"] for i in instances])}
+    hot = merge_reports([i.get("hot_keys") for i in instances])
+    if hot is not None:
+        out["hot_keys"] = hot
     by_stream: dict[str, float] = {}
     for i in instances:
         merge(by_stream, i.get("stream_emitted_per_s") or {})
@@ -354,6 +395,7 @@ def combine(instances: list[dict]) -> dict:
         out["pending"] = _sum(i.get("pending") or 0 for i in instances)
         limits = [i.get("max_spout_pending") for i in instances]
         out["max_spout_pending"] = (None if any(v is None for v in limits) else sum(limits))
+        out["latency_bounded"] = any(i.get("latency_bounded") for i in instances)
         out["complete_latency_ms"] = slowest([i.get("complete_latency_ms")
                                               for i in instances])
     return out

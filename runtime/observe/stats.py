@@ -66,6 +66,9 @@ class InstanceStats:
     # a windowed bolt (docs/windows.md): {watermark, oldest_window_start (ms or None),
     # open_windows (or None), open_tuples, late_tuples, evaluated}; None for other tasks
     window: dict | None = None
+    # a fields-grouped bolt's sampled input keys: {"total", "top": [[key, tuples], ...]}
+    # (observe/hotkeys.py; estimated tuples, since this incarnation started)
+    hot_keys: dict | None = None
 
     @classmethod
     def from_record(cls, record: Mapping[str, Any]) -> InstanceStats:

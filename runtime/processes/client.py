@@ -14,6 +14,7 @@ from runtime.model import controls as _controls
 from runtime.model.constants import RECORD_DIR, TAP_SECONDS
 from runtime.model.controls import check_keep, check_tap
 from runtime.model.plan import PhysicalPlan
+from runtime.observe import diagnosis as _diagnosis
 from runtime.observe import series as _series
 from runtime.observe.flame import Profile
 from runtime.observe.stats import InstanceStats
@@ -285,6 +286,24 @@ class RunningTopology:
         from runtime.recording import frames
 
         return frames.events_frame(self, spark=spark)
+
+    # -- why is it slow (runtime/observe/diagnosis.py) -------------------------------------
+    def explain(self, window: str = "1m") -> list:
+        """Why the topology is slow: :class:`~runtime.observe.diagnosis.Finding` records
+        (``.component``, ``.task`` or None, ``.kind``, ``.evidence``, ``.advice``), most
+        important first; empty when nothing stands out. Read from ``metrics(window)``,
+        the backpressure causes and this machine's cores (docs/internals/diagnosis.md)."""
+        metrics = self.metrics(window)
+        causes = [c.get("component") for c in self.status().get("backpressure") or ()]
+        return _diagnosis.diagnose(metrics, config=self.plan.config, cores=os.cpu_count(),
+                                   backpressure=[c for c in causes if c])
+
+    def explain_frame(self, window: str = "1m", spark=None):
+        """:meth:`explain` as a Spark DataFrame, one row per finding (see
+        ``runtime.recording.frames.explain_frame``)."""
+        from runtime.recording import frames
+
+        return frames.explain_frame(self, window, spark=spark)
 
     def logs(self, component: str, task: int) -> str:
         """The log file of one instance (its prints, warnings and tracebacks)."""

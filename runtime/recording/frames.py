@@ -184,6 +184,26 @@ def events_frame(running, *, spark=None):
     return spark.createDataFrame(rows, schema)
 
 
+def explain_frame(running, window: str = "1m", *, spark=None):
+    """``running.explain(window)``'s findings as rows ``(rank, component, task, kind,
+    advice, score, evidence)``, most important first; evidence is JSON (each kind has
+    its own numbers)."""
+    from pyspark.sql import types as T
+
+    spark = spark or spark_session()
+    rows = [(rank, f.component, f.task, f.kind, f.advice, float(f.score),
+             json.dumps(f.evidence, default=str))
+            for rank, f in enumerate(running.explain(window), start=1)]
+    schema = T.StructType([T.StructField("rank", T.IntegerType()),
+                           T.StructField("component", T.StringType()),
+                           T.StructField("task", T.LongType()),
+                           T.StructField("kind", T.StringType()),
+                           T.StructField("advice", T.StringType()),
+                           T.StructField("score", T.DoubleType()),
+                           T.StructField("evidence", T.StringType())])
+    return spark.createDataFrame(rows, schema)
+
+
 def _event_row(event: dict[str, Any]) -> tuple:
     rest = {k: v for k, v in event.items() if k not in ("kind", "time", "component", "task")}
     task = event.get("task")

@@ -158,6 +158,12 @@ class FakeRunning:
     def logs(self, component, task):
         return self._call("logs", component, task, result="a log line")
 
+    def explain(self):
+        from runtime.diagnosis import Finding
+
+        return self._call("explain", result=[Finding(
+            "double", 2, "slow_bolt", {"capacity": 0.97}, "Raise its parallelism.", 0.97)])
+
     def pause(self):
         return self._call("pause", result=True)
 
@@ -201,13 +207,17 @@ def test_every_subcommand_is_one_call(shell, fake_submit):
     shell.run_line_magic("topology", "submit demo --no-dashboard")
     with capture_output() as out:
         assert shell.run_line_magic("topology", "status demo")["state"] == "running"
-        for line in ["list", "plan demo", "exceptions demo", "logs demo double 1", "pause demo",
-                     "resume demo", "tune demo auto", "tune demo none src", "tune demo 50"]:
+        for line in ["list", "plan demo", "exceptions demo", "explain demo", "logs demo double 1",
+                     "pause demo", "resume demo", "tune demo auto", "tune demo none src",
+                     "tune demo 50"]:
             assert shell.run_line_magic("topology", line) is None
     assert fake_submit[0].calls == [
-        ("status",), ("status",), ("exceptions",), ("logs", "double", 1), ("pause",),
-        ("resume",), ("tune", "auto", None), ("tune", None, "src"), ("tune", 50, None)]
-    for text in ["demo: running", "container 0", "double ×3", "a log line", "paused demo",
+        ("status",), ("status",), ("exceptions",), ("explain",), ("logs", "double", 1),
+        ("pause",), ("resume",), ("tune", "auto", None), ("tune", None, "src"),
+        ("tune", 50, None)]
+    for text in ["demo: running", "container 0", "double ×3",
+                 "1. slow_bolt at double[2]: capacity 0.97. Raise its parallelism.",
+                 "a log line", "paused demo",
                  "demo was not paused", "max_spout_pending=50 sent to src[1]"]:
         assert text in out.stdout
     with pytest.raises(UsageError, match="auto, none or an integer"):

@@ -32,6 +32,7 @@ def test_every_public_class_and_function_is_in_all():
 
 # Every public module (docs/architecture.md): its __all__ is the curated list of names.
 PUBLIC_MODULES = ["runtime", "runtime.testing", "runtime.tuning", "runtime.options",
+                  "runtime.diagnosis",
                   "runtime.acking", "runtime.sources", "runtime.trident", "runtime.recording",
                   "runtime.wire", "runtime.groupings", "runtime.windows", "workbench",
                   "kernel_ext"]

@@ -296,3 +296,60 @@ def test_custom_grouping_choosing_a_foreign_task_is_an_error():
 def test_base_grouping_must_be_overridden():
     with pytest.raises(NotImplementedError, match="Grouping must define choose_tasks"):
         prepared(Grouping()).choose_tasks(["x"])
+
+
+# -- partial key grouping (issue 19): the power of both choices ---------------------------------
+def partial(n: int, fields=("word",), stream=("word",)) -> runtime.groupings.PartialKeyGrouping:
+    g = runtime.groupings.PartialKeyGrouping(list(fields), fields_of_stream=list(stream))
+    g.prepare(None, "default", list(range(10, 10 + n)))
+    return g
+
+
+def test_partial_key_sends_a_key_to_at_most_two_tasks_the_first_being_the_fields_choice():
+    fields = FieldsGrouping(["word"], fields_of_stream=["word"])
+    fields.prepare(None, "default", list(range(10, 16)))
+    for key in [f"k{i}" for i in range(200)]:
+        g = partial(6)
+        chosen = {g.choose_tasks([key])[0] for _ in range(20)}
+        assert len(chosen) <= 2 and fields.choose_tasks([key])[0] in chosen
+
+
+def test_partial_key_halves_a_hot_key_where_fields_grouping_swamps_one_task():
+    rng = __import__("random").Random(3)
+    stream = ["hot" if rng.random() < 0.6 else f"cold{rng.randrange(500)}" for _ in range(20_000)]
+    g, fields = partial(4), FieldsGrouping(["word"], fields_of_stream=["word"])
+    fields.prepare(None, "default", list(range(10, 14)))
+    by_partial = Counter(g.choose_tasks([w])[0] for w in stream)
+    by_fields = Counter(fields.choose_tasks([w])[0] for w in stream)
+    assert max(by_fields.values()) / len(stream) > 0.6  # the hot key's task, and more
+    assert max(by_partial.values()) / len(stream) < 0.4  # shared by two tasks
+    assert sum(by_partial.values()) == len(stream)
+
+
+def test_partial_key_on_several_fields_and_the_declarer_checks_them():
+    g = partial(5, fields=("a", "b"), stream=("a", "b", "c"))
+    assert len({g.choose_tasks([1, 2, i])[0] for i in range(50)}) <= 2
+    topo = runtime.Topology("pk")
+    from runtime.testing import ListSink, ListSpout
+
+    topo.spout("s", ListSpout([[1]], fields=["a"]))
+    with pytest.raises(runtime.TopologyError, match="partial key grouping on \\['b'\\]"):
+        topo.bolt("b", ListSink).partial_key_grouping("s", ["b"])
+    topo.bolt("ok", ListSink, parallelism=2).partial_key_grouping("s", "a")
+    assert [s.grouping.describe() for s in topo.components["ok"].inputs] == ["partial_key(a)"]
+
+
+@pytest.mark.parametrize("acking", [0, 1])
+def test_partial_key_through_the_twin_spreads_a_hot_key_and_delivers_each_tuple_once(acking):
+    from runtime.testing import InMemoryCluster, ListSink, ListSpout
+
+    words = ["hot"] * 300 + [f"w{i}" for i in range(100)]
+    topo = runtime.Topology("pk", ackers=acking)
+    topo.spout("words", ListSpout([[w] for w in words], fields=["word"]))  # bare values
+    topo.bolt("count", ListSink, parallelism=4).partial_key_grouping("words", ["word"])
+    with InMemoryCluster(topo) as cluster:
+        cluster.run_until_idle()
+        got = cluster.sink("count", with_source=True)
+    assert sorted(values[0] for values, *_ in got) == sorted(words)
+    hot_tasks = Counter(task for values, *_, task in got if values[0] == "hot")
+    assert len(hot_tasks) == 2 and min(hot_tasks.values()) >= 100, hot_tasks

@@ -241,3 +241,36 @@ def test_a_bolt_busy_in_the_last_seconds_is_at_capacity_before_the_window_says_s
     snap["recent"] = {"count": {"capacity": 0.97}, "src": {"capacity": 1.0}}
     found = _verdict.verdict(snap)
     assert (found["level"], found["component"]) == ("degraded", "count")
+
+
+# -- why is it slow (issue 19): the bottleneck finder's panel and the verdict -------------------
+def skewed() -> dict:
+    """Three tasks of ``count``, one at capacity with a hot key, the others idle."""
+    hot = {"total": 1000, "top": [{"key": "the", "tuples": 640, "share": 0.64}]}
+    count = {**SLOW_COUNT, "instances": 3, "skew": {"executed": 2.6, "busy": 2.4},
+             "hot_keys": hot}
+    snap = recorded(sentences=SPOUT, split=SPLIT, count=count)
+    snap["metrics"]["instances"] = {
+        3: {"component": "count", "capacity": 0.98}, 4: {"component": "count", "capacity": 0.1},
+        5: {"component": "count", "capacity": 0.15}}
+    return snap
+
+
+def test_the_findings_panel_names_the_hot_key_at_the_top():
+    snap = skewed()
+    html = _panels.status_html(snap)
+    assert 'class="tf-findings"' in html
+    first = html.split('class="tf-finding"')[1]
+    assert 'data-kind="skew"' in first and 'data-component="count"' in first
+    assert "the" in first and "partial_key_grouping" in first and "count[3]" in first
+    assert _panels.findings_html(recorded(sentences=SPOUT, split=SPLIT, count=IDLE_COUNT)) == ""
+
+
+def test_the_verdict_names_the_top_finding_it_does_not_already_say():
+    found = _verdict.verdict(skewed())
+    assert found["level"] == "degraded" and found["component"] == "count"
+    snap = recorded(sentences={**SPOUT, "pending": 2, "max_spout_pending": 2}, split=SPLIT,
+                    count={**IDLE_COUNT, "capacity": 0.05})
+    found = _verdict.verdict(snap)
+    assert (found["level"], found["component"]) == ("degraded", "sentences")
+    assert found["reason"].startswith("max spout pending at sentences:")

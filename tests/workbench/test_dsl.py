@@ -106,6 +106,7 @@ def test_the_wordcount_example_builds_the_expected_graph():
     ("", "shuffle"), ("shuffle", "shuffle"), ("fields(n)", "fields(n)"), ("all", "all"),
     ("global", "global"), ("local_or_shuffle", "local_or_shuffle"), ("direct", "direct"),
     ("custom(even_odd)", "custom"), ("custom(EvenOdd)", "custom"),
+    ("partial_key(n)", "partial_key(n)"),
 ])
 def test_every_grouping(grouping, label):
     parsed = build(f"nums: numbers\nsink: ListSink * 3 <- nums {grouping}")
@@ -125,6 +126,13 @@ def test_fields_grouping_on_several_fields_of_a_named_stream():
     parsed = build("w: RandomSentence\ns: SplitSentence <- w\nr: ListSink <- s[errors] "
                    "fields(line, reason)")
     assert edges(parsed)[("s", "r")] == (["errors"], ["fields(line, reason)"])
+
+
+def test_partial_key_names_fields_the_source_declares():
+    message = error("w: RandomSentence\ns: SplitSentence <- w\n"
+                    "r: ListSink <- s[errors] partial_key(lin)")
+    assert "has no field `lin` (did you mean `line`?)" in message
+    assert "partial_key()" not in message
 
 
 def test_named_streams_and_two_streams_of_one_source():

@@ -141,3 +141,19 @@ def test_a_notebook_that_never_asks_starts_no_jvm():
                           env=env, timeout=120, cwd=ROOT)
     assert done.returncode == 0, done.stderr
     assert done.stdout.split() == ["False", "False", "False", "0"]
+
+
+def test_explain_as_a_dataframe_ranks_the_slow_bolt_first(spark):
+    from runtime.testing import PacedSpout, SlowBolt
+
+    topo = Topology("spark-explain", **FAST)
+    topo.spout("numbers", PacedSpout(rate=2000))
+    topo.bolt("slow", SlowBolt(0.004)).shuffle_grouping("numbers")
+    with topo.submit() as running:
+        running.wait_active(timeout=30)
+        wait_for(lambda: running.explain(), 60, "a finding")
+        frame = running.explain_frame()
+    assert frame.columns == ["rank", "component", "task", "kind", "advice", "score", "evidence"]
+    first = frame.orderBy("rank").first()
+    assert (first.rank, first.component, first.kind) == (1, "slow", "slow_bolt")
+    assert '"capacity"' in first.evidence
