@@ -45,8 +45,9 @@ Scenarios (``--scenario``, repeatable; default: all local ones):
   (issue 23 part 1 is not built); the benchmark then submits it again, as a person would,
   and the log's checkpoints make the second run finish the work. Its figures are that.
 
-Not here: killing a Spark executor's container (``scheduler="spark"``): see
-docs/reliability.md.
+- ``spark-container-kill``: the topology on Spark (``scheduler="spark"``, master
+  ``$TUPLEFLOW_CHAOS_SPARK`` or ``local[2]``), SIGKILL container 1's stream manager inside
+  its Spark task (the task's supervision restarts it; see docs/internals/remote.md).
 
 Run: ``python benchmarks/chaos.py --scenario bolt-kill --messages 20000``.
 """
@@ -310,6 +311,7 @@ class Scenario:
     fault: Callable[[Run], None] | None
     repeat: bool = False  # every --every seconds, else once at 30% of the run
     delay: float = 0.0  # the relay's seconds per tuple
+    spark: bool = False  # containers as Spark barrier tasks (scheduler="spark")
 
 
 SCENARIOS = {s.name: s for s in [
@@ -322,8 +324,9 @@ SCENARIOS = {s.name: s for s in [
     Scenario("stall", LogSource, stall_relay),
     Scenario("slow-consumer", LogSource, None, delay=0.002),
     Scenario("master-kill", LogSource, kill_master),
+    Scenario("spark-container-kill", LogSource, kill_stmgr, spark=True),
 ]}
-LOCAL = [name for name in SCENARIOS if name != "kafka-spout-kill"] + ["kafka-spout-kill"]
+SPARK_MASTER = os.environ.get("TUPLEFLOW_CHAOS_SPARK", "local[2]")  # 2 slots: 2 containers
 
 
 # -- measuring ----------------------------------------------------------------------------------
@@ -406,7 +409,7 @@ def run_scenario(name: str, messages: int, rate: float, every: float, seed: int)
 
 def _run(scenario: Scenario, source, messages: int, rate: float, every: float,
          rng: random.Random) -> dict:
-    running = topology(f"chaos-{scenario.name}", source, scenario.delay).submit(containers=2)
+    running = submit(scenario, source)
     wait_flowing(running)
     started = time.monotonic()
     duration = messages / rate
@@ -416,7 +419,7 @@ def _run(scenario: Scenario, source, messages: int, rate: float, every: float,
     next_fault = started + first
     totals, run_dirs, peak = Totals(), [], 0
     run = Run(running, rng)
-    run_dirs.append(running.run_dir)
+    run_dirs += sink_dirs(running)
     master = running.status()["pid"]
     last_check, done = 0.0, False
     while not done:
@@ -433,7 +436,7 @@ def _run(scenario: Scenario, source, messages: int, rate: float, every: float,
             run.later.remove((when, action))
         if not running.alive:  # the master died (master-kill): submit again, as a person would
             running = resubmit(scenario, source, run)
-            run_dirs.append(running.run_dir)
+            run_dirs += sink_dirs(running)
             master = running.status()["pid"]
         peak = max(peak, tree_rss(master))
         if now - last_check >= 1.0:
@@ -448,6 +451,19 @@ def _run(scenario: Scenario, source, messages: int, rate: float, every: float,
     return report(scenario, messages, run, totals, run_dirs, peak, time.monotonic() - started)
 
 
+def submit(scenario: Scenario, source):
+    topo = topology(f"chaos-{scenario.name}", source, scenario.delay)
+    if scenario.spark:
+        return topo.submit(scheduler="spark", master=SPARK_MASTER, containers=2)
+    return topo.submit(containers=2)
+
+
+def sink_dirs(running) -> list[str]:
+    """Where the sink's files are: the run directory, and on Spark each container's own
+    (an executor's; on this machine with a local master)."""
+    return [running.run_dir, *running.status().get("container_dirs", {}).values()]
+
+
 def wait_flowing(running) -> None:
     """Every instance running and the sink receiving: the clock and the faults start."""
     running.wait_until(lambda stats: all(s.state == "running" for s in stats)
@@ -460,7 +476,7 @@ def resubmit(scenario: Scenario, source, run: Run):
     old = run.running
     with contextlib.suppress(Exception):
         old.kill()
-    running = topology(f"chaos-{scenario.name}", source, scenario.delay).submit(containers=2)
+    running = submit(scenario, source)
     run.running = running
     return running
 
@@ -507,7 +523,7 @@ def main(argv: list[str] | None = None) -> int:
     seed = args.seed if args.seed is not None else random.randrange(1 << 30)
     print(f"# chaos seed={seed}", flush=True)
     failed = 0
-    for name in args.scenario or LOCAL:
+    for name in args.scenario or SCENARIOS:
         result = run_scenario(name, args.messages, args.rate, args.every, seed)
         print(line(result), flush=True)
         if not result["sequence"].ok or result["duplicates"] > result["bound"]:
