@@ -524,7 +524,14 @@ def main(argv: list[str] | None = None) -> int:
     print(f"# chaos seed={seed}", flush=True)
     failed = 0
     for name in args.scenario or SCENARIOS:
-        result = run_scenario(name, args.messages, args.rate, args.every, seed)
+        try:
+            result = run_scenario(name, args.messages, args.rate, args.every, seed)
+        except Exception as exc:  # a scenario that did not finish: say so, go on
+            print(f"RESULT name=chaos scenario={name} messages={args.messages} "
+                  f"error={type(exc).__name__}", flush=True)
+            print(f"# {name}: {exc}", file=sys.stderr, flush=True)
+            failed += 1
+            continue
         print(line(result), flush=True)
         if not result["sequence"].ok or result["duplicates"] > result["bound"]:
             print(f"# {name}: {result['sequence']}", file=sys.stderr, flush=True)
