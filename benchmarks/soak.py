@@ -184,6 +184,10 @@ def main(argv: list[str] | None = None) -> int:
                         metavar=("MIN", "MAX"), help="seconds between faults, at random")
     parser.add_argument("--sample", type=float, default=10.0, help="seconds between RSS reads")
     parser.add_argument("--seed", type=int, default=None)
+    parser.add_argument("--warmup", type=float, default=None,
+                        help="seconds of warm-up (default: 10%% of the run, at least 30 s); "
+                             "the master keeps per-second metrics for 10 minutes, so its "
+                             "memory grows for 600 s by design: use --warmup 600 to see past it")
     args = parser.parse_args(argv)
     seed = args.seed if args.seed is not None else random.randrange(1 << 30)
     rng = random.Random(seed)
@@ -224,7 +228,7 @@ def soak(args, rng, folder: str, sentences: int, seconds: float) -> str:
             time.sleep(0.2)  # the loop's period: pacing faults and samples, not a sync
         words = settle(running, sentences)
     committed = read_checkpoints(Path(folder) / "ck", "soak")
-    return verdict(samples, words, sentences, committed, faults, args.minutes)
+    return verdict(samples, words, sentences, committed, faults, args.minutes, args.warmup)
 
 
 def settle(running, sentences: int, timeout: float = 300.0) -> list:
@@ -239,7 +243,7 @@ def settle(running, sentences: int, timeout: float = 300.0) -> list:
 
 
 def verdict(samples, words, sentences: int, committed: dict[int, int], faults: int,
-            minutes: float) -> str:
+            minutes: float, warmup: float | None = None) -> str:
     """Lost: a word of a sentence the source counts done (below the committed offsets) that
     never reached the sink. Sentences not done when the wait ended are ``undone``."""
     checker = SequenceChecker()
@@ -248,7 +252,7 @@ def verdict(samples, words, sentences: int, committed: dict[int, int], faults: i
     seq = checker.report(expected(sentences, committed))
     undone = sentences - sum(committed.values())
     seconds = minutes * 60
-    warm_at = max(30.0, 0.1 * seconds)
+    warm_at = warmup if warmup is not None else max(30.0, 0.1 * seconds)
     level, peak = flatness([(t, total) for t, _, total in samples], warm_at)
     roles = {role: ratio(flatness([(t, r[role]) for t, r, _ in samples if r.get(role)],
                                   warm_at))
