@@ -33,6 +33,7 @@ from typing import Any
 
 import cloudpickle
 
+from runtime._sequence import SequenceChecker, SequenceReport
 from runtime.acking._acker import AckerExecutor
 from runtime.engine.driven import TaskExecutor
 from runtime.engine.errors import UserCodeError
@@ -40,9 +41,11 @@ from runtime.engine.executor import Executor
 from runtime.model.api import Bolt, Spout
 from runtime.model.constants import ACKER
 from runtime.processes.scheduler import pickle_components
+from runtime.sources._retry import Backoff, ReplaySchedule
 
 __all__ = ["Doubler", "FakeClock", "InMemoryCluster", "ListSink", "ListSpout", "PacedSpout",
-           "SlowBolt", "WordCount", "gone", "read_sink", "replaced", "wait_for"]
+           "SequenceChecker", "SequenceReport", "SlowBolt", "WordCount", "gone", "read_sink",
+           "replaced", "wait_for"]
 
 from . import wire
 
@@ -77,17 +80,22 @@ class FakeClock:
 class ListSpout(Spout):
     """Emits the given tuples once each, split over its tasks (tuple ``i`` goes to task
     index ``i % parallelism``), each with ``msg_id=i``. Failed tuples are replayed when
-    ``replay`` is true. With ``rate``, each task emits at most that many tuples a second
-    from its first ``next_tuple`` on (so that a long list outlives a test); ``sent``
-    counts what it emitted.
+    ``replay`` is true: at once, or with ``retry_delay`` (seconds) after an exponential
+    backoff capped at ``retry_delay_max`` (`runtime.sources.ReplaySchedule`). With
+    ``rate``, each task emits at most that many tuples a second from its first
+    ``next_tuple`` on (so that a long list outlives a test); ``sent`` counts what it
+    emitted.
     """
 
     def __init__(self, tuples: Iterable[list], fields: list[str] = ("value",),
-                 *, replay: bool = False, rate: float | None = None) -> None:
+                 *, replay: bool = False, rate: float | None = None,
+                 retry_delay: float = 0.0, retry_delay_max: float = 10.0) -> None:
         self.tuples = [list(t) for t in tuples]
         self.outputs = list(fields)
         self.replay = replay
         self.rate = rate
+        self.backoff = Backoff(retry_delay, retry_delay_max)
+        self.clock = time.monotonic  # seconds; the replay times are on it (a test sets it)
 
     def open(self, config, context):
         mine = range(context.task_index, len(self.tuples), context.parallelism)
@@ -95,8 +103,12 @@ class ListSpout(Spout):
         self.acked: set[int] = set()
         self.failed: list[int] = []
         self.sent, self._t0 = 0, None
+        self._retries = ReplaySchedule(self.backoff)
+        self._failures: dict[int, int] = {}  # msg id -> times it failed
 
     def next_tuple(self):
+        if self._retries:
+            self.todo.extendleft(reversed(self._retries.due(self.clock())))
         if self.rate is not None:
             if self._t0 is None:
                 self._t0 = time.monotonic()
@@ -112,7 +124,10 @@ class ListSpout(Spout):
 
     def fail(self, msg_id):
         self.failed.append(msg_id)
-        if self.replay:
+        failures = self._failures[msg_id] = self._failures.get(msg_id, 0) + 1
+        if self.replay and self.backoff.first > 0:
+            self._retries.add(msg_id, failures, self.clock())
+        elif self.replay:
             self.todo.append(msg_id)
 
 

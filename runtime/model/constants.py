@@ -61,6 +61,11 @@ DEFAULTS: dict[str, object] = {
     METRICS_ENABLED: True,
 }
 
+# Submit options the schedulers take (not engine options; they never reach the plan).
+SCHEDULER_KEYS = frozenset({"detached",  # local: the topology outlives the submitter
+                            "master",  # spark: the Spark master URL or a SparkSession
+                            "bind_host", "advertise_host"})  # spark: where the master listens
+
 # Keys that may also be set per component (they override the topology-wide value there).
 COMPONENT_KEYS = frozenset({TICK_FREQ_SECS, MAX_SPOUT_PENDING, TUNE_INTERVAL, BATCH_SIZE,
                             FLUSH_INTERVAL, RECORD, RECORD_ROWS, RECORD_SECONDS,

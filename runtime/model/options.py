@@ -8,10 +8,11 @@ enter (``Topology``/``submit`` through the physical plan, and the ``%%topology``
 from __future__ import annotations
 
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 from . import constants as c
+from .suggest import did_you_mean
 
 
 def option_problem(key: str, value: Any) -> str | None:
@@ -19,6 +20,20 @@ def option_problem(key: str, value: Any) -> str | None:
     ``key`` is not an engine option — user keys pass through to open/prepare)."""
     check = CHECKS.get(key)
     return check(value) if check else None
+
+
+def unknown_option(where: str, key: str, known: Iterable[str], *, user_keys: bool) -> str:
+    """The message for an option nobody knows: the closest known key, the list, and (where
+    user keys are allowed) where a key of one's own goes instead.
+
+    >>> print(unknown_option("topology 'x'", "max_spout_pendng", CHECKS, user_keys=True))
+    ... # doctest: +ELLIPSIS
+    topology 'x': unknown option 'max_spout_pendng' (did you mean 'max_spout_pending'?); ...
+    """
+    hint = did_you_mean(key, known)
+    mine = ("; a key of your own goes in config={...} (it reaches open and prepare)"
+            if user_keys else "")
+    return f"{where}: unknown option {key!r}{hint}; the options are {sorted(known)}{mine}"
 
 
 def _number(x: Any) -> bool:
@@ -40,6 +55,18 @@ def _seconds(*, positive: bool = False, none_ok: bool = False) -> Callable[[Any]
         return None if ok else what + (" or None" if none_ok else "")
 
     return check
+
+
+def _timeout(x: Any) -> str | None:
+    """message_timeout: timeouts cannot be turned off. A tuple lost in a dead process would
+    hold its max-spout-pending slot for ever, and enough of them stop the spout for good
+    (Storm's STORM-3514)."""
+    if _number(x) and x > 0:
+        return None
+    off = x is None or _number(x)  # 0, a negative number or None: an attempt to turn it off
+    return "a number of seconds > 0" + (" (timeouts cannot be turned off: a lost tuple "
+                                        "would hold its max_spout_pending slot for ever)"
+                                        if off else "")
 
 
 def _pending(x: Any) -> str | None:
@@ -70,7 +97,7 @@ CHECKS: dict[str, Callable[[Any], str | None]] = {
     c.BACKPRESSURE_LOW: _int_from(1),
     c.MAX_SPOUT_PENDING: _pending,
     c.TICK_FREQ_SECS: _seconds(positive=True, none_ok=True),
-    c.MESSAGE_TIMEOUT: _seconds(positive=True),
+    c.MESSAGE_TIMEOUT: _timeout,
     c.TUNE_INTERVAL: _seconds(positive=True),
     c.TARGET_LATENCY: _seconds(positive=True, none_ok=True),
     c.HEARTBEAT_TIMEOUT: _seconds(positive=True, none_ok=True),

@@ -36,11 +36,14 @@ from .constants import (
     MESSAGE_TIMEOUT,
     RECORD,
     RESERVED_PREFIX,
+    SCHEDULER_KEYS,
     TICK_FREQ_SECS,
     WINDOW,
 )
 from .errors import TopologyError
 from .fields import FieldError, split_field
+from .options import CHECKS, unknown_option
+from .plan import check_config
 from .suggest import did_you_mean
 from .windowing import declare_window, timeout_warning
 
@@ -126,13 +129,18 @@ class Topology:
     """A named graph of spouts and bolts, plus topology-wide options.
 
     Options (``ackers``, ``message_timeout``, ``max_spout_pending``, ``batch_size``,
-    ``flush_interval``, ...) can be given here, per component, or at submit time.
+    ``flush_interval``, ...) can be given here, per component, or at submit time; an
+    unknown one is refused with the closest known key. Keys of one's own, which reach
+    ``open`` and ``prepare`` in their ``config``, go in ``config={...}``.
     """
 
-    def __init__(self, name: str, **config: Any) -> None:
+    def __init__(self, name: str, config: Mapping[str, Any] | None = None,
+                 **options: Any) -> None:
         check_user_id("topology", name)
         self.name = name
-        self.config = dict(config)
+        where = f"topology {name!r}"
+        check_options(where, options, CHECKS)
+        self.config = {**_user_config(where, config), **options}
         self._components: dict[str, ComponentSpec] = {}
 
     # -- declaring ------------------------------------------------------------------------
@@ -241,10 +249,13 @@ class Topology:
 
         Use it as a context manager: leaving the ``with`` block kills the topology. The
         handle's ``topology`` is this object (what ``workbench.reconcile`` reads a
-        persistent aggregation's definition from).
+        persistent aggregation's definition from). ``options`` are engine options and the
+        scheduler's (``detached``, ``master``, ...); keys of one's own go in ``config``.
         """
+        where = f"topology {self.name!r}: submit"
+        check_options(where, options, CHECKS.keys() | SCHEDULER_KEYS)
         running = hooks.call("submit", self, scheduler=scheduler, containers=containers,
-                             config={**(config or {}), **options})
+                             config={**_user_config(where, config), **options})
         running.topology = self
         return running
 
@@ -362,8 +373,30 @@ def _check_parallelism(comp_id: str, parallelism: Any) -> None:
 def _check_config(comp_id: str, config: Mapping[str, Any]) -> None:
     unknown = sorted(set(config) - COMPONENT_KEYS)
     if unknown:
-        raise TopologyError(f"component {comp_id!r}: unknown option(s) {unknown}; per-component "
-                            f"options are {sorted(COMPONENT_KEYS)}")
+        hint = did_you_mean(unknown[0], COMPONENT_KEYS)
+        raise TopologyError(f"component {comp_id!r}: unknown option(s) {unknown}{hint}; "
+                            f"per-component options are {sorted(COMPONENT_KEYS)}")
+    check_config(f"component {comp_id!r}", config)
+
+
+def check_options(where: str, options: Mapping[str, Any], known) -> None:
+    """Keyword options are the engine's (or the scheduler's, at submit): an unknown key is a
+    typo until shown otherwise, so it is refused with the closest known one; a known key's
+    value is checked now, not when the topology starts."""
+    for key in options:
+        if key not in known:
+            raise TopologyError(unknown_option(where, key, known, user_keys=True))
+    check_config(where, options)
+
+
+def _user_config(where: str, config: Mapping[str, Any] | None) -> dict[str, Any]:
+    """``config=``: any keys (user keys pass through), engine keys' values checked."""
+    if config is None:
+        return {}
+    if not isinstance(config, Mapping):
+        raise TopologyError(f"{where}: config must be a dict of options, not {config!r}")
+    check_config(where, config)
+    return dict(config)
 
 
 def _check_recorded(comp_id: str, config: Mapping[str, Any], streams: Mapping) -> None:

@@ -21,9 +21,11 @@ from ._log_spout import LogSpout, log_spout
 from ._offsets import OffsetStatistics, OffsetTracker
 from ._queue import EmbeddedQueue, QueueItem, QueueStats
 from ._queue_spout import QueueSpout, queue_spout
+from ._retry import Backoff, ReplaySchedule
 from .generators import client_events, load_client_events, load_presence, presence_events
 
 __all__ = [
+    "Backoff",
     "CorruptLogError",
     "EmbeddedLog",
     "EmbeddedQueue",
@@ -39,6 +41,7 @@ __all__ = [
     "QueueStats",
     "RedisQueue",
     "RedisQueueSpout",
+    "ReplaySchedule",
     "TopicError",
     "client_events",
     "default_root",

@@ -25,6 +25,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from ._offset_spout import DEFAULT_MAX_RETRIES, OffsetSpout
+from ._retry import DEFAULT_RETRY_DELAY, DEFAULT_RETRY_DELAY_MAX
 
 log = logging.getLogger("runtime.sources")
 
@@ -47,10 +48,13 @@ class KafkaSpout(OffsetSpout):
                  max_uncommitted: int = 10_000, batch_size: int = 100,
                  max_retries: int | None = DEFAULT_MAX_RETRIES,
                  dead_letter_topic: str | None = None, group_id: str | None = None,
-                 start: str = "earliest", config: Mapping[str, Any] | None = None) -> None:
+                 start: str = "earliest", config: Mapping[str, Any] | None = None,
+                 retry_delay: float = DEFAULT_RETRY_DELAY,
+                 retry_delay_max: float = DEFAULT_RETRY_DELAY_MAX) -> None:
         super().__init__(topic, fields=fields, decode=decode, commit_interval=commit_interval,
                          max_uncommitted=max_uncommitted, batch_size=batch_size,
-                         max_retries=max_retries, dead_letter_topic=dead_letter_topic)
+                         max_retries=max_retries, dead_letter_topic=dead_letter_topic,
+                         retry_delay=retry_delay, retry_delay_max=retry_delay_max)
         if not isinstance(brokers, str) or not brokers:
             raise ValueError(f"KafkaSpout({topic!r}): brokers must be 'host:port[,...]', "
                              f"not {brokers!r}")

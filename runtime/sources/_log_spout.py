@@ -28,6 +28,7 @@ from runtime.model.constants import ACKERS
 from ._kafka import KafkaSpout
 from ._log import EmbeddedLog, default_root
 from ._offset_spout import DEFAULT_MAX_RETRIES, OffsetSpout
+from ._retry import DEFAULT_RETRY_DELAY, DEFAULT_RETRY_DELAY_MAX
 
 log = logging.getLogger("runtime.sources")
 
@@ -52,10 +53,13 @@ class LogSpout(OffsetSpout):
                  commit_interval: float = 1.0, max_uncommitted: int = 10_000,
                  checkpoint_dir: str | os.PathLike | None = None,
                  batch_size: int = 1000, max_retries: int | None = DEFAULT_MAX_RETRIES,
-                 dead_letter_topic: str | None = None) -> None:
+                 dead_letter_topic: str | None = None,
+                 retry_delay: float = DEFAULT_RETRY_DELAY,
+                 retry_delay_max: float = DEFAULT_RETRY_DELAY_MAX) -> None:
         super().__init__(topic, fields=fields, decode=decode, commit_interval=commit_interval,
                          max_uncommitted=max_uncommitted, batch_size=batch_size,
-                         max_retries=max_retries, dead_letter_topic=dead_letter_topic)
+                         max_retries=max_retries, dead_letter_topic=dead_letter_topic,
+                         retry_delay=retry_delay, retry_delay_max=retry_delay_max)
         self.root, self.checkpoint_dir = root, checkpoint_dir
 
     # -- lifetime -------------------------------------------------------------------------
@@ -142,7 +146,9 @@ def log_spout(topic: str, brokers: str | None = None, **options: Any) -> OffsetS
     default: no server), a real Kafka's `KafkaSpout` otherwise. Switching is one argument.
 
     Shared options: ``fields``, ``decode``, ``commit_interval``, ``max_uncommitted``,
-    ``batch_size``, ``max_retries``, ``dead_letter_topic``. Only for the embedded log:
+    ``batch_size``, ``max_retries``, ``dead_letter_topic``, ``retry_delay`` and
+    ``retry_delay_max`` (a failed record's n-th replay waits ``retry_delay * 2**(n-1)``
+    seconds, at most ``retry_delay_max``). Only for the embedded log:
     ``root``, ``checkpoint_dir``. Only for Kafka: ``group_id``, ``start``, ``config``.
 
     >>> type(log_spout("events")).__name__, type(log_spout("events", "127.0.0.1:9092")).__name__

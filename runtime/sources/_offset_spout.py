@@ -8,7 +8,9 @@ Poison messages: Storm's ``fail(msg_id)`` carries no reason (an explicit fail by
 and a message timeout look the same), so the "last error" of a message that failed
 ``max_retries`` times is ``"failed N times (a bolt failed it or it timed out)"``. A record
 that cannot be decoded is dead-lettered at once with the decoder's error. Either way the
-offset counts as done, so the committed offset moves past it.
+offset counts as done, so the committed offset moves past it. Before that, the n-th failure
+of a record waits ``retry_delay * 2**(n-1)`` seconds (at most ``retry_delay_max``) before
+its replay (``_retry.py``).
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ from typing import Any
 from runtime.model.api import Spout
 
 from ._offsets import OffsetStatistics, OffsetTracker
+from ._retry import Backoff, backoff_problem
 
 log = logging.getLogger("runtime.sources")
 
@@ -64,6 +67,14 @@ def check_options(kind: str, name: str, fields: Sequence[str], decode: str,
     if not isinstance(batch_size, int) or batch_size < 1:
         raise ValueError(f"{kind}({name!r}): batch_size must be a positive int, "
                          f"not {batch_size!r}")
+
+
+def retry_backoff(kind: str, name: str, retry_delay: float, retry_delay_max: float) -> Backoff:
+    """The spout's `Backoff`, or a ValueError naming the spout (at definition)."""
+    problem = backoff_problem(retry_delay, retry_delay_max)
+    if problem:
+        raise ValueError(f"{kind}({name!r}): {problem}")
+    return Backoff(retry_delay, retry_delay_max)
 
 
 def decode_values(payload: bytes, decode: str, fields: Sequence[str]) -> list:
@@ -125,8 +136,11 @@ class OffsetSpout(Spout):
 
     def __init__(self, topic: str, *, fields: Sequence[str], decode: str,
                  commit_interval: float, max_uncommitted: int, batch_size: int,
-                 max_retries: int | None, dead_letter_topic: str | None) -> None:
+                 max_retries: int | None, dead_letter_topic: str | None,
+                 retry_delay: float, retry_delay_max: float) -> None:
         check_options(self.kind, topic, fields, decode, max_retries, batch_size)
+        self.backoff = retry_backoff(self.kind, topic, retry_delay, retry_delay_max)
+        self.clock = time.monotonic  # seconds; the retry times are on it (a test sets it)
         if commit_interval < 0:
             raise ValueError(f"{self.kind}({topic!r}): commit_interval must be >= 0")
         OffsetTracker(max_uncommitted)  # validates it now, in the notebook cell
@@ -152,8 +166,9 @@ class OffsetSpout(Spout):
             return
         self._turn += 1
         order = [parts[(self._turn + i) % len(parts)] for i in range(len(parts))]
+        now = self.clock()
         for p in order:
-            for offset in self.tracker.replays(p, budget):
+            for offset in self.tracker.replays(p, budget, now):
                 self._emit_record(p, offset, self._payload(p, offset))
                 budget -= 1
         for p in order:
@@ -231,7 +246,9 @@ class OffsetSpout(Spout):
             return
         failures = self.tracker.failures(partition, offset) + 1
         if self.max_retries is None or failures < self.max_retries:
-            self.tracker.fail(partition, offset)
+            delay = self.backoff.delay(failures)  # none: due now, and lowest first
+            retry_at = self.clock() + delay if delay > 0 else 0.0
+            self.tracker.fail(partition, offset, retry_at)
         else:
             self._give_up(partition, offset, self._payload(partition, offset),
                           failed_error(failures), failures)

@@ -3,7 +3,9 @@
 Per partition it knows the next offset to read, the offsets in flight, the acked offsets
 above the first gap, and the failed offsets waiting to be replayed. The *committed* offset is
 the lowest offset not yet acked: Kafka's meaning, the offset to resume from after a restart.
-A spout asks `replays` first (failed offsets, lowest first), then `room` for how many new
+A spout asks `replays` first (failed offsets whose retry time has come, earliest first, then
+lowest; the time is the spout's: ``fail`` takes ``retry_at`` and ``replays`` takes ``now``,
+see ``_retry.py``), then `room` for how many new
 offsets it may read, tells the tracker what it emitted with `emitted`, and feeds it
 `ack` / `fail`. Reading stops while ``next - committed >= max_uncommitted``, so a restart
 from the committed offsets re-reads at most ``max_uncommitted`` offsets per partition.
@@ -21,6 +23,7 @@ from the committed offsets re-reads at most ``max_uncommitted`` offsets per part
 from __future__ import annotations
 
 import heapq
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 
@@ -56,7 +59,7 @@ class _Partition:
         self.start = self.committed = self.next = committed
         self.in_flight: set[int] = set()
         self.acked: set[int] = set()  # acked offsets above committed
-        self.failed: list[int] = []  # a heap: replayed lowest first
+        self.failed: list[tuple[float, int]] = []  # a heap of (retry_at, offset)
         self.failures: dict[int, int] = {}  # offset -> fails so far, until it is done
 
     def advance(self) -> None:
@@ -96,12 +99,14 @@ class OffsetTracker:
 
     # -- reading --------------------------------------------------------------------------
 
-    def replays(self, partition: int, limit: int | None = None) -> list[int]:
-        """Take up to `limit` failed offsets to emit again, lowest first; now in flight."""
+    def replays(self, partition: int, limit: int | None = None,
+                now: float = math.inf) -> list[int]:
+        """Take up to `limit` failed offsets due by `now` (their ``retry_at``) to emit again,
+        earliest first, then lowest; they are in flight again."""
         p = self._parts[partition]
         out = []
-        while p.failed and (limit is None or len(out) < limit):
-            out.append(heapq.heappop(p.failed))
+        while p.failed and p.failed[0][0] <= now and (limit is None or len(out) < limit):
+            out.append(heapq.heappop(p.failed)[1])
         p.in_flight.update(out)
         self._counts["replayed"] += len(out)
         return out
@@ -207,15 +212,16 @@ class OffsetTracker:
         p.acked.add(offset)
         p.advance()
 
-    def fail(self, partition: int, offset: int) -> bool:
-        """Queue an in-flight offset for replay; False (counted) when it was not in flight."""
+    def fail(self, partition: int, offset: int, retry_at: float = 0.0) -> bool:
+        """Queue an in-flight offset for replay at `retry_at` (the spout's clock, seconds);
+        False (counted) when it was not in flight."""
         p = self._parts.get(partition)
         if p is None or offset not in p.in_flight:
             self._counts["ignored_fails"] += 1
             return False
         p.in_flight.remove(offset)
         p.failures[offset] = p.failures.get(offset, 0) + 1
-        heapq.heappush(p.failed, offset)
+        heapq.heappush(p.failed, (retry_at, offset))
         self._counts["fails"] += 1
         return True
 

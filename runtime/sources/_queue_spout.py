@@ -2,10 +2,11 @@
 
 Each ``next_tuple`` opens up to ``batch_size`` items and emits each with ``msg_id`` = the
 item's id. ``ack`` acks the item in the queue (batched: one transaction per ``next_tuple`` or
-``batch_size`` acks); ``fail`` aborts it (it becomes visible again,
-for any spout task), or, once it has failed ``max_retries`` times, puts it in the
-dead-letter queue ``<name>.dlq`` of the same file with its last error and acks it. An item
-that cannot be decoded is dead-lettered at once with the decoder's error.
+``batch_size`` acks); ``fail`` aborts it after a backoff (``retry_delay * 2**(n-1)`` seconds
+after its n-th failure, at most ``retry_delay_max``; it stays opened by this task meanwhile,
+then becomes visible again for any spout task), or, once it has failed ``max_retries`` times,
+puts it in the dead-letter queue ``<name>.dlq`` of the same file with its last error and acks
+it. An item that cannot be decoded is dead-lettered at once with the decoder's error.
 
 The consumer id is ``<topology>.<component>.<task index>``, the same for every incarnation
 of a task: ``open`` first releases what a killed predecessor still held, so its items come
@@ -18,6 +19,7 @@ from __future__ import annotations
 
 import logging
 import os
+import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -33,8 +35,10 @@ from ._offset_spout import (
     dead_letter,
     decode_values,
     failed_error,
+    retry_backoff,
 )
 from ._queue import EmbeddedQueue, QueueItem
+from ._retry import DEFAULT_RETRY_DELAY, DEFAULT_RETRY_DELAY_MAX, ReplaySchedule
 
 log = logging.getLogger("runtime.sources")
 
@@ -51,15 +55,20 @@ class QueueSpout(Spout):
 
     ``statistics()`` is a dict: ``acked``, ``failed``, ``dead_lettered``, ``ignored_acks``
     (double acks and acks of ids this task does not hold), ``ignored_fails``,
-    ``acks_pending`` (acked, not yet written to the queue) and ``held``.
+    ``acks_pending`` (acked, not yet written to the queue), ``held`` and ``retry_waiting``
+    (failed items waiting out their backoff).
     """
 
     def __init__(self, name: str, path: str | os.PathLike | None = None, *,
                  fields: Sequence[str] = ("value",), decode: str = "json",
                  batch_size: int = 100, max_retries: int | None = DEFAULT_MAX_RETRIES,
                  open_timeout: float | None = 30.0,
-                 dead_letter_queue: str | None = None) -> None:
+                 dead_letter_queue: str | None = None,
+                 retry_delay: float = DEFAULT_RETRY_DELAY,
+                 retry_delay_max: float = DEFAULT_RETRY_DELAY_MAX) -> None:
         check_options("QueueSpout", name, fields, decode, max_retries, batch_size)
+        self.backoff = retry_backoff("QueueSpout", name, retry_delay, retry_delay_max)
+        self.clock = time.monotonic  # seconds; the retry times are on it (a test sets it)
         self.name, self.path, self.decode = name, path, decode
         self.outputs = list(fields)
         self.batch_size, self.max_retries, self.open_timeout = batch_size, max_retries, open_timeout
@@ -76,6 +85,7 @@ class QueueSpout(Spout):
                      self.name, released)
         self._held: dict[int, QueueItem] = {}
         self._acks: list[int] = []  # acked by the topology, not yet in the queue
+        self._retries = ReplaySchedule(self.backoff)  # failed, still held, aborted when due
         self._active = True
         self.counts = dict.fromkeys(("acked", "failed", "dead_lettered", "ignored_acks",
                                      "ignored_fails"), 0)
@@ -95,6 +105,8 @@ class QueueSpout(Spout):
 
     def next_tuple(self) -> None:
         self._flush_acks()
+        for item_id in self._retries.due(self.clock()):
+            self._queue.abort(item_id)  # visible again, for any spout task
         if not self._active:
             return
         for item in self._queue.open(self.consumer_id, self.batch_size):
@@ -135,7 +147,10 @@ class QueueSpout(Spout):
             self._give_up(item, failed_error(failures), failures)
             return
         del self._held[msg_id]
-        self._queue.abort(msg_id)
+        if self.backoff.delay(failures) > 0:
+            self._retries.add(msg_id, failures, self.clock())
+        else:
+            self._queue.abort(msg_id)
         self.counts["failed"] += 1
 
     def _give_up(self, item: QueueItem, error: str, failures: int) -> None:
@@ -153,7 +168,8 @@ class QueueSpout(Spout):
         return self.counts["acked"]
 
     def statistics(self) -> dict:
-        return {**self.counts, "acks_pending": len(self._acks), "held": len(self._held)}
+        return {**self.counts, "acks_pending": len(self._acks), "held": len(self._held),
+                "retry_waiting": len(self._retries)}
 
 
 def queue_spout(name: str, redis_url: str | None = None, **options: Any) -> Spout:
@@ -162,7 +178,9 @@ def queue_spout(name: str, redis_url: str | None = None, **options: Any) -> Spou
     Switching is one argument.
 
     Shared options: ``fields``, ``decode``, ``batch_size``, ``max_retries``,
-    ``open_timeout``. Only for the embedded queue: ``path``, ``dead_letter_queue``. Only for
+    ``open_timeout``, ``retry_delay`` and ``retry_delay_max`` (the n-th failure of an item
+    waits ``retry_delay * 2**(n-1)`` seconds, at most ``retry_delay_max``, before it is given
+    back). Only for the embedded queue: ``path``, ``dead_letter_queue``. Only for
     Redis: ``group``, ``reclaim_interval``, ``dead_letter_stream``, ``ack_batch``,
     ``ack_interval``.
 

@@ -12,7 +12,13 @@ from dataclasses import dataclass
 
 from runtime.model.api import Spout
 
-from ._offset_spout import DEFAULT_MAX_RETRIES, DecodeError, check_options, decode_values
+from ._offset_spout import (
+    DEFAULT_MAX_RETRIES,
+    DecodeError,
+    check_options,
+    decode_values,
+    retry_backoff,
+)
 from ._queue import QueueItem
 from ._redis import (
     CONNECTION_ERRORS,
@@ -22,6 +28,7 @@ from ._redis import (
     check_name,
     check_queue_options,
 )
+from ._retry import DEFAULT_RETRY_DELAY, DEFAULT_RETRY_DELAY_MAX, ReplaySchedule
 
 log = logging.getLogger("runtime.sources")
 
@@ -40,6 +47,7 @@ class RedisSpoutStats:
     ignored_acks: int = 0  # double acks, and acks of items reclaimed and acked elsewhere
     ignored_fails: int = 0  # fails of items this task no longer holds
     held: int = 0  # emitted, not yet acked or failed
+    retry_waiting: int = 0  # failed, held until their backoff is over, then aborted
     unsent_acks: int = 0  # acks waiting to be sent to Redis
     connection_errors: int = 0
 
@@ -50,7 +58,9 @@ class RedisQueueSpout(Spout):
 
     Each task is one consumer, ``<topology>.<component>.<task index>``, of one group. An ack
     acks the item (batched: at most ``ack_batch`` acks or ``ack_interval`` seconds wait); a
-    fail aborts it, so some task opens it again soon, and once it has failed ``max_retries``
+    fail aborts it after a backoff (``retry_delay * 2**(n-1)`` seconds after its n-th
+    failure, at most ``retry_delay_max``; keep that under ``open_timeout``), so some task
+    opens it again, and once it has failed ``max_retries``
     times it goes to the dead-letter stream. On open a task first releases what its previous
     incarnation held, so a crashed spout's items come back at once; the items of a task that
     stays dead are reclaimed by the others after ``open_timeout``, which should be longer than
@@ -65,8 +75,10 @@ class RedisQueueSpout(Spout):
                  batch_size: int = 100, max_retries: int | None = DEFAULT_MAX_RETRIES,
                  open_timeout: float | None = 60.0, reclaim_interval: float = 1.0,
                  dead_letter_stream: str | None = None, ack_batch: int = 100,
-                 ack_interval: float = 0.05) -> None:
+                 ack_interval: float = 0.05, retry_delay: float = DEFAULT_RETRY_DELAY,
+                 retry_delay_max: float = DEFAULT_RETRY_DELAY_MAX) -> None:
         check_options("RedisQueueSpout", stream, fields, decode, max_retries, batch_size)
+        self.backoff = retry_backoff("RedisQueueSpout", stream, retry_delay, retry_delay_max)
         check_name("stream", stream)
         check_queue_options(open_timeout, max_retries, reclaim_interval)
         if not isinstance(ack_batch, int) or ack_batch < 1 or not ack_interval >= 0:
@@ -88,7 +100,8 @@ class RedisQueueSpout(Spout):
                                 dead_letter_stream=self.dead_letter_stream, clock=self.clock)
         self.counts = dict.fromkeys(("emitted", "redelivered", "acked", "failed", "dead_lettered",
                                      "ignored_acks", "ignored_fails", "connection_errors"), 0)
-        self._held: set[str] = set()
+        self._held: dict[str, int] = {}  # emitted item id -> its attempts before
+        self._retries = ReplaySchedule(self.backoff)  # failed ids, aborted when due
         self._unsent: list[str] = []
         self._last_flush, self._active = self.clock(), True
         self._check_timeouts(config)
@@ -122,6 +135,8 @@ class RedisQueueSpout(Spout):
     # -- reading --------------------------------------------------------------------------
     def next_tuple(self) -> None:
         self._flush_acks()
+        for item_id in self._retries.due(self.clock()):
+            self._abort(item_id)
         if not self._active:
             return
         try:
@@ -143,7 +158,7 @@ class RedisQueueSpout(Spout):
             self.counts["dead_lettered"] += self.queue.dead_letter(
                 item.id, error, consumer_id=self.consumer_id)
             return
-        self._held.add(item.id)
+        self._held[item.id] = item.attempts
         self.counts["emitted"] += 1
         self.counts["redelivered"] += item.attempts > 0
         self.emit(values, msg_id=item.id)
@@ -153,18 +168,25 @@ class RedisQueueSpout(Spout):
         if msg_id not in self._held:
             self.counts["ignored_acks"] += 1
             return
-        self._held.discard(msg_id)
+        del self._held[msg_id]
         self._unsent.append(msg_id)
         if (len(self._unsent) >= self.ack_batch or not self._active
                 or self.clock() - self._last_flush >= self.ack_interval):
             self._flush_acks()
 
     def fail(self, msg_id) -> None:
-        """Abort the item: any task opens it again (or dead-letters it, at `max_retries`)."""
+        """Abort the item once its backoff is over: any task opens it again (or
+        dead-letters it, at `max_retries`)."""
         if msg_id not in self._held:
             self.counts["ignored_fails"] += 1
             return
-        self._held.discard(msg_id)
+        failures = self._held.pop(msg_id) + 1
+        if self.backoff.delay(failures) > 0:
+            self._retries.add(msg_id, failures, self.clock())
+        else:
+            self._abort(msg_id)
+
+    def _abort(self, msg_id: str) -> None:
         error = f"a bolt failed it or it timed out (consumer {self.consumer_id})"
         try:
             done = self.queue.abort(msg_id, error, consumer_id=self.consumer_id)
@@ -199,4 +221,5 @@ class RedisQueueSpout(Spout):
 
     def statistics(self) -> RedisSpoutStats:
         return RedisSpoutStats(self.consumer_id, held=len(self._held),
+                               retry_waiting=len(self._retries),
                                unsent_acks=len(self._unsent), **self.counts)

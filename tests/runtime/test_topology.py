@@ -166,8 +166,57 @@ def test_bad_outputs(outputs, problem):
 
 def test_unknown_component_option_lists_the_known_ones():
     with pytest.raises(TopologyError, match=r"component 'count': unknown option\(s\) "
-                                            r"\['batch_sise'\]; per-component options are"):
+                                            r"\['batch_sise'\] \(did you mean 'batch_size'\?\); "
+                                            r"per-component options are"):
         words().bolt("count", Count, batch_sise=10)
+
+
+def test_a_component_option_value_is_checked_when_declared():
+    with pytest.raises(TopologyError, match=r"component 'count': batch_size must be an "
+                                            r"integer >= 1, not 0"):
+        words().bolt("count", Count, batch_size=0)
+
+
+# -- topology and submit options --------------------------------------------------------------
+
+def test_an_unknown_topology_option_is_refused_with_the_closest_key():
+    with pytest.raises(TopologyError, match=r"topology 'x': unknown option 'max_spout_pendng' "
+                                            r"\(did you mean 'max_spout_pending'\?\).*"
+                                            r"config=\{\.\.\.\}"):
+        Topology("x", max_spout_pendng=10)
+
+
+@pytest.mark.parametrize("timeout", [0, None, -1.0])
+def test_message_timeout_cannot_be_turned_off(timeout):
+    with pytest.raises(TopologyError, match=r"topology 'x': message_timeout must be a number "
+                                            r"of seconds > 0 \(timeouts cannot be turned off"):
+        Topology("x", message_timeout=timeout)
+
+
+def test_user_keys_go_in_config_and_engine_keys_there_are_checked():
+    topo = Topology("x", config={"rate": 100, "ackers": 1}, batch_size=5)
+    assert topo.config == {"rate": 100, "ackers": 1, "batch_size": 5}
+    with pytest.raises(TopologyError, match=r"topology 'x': ackers must be an integer >= 0"):
+        Topology("x", config={"rate": 100, "ackers": -1})
+    with pytest.raises(TopologyError, match=r"config must be a dict"):
+        Topology("x", config=[("rate", 1)])
+
+
+def test_submit_refuses_unknown_options_before_anything_starts(monkeypatch):
+    from runtime.processes import scheduler
+
+    launched = []
+    monkeypatch.setattr(scheduler, "submit", lambda topology, **how: launched.append(how))
+    topo = words()
+    with pytest.raises(TopologyError, match=r"topology 't': submit: unknown option 'acker' "
+                                            r"\(did you mean 'ackers'\?\)"):
+        topo.submit(acker=1)
+    with pytest.raises(TopologyError, match=r"submit: message_timeout must be"):
+        topo.submit(message_timeout=0)
+    assert launched == []
+    topo.submit(detached=True, ackers=1, config={"rate": 5})
+    assert launched == [{"scheduler": "local", "containers": 1,
+                         "config": {"rate": 5, "detached": True, "ackers": 1}}]
 
 
 def test_known_component_options_are_kept():

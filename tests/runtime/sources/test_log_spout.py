@@ -109,7 +109,8 @@ def test_a_restarted_spout_rereads_only_offsets_from_the_committed_ones(root, tm
 
 
 def test_failed_offsets_are_replayed_before_new_records(root, tmp_path):
-    spout = LogSpout("events", root, checkpoint_dir=tmp_path / "ck", batch_size=5)
+    spout = LogSpout("events", root, checkpoint_dir=tmp_path / "ck", batch_size=5,
+                     retry_delay=0)
     out = opened(spout)
     spout.next_tuple()
     first = [m for _, m in out]
@@ -144,7 +145,7 @@ def test_a_malformed_record_is_dead_lettered_with_a_clear_error(tmp_path):
 
 def test_a_message_failing_max_retries_times_is_dead_lettered(root, tmp_path):
     spout = LogSpout("events", root, checkpoint_dir=tmp_path / "ck", batch_size=1,
-                     max_retries=3, commit_interval=0)
+                     max_retries=3, commit_interval=0, retry_delay=0)
     out = opened(spout, 0, 3)  # partition 0 only
     spout.next_tuple()
     for _ in range(3):
@@ -246,8 +247,8 @@ def spouts(cluster) -> list[LogSpout]:
 
 def test_every_record_reaches_the_sink_and_the_checkpoint_reaches_the_end(root, tmp_path):
     ck = tmp_path / "ck"
-    with InMemoryCluster(topology(root, ck, FailOnce,
-                                  commit_interval=0), ackers=1) as cluster:
+    with InMemoryCluster(topology(root, ck, FailOnce, commit_interval=0, retry_delay=0),
+                         ackers=1) as cluster:  # retry at once: the twin goes idle, not waits
         cluster.run_until_idle()
         assert sorted(keys(cluster.sink("sink"))) == sorted(everything())
         assert read_checkpoints(ck, "events") == dict.fromkeys(range(PARTITIONS), PER_PARTITION)

@@ -62,7 +62,7 @@ def test_items_are_opened_in_batches_acked_and_counted(path):
     spout.fail(99)
     assert spout.statistics() == {"acked": 0, "failed": 0, "dead_lettered": 0,
                                   "ignored_acks": 2, "ignored_fails": 1, "acks_pending": 1,
-                                  "held": 1}
+                                  "held": 1, "retry_waiting": 0}
     spout.deactivate()
     spout.next_tuple()  # writes the acks, opens nothing
     assert spout.statistics()["acked"] == 1 and spout.statistics()["acks_pending"] == 0
@@ -74,7 +74,7 @@ def test_items_are_opened_in_batches_acked_and_counted(path):
 
 def test_a_failed_item_is_aborted_then_dead_lettered_after_max_retries(path):
     fill(path, 1)
-    spout = QueueSpout("jobs", path, max_retries=3)
+    spout = QueueSpout("jobs", path, max_retries=3, retry_delay=0)
     out = opened(spout)
     for _ in range(3):
         spout.next_tuple()
@@ -161,7 +161,7 @@ class FailOdd(Bolt):
 def test_every_item_reaches_the_sink_once_acked_and_the_queue_empties(path):
     fill(path, 40)
     topo = Topology("queue-mem")
-    topo.spout("jobs", QueueSpout("jobs", path, batch_size=8), parallelism=2)
+    topo.spout("jobs", QueueSpout("jobs", path, batch_size=8, retry_delay=0), parallelism=2)
     topo.bolt("mid", FailOdd).shuffle_grouping("jobs")
     topo.bolt("sink", ListSink).shuffle_grouping("mid")
     with InMemoryCluster(topo, ackers=1) as cluster:

@@ -64,7 +64,7 @@ def test_items_are_opened_in_batches_emitted_and_acked_in_batches(redis_url):
 
 def test_double_and_unknown_acks_and_fails_are_ignored_and_counted(redis_url):
     fill(redis_url, 3)
-    spout = RedisQueueSpout("jobs", redis_url, ack_batch=1)
+    spout = RedisQueueSpout("jobs", redis_url, ack_batch=1, retry_delay=0)
     out = opened(spout)
     spout.next_tuple()
     (_, a), (_, b), _ = out
@@ -81,7 +81,7 @@ def test_double_and_unknown_acks_and_fails_are_ignored_and_counted(redis_url):
 
 def test_a_failed_item_comes_back_then_is_dead_lettered_after_max_retries(redis_url):
     [item_id] = fill(redis_url, 1)
-    spout = RedisQueueSpout("jobs", redis_url, max_retries=3)
+    spout = RedisQueueSpout("jobs", redis_url, max_retries=3, retry_delay=0)
     out = opened(spout)
     for _ in range(5):
         spout.next_tuple()
@@ -252,7 +252,8 @@ def spouts(cluster) -> list[RedisQueueSpout]:
 def test_every_item_reaches_the_sink_failed_ones_after_a_retry(redis_url):
     n = 200
     fill(redis_url, n)
-    with InMemoryCluster(twin(redis_url, FailFirst), ackers=1, max_spout_pending=10) as cluster:
+    with InMemoryCluster(twin(redis_url, FailFirst, retry_delay=0), ackers=1,
+                         max_spout_pending=10) as cluster:  # retry at once: the twin goes idle
         cluster.run_until_idle()
         got = [v[0] for v in cluster.sink("sink")]
         assert sorted(got) == list(range(n))  # each once: no timeouts in the twin
@@ -267,7 +268,8 @@ def test_every_item_reaches_the_sink_failed_ones_after_a_retry(redis_url):
 
 def test_items_failing_every_time_end_in_the_dead_letter_stream(redis_url):
     ids = fill(redis_url, 20)
-    with InMemoryCluster(twin(redis_url, FailAll, max_retries=2), ackers=1) as cluster:
+    with InMemoryCluster(twin(redis_url, FailAll, max_retries=2, retry_delay=0),
+                         ackers=1) as cluster:  # retry at once: the twin goes idle, not waits
         cluster.run_until_idle()
         assert cluster.sink("sink") == []
         assert cluster.exceptions == []
@@ -401,3 +403,25 @@ def test_the_items_of_a_spout_that_stays_dead_are_reclaimed_by_the_other_task(
     assert stats.released == 0 and stats.timed_out >= len(held)
     print(f"\n[redis dead] task 0 held {len(held)} items, reclaimed after the open-timeout; "
           f"{len(records) - n} duplicates")
+
+
+def test_a_failed_item_is_held_until_its_backoff_is_over(redis_url):
+    """Backoff (runtime/sources/_retry.py): the n-th failure waits retry_delay * 2**(n-1)."""
+    fill(redis_url, 1)
+    spout = RedisQueueSpout("jobs", redis_url, retry_delay=2.0, retry_delay_max=60.0,
+                            max_retries=None)
+    clock = FakeClock(0.0)
+    spout.clock = clock
+    out = opened(spout)
+    spout.next_tuple()
+    spout.fail(out[-1][1])
+    clock.advance(1.5)
+    spout.next_tuple()
+    assert len(out) == 1 and spout.statistics().retry_waiting == 1
+    assert queue_stats(redis_url).open == 1  # still held: no other task gets it early
+    clock.advance(0.5)
+    spout.next_tuple()  # aborts it when due; the next open takes it back
+    wait_for(lambda: spout.next_tuple() or len(out) == 2, 10, "the item opened again")
+    s = spout.statistics()
+    assert (s.failed, s.redelivered, s.retry_waiting) == (1, 1, 0)
+    spout.close()
