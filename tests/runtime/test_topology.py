@@ -11,6 +11,7 @@ import subprocess
 import sys
 import textwrap
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
@@ -206,7 +207,12 @@ def test_submit_refuses_unknown_options_before_anything_starts(monkeypatch):
     from runtime.processes import scheduler
 
     launched = []
-    monkeypatch.setattr(scheduler, "submit", lambda topology, **how: launched.append(how))
+
+    def submit(topology, **how):  # a stand-in scheduler: notes the call, returns a handle
+        launched.append(how)
+        return SimpleNamespace()
+
+    monkeypatch.setattr(scheduler, "submit", submit)
     topo = words()
     with pytest.raises(TopologyError, match=r"topology 't': submit: unknown option 'acker' "
                                             r"\(did you mean 'ackers'\?\)"):
@@ -415,10 +421,12 @@ def test_submit_looks_the_scheduler_up_at_each_call(monkeypatch):
     from runtime.processes import scheduler
 
     launched = []
+    handle = SimpleNamespace()
     monkeypatch.setattr(scheduler, "submit", lambda topology, **how: launched.append(
-        (topology, how)) or "handle")
+        (topology, how)) or handle)
     topo = Topology("patched")
-    assert topo.submit(containers=2, ackers=1) == "handle"
+    assert topo.submit(containers=2, ackers=1) is handle
+    assert handle.topology is topo  # what workbench.reconcile reads the definition from
     assert launched == [(topo, {"scheduler": "local", "containers": 2,
                                 "config": {"ackers": 1}})]
 
