@@ -45,6 +45,8 @@ HOT = 0.2  # a key's share of the sampled tuples from which it is called hot
 TIMED_OUT = 0.01  # share of the spout tuples completed or timed out that timed out
 FULL = 0.5  # in-flight tuples, as a share of max_spout_pending, from which it limits
 CPU_BUSY = 50.0  # per cent of a core from which a process counts as busy
+CPU_SPAN = 5.0  # seconds of work a task's CPU share needs before it counts: start-up
+#                (imports, unpickling, prepare) is a burst, not the topology's demand
 ACKER = "__acker"  # runtime.model.constants.ACKER (observe imports nothing of runtime)
 KINDS = ("timeouts", "cpu", "skew", "acker", "slow_bolt", "max_spout_pending")
 
@@ -178,7 +180,8 @@ def cpu(facts: Facts) -> list[Finding]:
     """More busy processes than cores: they take turns, and each one looks slow."""
     if not facts.cores:
         return []
-    tasks = [(c, t, m) for c, ts in facts.instances.items() for t, m in ts]
+    tasks = [(c, t, m) for c, ts in facts.instances.items() for t, m in ts
+             if _num(m, "seconds") >= CPU_SPAN]
     busy = [(c, t, m) for c, t, m in tasks if _num(m, "cpu_percent") >= CPU_BUSY]
     used = sum(_num(m, "cpu_percent") for _, _, m in tasks) / 100
     if len(busy) <= facts.cores or used < 0.8 * facts.cores:

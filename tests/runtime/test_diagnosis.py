@@ -115,6 +115,22 @@ def test_more_busy_processes_than_cores():
     assert diagnose(answer(spout(), *tasks), cores=8)[0].kind == "slow_bolt"
 
 
+def test_the_cpu_of_a_start_up_is_not_taken_for_the_topology_s_demand():
+    """Three processes that burned a core each while importing and preparing, measured
+    over their first two seconds of work: the sleeping bolt is the finding, not cpu."""
+    store, info = MetricsStore(), {}
+    records = [("src", "spout", {"emitted": 200, "acked": 200, "cpu_seconds": 1.8}),
+               ("slow", "bolt", {"busy_seconds": 2.0, "executed": 200, "cpu_seconds": 1.8}),
+               ("sink", "bolt", {"busy_seconds": 0.01, "executed": 200, "cpu_seconds": 1.8})]
+    for task, (component, kind, record) in enumerate(records, start=1):
+        base = {"component": component, "kind": kind}
+        store.add(task, 0, base, now=100.0)
+        store.add(task, 0, {**base, **record}, now=102.0)
+        info[task] = {**base, "state": "running", "restarts": 0}
+    found = diagnose(store.answer(info, "1m", now=102.0), cores=2)
+    assert kinds(found)[0] == ("slow_bolt", "slow"), kinds(found)
+
+
 def test_the_backpressure_cause_wins_a_near_tie():
     m = answer(spout(), bolt("a", 0.92), bolt("b", 0.9))
     assert diagnose(m)[0].component == "a"

@@ -88,7 +88,6 @@ def test_with_metrics_off_only_the_counters_are_kept():
 
 
 def test_the_metrics_option_must_be_a_bool():
-    topo = Topology("bad", metrics="yes")
-    topo.spout("numbers", ListSpout([[1]], fields=["n"]))
+    """Refused where it is given (docs/reliability.md, "Checked before anything starts")."""
     with pytest.raises(TopologyError, match="metrics must be True or False, not 'yes'"):
-        topo.physical_plan()
+        Topology("bad", metrics="yes")
