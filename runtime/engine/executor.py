@@ -62,7 +62,7 @@ from .acks import AckOut
 from .bolt_side import BoltSide
 from .errors import UserCodeError, call_user
 from .runs import Runs
-from .spout_side import SpoutSide
+from .spout_side import STEP_CHUNK, SpoutSide
 from .stats import TaskCounts, streams_report, user_report, watched_report, window_report
 from .taps import StreamWatch
 from .tracing import Tracer
@@ -195,10 +195,24 @@ class Executor:
         """A spout's turn (:meth:`SpoutSide.step`); 0 for a bolt."""
         if self.spout is None:
             return 0
-        emitted = self.spout.step(calls, self.output_waiting)
         if self.tracer.rate:  # a float's truth: the one cost of tracing when it is off
-            self.tracer.arm(emitted)
-        return emitted
+            return self._sampled_step(calls)
+        return self.spout.step(calls, self.output_waiting)
+
+    def _sampled_step(self, calls: int) -> int:
+        """A spout's turn cut where the next traced tuple is due (``tracer.skip`` tuples
+        on), so that it is armed in time: a few pieces per traced tuple, not a wrapper
+        around every emit."""
+        tracer, total, idle = self.tracer, 0, 0
+        while calls > 0:
+            n = min(calls, max(tracer.skip, 1))
+            got = self.spout.step(n, self.output_waiting)
+            tracer.arm(got)
+            total, calls = total + got, calls - n
+            idle = 0 if got else idle + n
+            if idle >= STEP_CHUNK or (not got and self.output_waiting):
+                break  # held, or idle: the rest of the turn would be too
+        return total
 
     def queued_or_sent(self) -> int:
         """Tuples emitted so far, sent or waiting in a batch."""
