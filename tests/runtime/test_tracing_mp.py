@@ -13,61 +13,25 @@ import time
 import cloudpickle
 import pytest
 
-from runtime import BasicBolt, Bolt, Spout, Topology
+from runtime import Bolt, Spout, Topology
 from runtime.observe.traces import TRANSIT
 from runtime.testing import wait_for
+
+from . import test_tracing as _in_memory
+from .test_tracing import Count, Sentences, Split
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(120)]
 
 cloudpickle.register_pickle_by_value(sys.modules[__name__])
+cloudpickle.register_pickle_by_value(_in_memory)  # its spout and bolts, by value too
 
 FAST = {"spout_wait": 0.005, "stats_interval": 0.05, "flush_interval": 0.002}
 
 
-class Sentences(Spout):
-    """``n`` sentences ``"s<i> w1 w2 w3"``, msg_id i; sentence 3 holds the word "hold"."""
-
-    outputs = ["sentence"]
-
-    def __init__(self, n: int = 8) -> None:
-        self.total = n
-
-    def open(self, config, context):
-        self.i = 0
-
-    def next_tuple(self):
-        if self.i < self.total:
-            words = "w1 hold w3" if self.i == 3 else "w1 w2 w3"
-            self.emit([f"s{self.i} {words}"], msg_id=self.i)
-            self.i += 1
-
-
-class Split(BasicBolt):
-    outputs = ["word"]
-
-    def process(self, tup):
-        for word in tup.values[0].split():
-            self.emit([word])
-
-
-class Holder(Bolt):
-    """Acks every word but "hold", which it keeps for ever (neither acked nor failed)."""
-
-    outputs: list[str] = []
-
-    def prepare(self, config, context):
-        self.kept = []
-
-    def process(self, tup):
-        if tup.values[0] == "hold":
-            self.kept.append(tup)
-        else:
-            self.ack(tup)
-
-
-def sentence_topology(name: str, holder=Holder, *, holder_tasks: int = 2) -> Topology:
+def sentence_topology(name: str, holder=Count, *, holder_tasks: int = 2) -> Topology:
+    """8 sentences; sentence 3's word "hold" is kept for ever by the count task."""
     topo = Topology(name, **FAST)
-    topo.spout("sentences", Sentences())
+    topo.spout("sentences", Sentences(8, odd={3: "w1 hold w3"}))
     topo.bolt("split", Split, parallelism=2).shuffle_grouping("sentences")
     topo.bolt("count", holder, parallelism=holder_tasks).fields_grouping("split", ["word"])
     return topo
