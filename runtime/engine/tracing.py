@@ -1,18 +1,19 @@
 """One task's share of tracing (issue 20; docs/internals/tracing.md): the sampled spout
-tuples it marks, the marked tuples it receives, the marked children it sends, and the
+tuples it marks, the marked tuples it receives, the marked children they spawn, and the
 records of all three it owes the master.
 
-Only traced tuples pay. A task sends a traced tuple the usual way, into its stream's
-batches, but alone: what waits on the stream is flushed first, and the tuple's own frames
-are caught as they leave (``StreamOut.send`` is swapped for that one flush) and sent as
-TRACED frames, each the untouched inner frame plus the mark (trace id, the hop id of this
-copy, the emit time). The untraced path, its closures and its decoders, is not touched.
+Only traced tuples pay. A task sends traced tuples the usual way, into its streams'
+batches, but apart: every stream is flushed (untraced) before a traced emit (a spout) or
+a traced ``process`` call (a bolt), and flushed again after it with ``StreamOut.send``
+swapped for a list, so the frames caught hold only that call's tuples. They are sent
+untouched, marked (trace id, a hop id per tuple, the time they left), as entries of one
+TRACED frame per task. The untraced path, its closures and its decoders, is not touched.
 
-A receiving task processes the inner frame as any other, with the user's ``process``,
-``emit``, ``emit_direct``, ``ack`` and ``fail`` wrapped for that one call, so that the
-children the tuple spawns are sent traced (anchored to it under acking; every emit under
-no acking), and its outcome is seen. A traced tuple a bolt keeps and acks later is watched
-by identity until it is acked, failed or forgotten (``HELD_FOR`` message timeouts).
+A receiving task processes each inner frame as any other, with the user's ``process``
+wrapped for that frame: each tuple's hop is timed and recorded, and what it emitted is
+caught as its children (under acking, only what was anchored: an unanchored emit travels
+untraced). A traced tuple a bolt keeps and acks later is watched by identity until it is
+acked, failed or forgotten (``HELD_FOR`` message timeouts).
 
 Records (plain lists, msgpack-ready; ``runtime.observe.tracestore`` reads them):
 
@@ -223,6 +224,8 @@ class Tracer:
 
     def on_expired(self, msg_ids: list) -> None:
         """msg_ids the spout's own tracker timed out."""
+        if not self.roots:  # nothing traced waits: the usual case, tracing off
+            return
         for msg_id in msg_ids:
             try:
                 root = self.by_msg.get(msg_id)
