@@ -32,6 +32,12 @@ Reading the output
         RESULT name=tracing-off workload=sentences acking=off rounds=3
                this_tps=60500 other_tps=60900 cost_pct=0.7
 
+    and, before them, the same comparison in the twin (each checkout's own executors, in
+    a process of its own, CPU µs per sentence, twice ``--rounds`` runs each)::
+
+        RESULT name=tracing-off-executors workload=sentences acking=off runs=6
+               sentences=20000 this_us=35.70 other_us=35.60 cost_pct=0.3
+
     Before the runs of processes, per acking mode, the cost where it is paid, with no
     noise from sockets, other processes or idling: the in-memory twin runs
     ``--in-process`` sentences (20,000) through the same executors in this process,
@@ -188,6 +194,49 @@ def sentences_tps(root: str, args, acking: bool) -> float:
     return float(found.group(1))
 
 
+TWIN_RUN = """
+import sys, time, argparse
+sys.path.insert(0, sys.argv[1])
+from sentences import build_topology
+from runtime.testing import InMemoryCluster
+acking, n, words = sys.argv[2] == "on", int(sys.argv[3]), int(sys.argv[4])
+shape = argparse.Namespace(spouts=1, splitters=1, counters=1)
+with InMemoryCluster(build_topology(shape, acking), ackers=int(acking), sentences=n,
+                     words_per_sentence=words, eager_flush=False, target_latency=None) as twin:
+    spout = twin.user_object(twin.plan.component_tasks()["sentences"][0])
+    started = time.process_time()
+    while spout.left or twin.frames:
+        twin.step(100)
+        twin.advance(0.002)
+    print((time.process_time() - started) / n * 1e6)
+"""
+
+
+def twin_us(root: str, args, acking: bool) -> float:
+    """CPU µs per sentence of ``root``'s own executors in the twin, tracing off (a process
+    of its own, with ``root`` first on its path)."""
+    cmd = [sys.executable, "-c", TWIN_RUN, os.path.join(root, "benchmarks"),
+           "on" if acking else "off", str(args.in_process), str(args.words_per_sentence)]
+    done = subprocess.run(cmd, cwd=root, env={**os.environ, "PYTHONPATH": root},
+                          capture_output=True, text=True, timeout=900)
+    if done.returncode:
+        raise BenchmarkError(f"the twin in {root}: {done.stderr.strip()[-500:]}")
+    return float(done.stdout.split()[-1])
+
+
+def against_in_process(args, acking: bool) -> str:
+    here = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    runs: dict[str, list[float]] = {here: [], args.against: []}
+    for r in range(args.rounds * 2):
+        for root in ((here, args.against) if r % 2 == 0 else (args.against, here)):
+            runs[root].append(twin_us(root, args, acking))
+    a, b = statistics.median(runs[here]), statistics.median(runs[args.against])
+    return (f"RESULT name=tracing-off-executors workload=sentences "
+            f"acking={'on' if acking else 'off'} runs={args.rounds * 2} "
+            f"sentences={args.in_process} this_us={a:.2f} other_us={b:.2f} "
+            f"cost_pct={(a / b - 1) * 100:.1f}")
+
+
 def against(args, acking: bool) -> str:
     here = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     this, other = [], []
@@ -267,6 +316,8 @@ def main(argv: list[str] | None = None) -> int:
     try:
         for acking in modes if not args.no_pairs else ():
             print(in_process_pairs(args, acking), flush=True)
+            if args.against:
+                print(against_in_process(args, acking), flush=True)
             if args.no_processes:
                 continue
             for line in traced_pairs(args, acking):
