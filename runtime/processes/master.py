@@ -125,7 +125,8 @@ class TopologyMaster:
                    wire.AskExceptions: obs.answer_exceptions, wire.AskSample: self.answer_sample,
                    wire.AskPause: lambda _: sup.pause(), wire.AskResume: lambda _: sup.resume(),
                    wire.AskSetMaxSpoutPending: settings.answer_set_max_spout_pending,
-                   wire.AskRecord: settings.answer_record}
+                   wire.AskRecord: settings.answer_record,
+                   wire.AskAckerState: obs.answer_acker_state}
         return {wire.Hello: self.on_hello, wire.Ready: self.on_ready,
                 wire.Stats: self.on_stats, wire.Samples: self.on_samples,
                 wire.Restarted: sup.on_restarted, wire.ExceptionReport: obs.on_exception,
