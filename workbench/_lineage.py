@@ -27,7 +27,7 @@ import re
 from collections.abc import Sequence
 from typing import Any
 
-__all__ = ["holders", "layout", "trace_svg", "trace_title"]
+__all__ = ["TraceView", "holders", "layout", "trace_svg", "trace_title"]
 
 TRANSIT = "<transit>"  # runtime.observe.traces.TRANSIT (workbench draws; it need not import)
 BOX_W, BOX_H, GAP_X, GAP_Y, MARGIN = 190, 50, 36, 10, 12  # px
@@ -38,6 +38,29 @@ OUTCOME = {"acked": ("#e6f4ea", "#3d9a50"), "failed": ("#fdecea", "#d62728"),
 SPOUT = ("#fdebd3", "#d9822b")
 SLOWEST, HELD = "#e07b00", "#d62728"
 _CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")  # not allowed in XML 1.0
+
+
+class TraceView:
+    """Shows one trace's tree in a notebook (``_repr_html_``: its title line, then the
+    picture; ``_repr_svg_``: the picture), what ``%topology lineage`` displays.
+
+    >>> from runtime.observe.traces import Trace
+    >>> "acked" in TraceView(Trace("m", "src", 0, "acked", 1.0, ()))._repr_html_()
+    True
+    """
+
+    def __init__(self, trace: Any) -> None:
+        self.trace = trace
+
+    def _repr_svg_(self) -> str:
+        return trace_svg(self.trace)
+
+    def _repr_html_(self) -> str:
+        return (f'<div class="tupleflow-lineage"><div><b>{_esc(trace_title(self.trace))}'
+                f"</b></div>{self._repr_svg_()}</div>")
+
+    def __repr__(self) -> str:
+        return f"TraceView({trace_title(self.trace)})"
 
 
 def layout(parents: Sequence[int | None]) -> tuple[list[int], list[float]]:
