@@ -25,7 +25,7 @@ from IPython.display import display
 
 import workbench
 from runtime import Topology
-from runtime.options import check_max_spout_pending, check_n
+from runtime.options import check_max_spout_pending, check_n, check_trace
 
 from ._registry import Registry
 
@@ -42,6 +42,7 @@ USAGE = {
     "pause": "NAME",
     "resume": "NAME",
     "tune": "NAME VALUE [COMPONENT]",
+    "trace": "NAME RATE",
     "tap": "NAME COMPONENT [STREAM] [n=20]",
     "dashboard": "NAME [interval=1.0]",
     "record": "NAME COMPONENT [STREAM]",
@@ -290,6 +291,16 @@ class TopologyMagics(Magics):
             tasks = [t for t in tasks if t in names]
         told = ", ".join(names.get(t, str(t)) for t in tasks) or "no spout task yet"
         print(f"max_spout_pending={value} sent to {told}")
+
+    def _trace(self, name: str, rate: str) -> None:
+        """Trace this fraction of the spout tuples of ``name`` from now on (0: off)."""
+        try:
+            value = check_trace(rate)
+        except ValueError as err:
+            raise UsageError(f"%topology trace: {err}") from None
+        tasks = self._running(name).set_trace(value)
+        print(f"trace={value:g} sent to {len(tasks)} task(s) of {name}"
+              + ("" if value else " (tracing off)"))
 
 
 class HandleViews:

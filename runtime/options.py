@@ -35,9 +35,11 @@ from .model.constants import (
     STATS_INTERVAL,
     TARGET_LATENCY,
     TICK_FREQ_SECS,
+    TRACE,
+    TRACE_STORE,
     TUNE_INTERVAL,
 )
-from .model.controls import check_keep, check_max_spout_pending, check_n
+from .model.controls import check_keep, check_max_spout_pending, check_n, check_trace
 from .model.options import option_problem
 
 __all__ = [
@@ -64,9 +66,12 @@ __all__ = [
     "STATS_INTERVAL",
     "TARGET_LATENCY",
     "TICK_FREQ_SECS",
+    "TRACE",
+    "TRACE_STORE",
     "TUNE_INTERVAL",
     "check_keep",
     "check_max_spout_pending",
     "check_n",
+    "check_trace",
     "option_problem",
 ]

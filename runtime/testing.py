@@ -39,7 +39,10 @@ from runtime.engine.driven import TaskExecutor
 from runtime.engine.errors import UserCodeError
 from runtime.engine.executor import Executor
 from runtime.model.api import Bolt, Spout
-from runtime.model.constants import ACKER
+from runtime.model.constants import ACKER, MESSAGE_TIMEOUT, TRACE_STORE
+from runtime.model.controls import check_trace
+from runtime.observe.traces import Trace
+from runtime.observe.tracestore import TraceStore
 from runtime.processes.scheduler import pickle_components
 from runtime.sources._retry import Backoff, ReplaySchedule
 
@@ -293,6 +296,9 @@ class InMemoryCluster:
         self.exceptions: list[dict] = []
         self.restarts: dict[int, int] = {t.task: 0 for t in self.plan.tasks}
         self.executors: dict[int, TaskExecutor] = {}
+        self.trace_store = TraceStore({t.task: t.component for t in self.plan.tasks},
+                                      capacity=int(self.plan.config[TRACE_STORE]),
+                                      timeout=float(self.plan.config[MESSAGE_TIMEOUT]))
         try:
             for t in self.plan.tasks:
                 self.executors[t.task] = self._start(t.task)
@@ -333,7 +339,9 @@ class InMemoryCluster:
             return None
 
     def _restart(self, task: int, exc: UserCodeError) -> None:
+        self._collect_traces(task, self.executors[task])
         self._crashed(task, self.executors[task], exc)
+        self.trace_store.restarted(task, self.clock())
         self.executors[task] = self._start(task)
 
     def _crashed(self, task: int, ex: TaskExecutor, exc: UserCodeError) -> None:
@@ -395,6 +403,33 @@ class InMemoryCluster:
         for task, ex in list(self.executors.items()):
             self._guard(task, ex.on_timer, now)
         self.deliver()
+
+    # -- tracing (issue 20) -------------------------------------------------------------------
+    def set_trace(self, rate) -> None:
+        """Change the fraction of spout tuples traced (``running.set_trace``)."""
+        rate = check_trace(rate)
+        for ex in self.executors.values():
+            if getattr(ex, "tracer", None) is not None and ex.kind == "spout":
+                ex.set_trace(rate)
+
+    def _collect_traces(self, task: int, ex: TaskExecutor) -> None:
+        tracer = getattr(ex, "tracer", None)
+        if tracer is not None and tracer.records:
+            self.trace_store.add(task, self.restarts[task], tracer.drain(), self.clock())
+
+    def _collect_all_traces(self) -> None:
+        for task, ex in self.executors.items():
+            self._collect_traces(task, ex)
+
+    def traces(self, status: str | None = None, limit: int = 100) -> list[Trace]:
+        """The newest traces, newest first (``running.traces``)."""
+        self._collect_all_traces()
+        return self.trace_store.traces(status, limit, now=self.clock())
+
+    def lineage(self, msg_id) -> Trace | None:
+        """The trace of one spout msg_id, if it was traced (``running.lineage``)."""
+        self._collect_all_traces()
+        return self.trace_store.lineage(msg_id, now=self.clock())
 
     # -- reading ----------------------------------------------------------------------------
     def statistics(self):

@@ -46,18 +46,19 @@ from typing import IO, Any, ClassVar, NamedTuple, get_args, get_type_hints
 import msgpack
 
 __all__ = [
-    "ACKED", "ACKED_FAILED", "ACKED_OK", "ACKED_RENEWED", "ACKED_TIMEOUT", "ACKS", "ACK_ACK",
-    "ACK_FAIL", "ACK_INIT", "ACK_RESET", "ANCHORED", "Activate", "AskAckerState", "AskEvents",
-    "AskExceptions",
-    "AskKill", "AskLogs", "AskMetrics", "AskPause", "AskRecord", "AskResume", "AskSample",
-    "AskSetMaxSpoutPending", "AskStatistics", "AskStatus", "BACKPRESSURE",
-    "BackpressureChange", "Bye", "COMPLETED", "Control", "DATA", "Deactivate",
-    "ExceptionReport", "HEADER_SIZE", "HELLO", "Header", "Hello", "KINDS", "Kill", "Logs",
-    "LogsReply", "MAX_FRAME", "MESSAGES", "Question", "ROUTED", "RUN", "Ready", "Recording",
-    "Reply", "Restart", "Restarted", "Samples", "Setting", "SmStats", "Stats", "TRACKED",
-    "Tap", "Welcome", "WireError", "bp_header", "bp_transition", "control", "data_header",
-    "decode_batch", "dest_of", "encodable", "encode_batch", "iter_records", "pack",
-    "parse_header", "seal", "unpack", "unpack_raw", "unseal",
+    "ACKED", "ACKED_FAILED", "ACKED_OK", "ACKED_RENEWED", "ACKED_TIMEOUT", "ACKS",
+    "ACK_ACK", "ACK_FAIL", "ACK_INIT", "ACK_RESET", "ANCHORED", "Activate", "AskAckerState",
+    "AskEvents",
+    "AskExceptions", "AskKill", "AskLogs", "AskMetrics", "AskPause", "AskRecord",
+    "AskResume", "AskSample", "AskSetMaxSpoutPending", "AskSetTrace", "AskStatistics",
+    "AskStatus", "AskTraces", "BACKPRESSURE", "BackpressureChange", "Bye", "COMPLETED",
+    "Control", "DATA", "Deactivate", "ExceptionReport", "HEADER_SIZE", "HELLO", "Header",
+    "Hello", "KINDS", "Kill", "Logs", "LogsReply", "MAX_FRAME", "MESSAGES", "Question",
+    "ROUTED", "RUN", "Ready", "Recording", "Reply", "Restart", "Restarted", "Samples",
+    "Setting", "SmStats", "Stats", "TRACED", "TRACKED", "Tap", "TraceReport", "Welcome",
+    "WireError", "bp_header", "bp_transition", "control", "data_header", "decode_batch",
+    "decode_traced", "dest_of", "encodable", "encode_batch", "encode_traced",
+    "iter_records", "pack", "parse_header", "seal", "unpack", "unpack_raw", "unseal",
 ]
 
 # -- data plane ---------------------------------------------------------------------------
@@ -75,10 +76,13 @@ COMPLETED = 6  # body: [first root, count, [root, ...]]: one-tuple trees a bolt 
 ANCHORED = 7  # body: flat tuple, ids, ack_val triples: a bolt's tracked tuples. ids: an
 # int root (the tuple belongs to that one tree; its ack value is ids ^ ack_val, so
 # ack_val is root ^ its edge id) or a {root: edge} map with ack_val 0 (acker.md, "Frames")
+TRACED = 8  # body: [kind, inner body, trace id, hop id, emit time]: one traced tuple's frame
+# of that kind (DATA, TRACKED, RUN, ANCHORED) wrapped with its mark (docs/internals/tracing.md)
 HELLO = 9  # instance -> its stream manager, once connected: "route my frames to me"
 BACKPRESSURE = 10  # stream manager -> peers: src is the cause task; stream 1 = start, 0 = stop
-ROUTED = frozenset({DATA, TRACKED, ACKS, ACKED, RUN, COMPLETED, ANCHORED})  # what a stream manager
-KINDS = ROUTED | {HELLO, BACKPRESSURE}  # forwards to a task, and every kind there is
+# what a stream manager forwards to a task, and every kind there is
+ROUTED = frozenset({DATA, TRACKED, ACKS, ACKED, RUN, COMPLETED, ANCHORED, TRACED})
+KINDS = ROUTED | {HELLO, BACKPRESSURE}
 
 # ACKS ops: what a spout or bolt tells the acker about a root (Storm's __ack_* streams)
 ACK_INIT, ACK_ACK, ACK_FAIL, ACK_RESET = 0, 1, 2, 3
@@ -153,6 +157,29 @@ def decode_batch(body: bytes) -> list:
     if type(batch) is not list:
         raise WireError(f"a batch must be an array, got {type(batch).__name__}")
     return batch
+
+
+_TRACED_INNER = frozenset({DATA, TRACKED, RUN, ANCHORED})
+
+
+def encode_traced(kind: int, body: bytes, trace: int, hop: int, emitted: float) -> bytes:
+    """A TRACED body: one traced tuple's frame (its kind and body, untouched) and its
+    mark. The inner frame keeps its own decoder; only traced tuples pay for the wrap.
+
+    >>> decode_traced(encode_traced(DATA, encode_batch([["a"]]), 7, 9, 1.5))
+    (1, b'\\x91\\x91\\xa1a', 7, 9, 1.5)
+    """
+    return _pack([kind, body, trace, hop, emitted])
+
+
+def decode_traced(body: bytes) -> tuple[int, bytes, int, int, float]:
+    """kind, inner body, trace id, hop id, emit time (wall seconds); WireError if malformed."""
+    parts = decode_batch(body)
+    if (len(parts) != 5 or parts[0] not in _TRACED_INNER or type(parts[1]) is not bytes
+            or type(parts[2]) is not int or type(parts[3]) is not int
+            or type(parts[4]) not in (int, float)):
+        raise WireError("a traced frame must be [kind, body, trace id, hop id, emit time]")
+    return parts[0], parts[1], parts[2], parts[3], float(parts[4])
 
 
 def encodable(value: Any) -> bool:
@@ -349,6 +376,17 @@ class Recording(Control):
     on: bool
 
 
+@_message("traces")
+@dataclass(frozen=True, slots=True)
+class TraceReport(Control):
+    """Instance -> master, with its statistics: what it saw of traced trees, each record
+    a list (``runtime.observe.tracestore`` reads them: start, sent, hop, outcome, done)."""
+
+    task: int
+    incarnation: int
+    records: list
+
+
 @_message("sm_stats")
 @dataclass(frozen=True, slots=True)
 class SmStats(Control):
@@ -455,6 +493,25 @@ class AskSetMaxSpoutPending(Question):
 
     value: Any  # checked by runtime.model.controls.check_max_spout_pending
     component: str | None = None
+
+
+@_message("ask_traces")
+@dataclass(frozen=True, slots=True)
+class AskTraces(Question):
+    """The newest traces (of one status, at most ``limit``), or the one of ``msg_id``."""
+
+    status: str | None = None
+    limit: int = 100
+    msg_id: Any = None
+    by_msg: bool = False  # True: the trace of msg_id (which may be None)
+
+
+@_message("ask_set_trace")
+@dataclass(frozen=True, slots=True)
+class AskSetTrace(Question):
+    """Change the fraction of spout tuples traced, live (every spout)."""
+
+    value: Any  # checked by runtime.model.controls.check_trace
 
 
 @_message("ask_record")

@@ -25,6 +25,7 @@ The executor is a facade over rooms, one phrase each:
 ``taps.py``        the taps and recordings on the task's streams
 ``stats.py``       what the task counted, and its report
 ``outbound.py``    per-stream batches, split among subscribers' tasks
+``tracing.py``     the sampled traced tuples: marked, sent alone, recorded
 =================  ==========================================================
 """
 
@@ -49,6 +50,7 @@ from runtime.model.constants import (
     RECORD,
     TARGET_LATENCY,
     TICK_FREQ_SECS,
+    TRACE,
     TUNE_INTERVAL,
 )
 from runtime.model.plan import PhysicalPlan
@@ -60,9 +62,10 @@ from .acks import AckOut
 from .bolt_side import BoltSide
 from .errors import UserCodeError, call_user
 from .runs import Runs
-from .spout_side import SpoutSide
+from .spout_side import STEP_CHUNK, SpoutSide
 from .stats import TaskCounts, streams_report, user_report, watched_report, window_report
 from .taps import StreamWatch
+from .tracing import Tracer
 from .wiring import Collector, Send, build_streams, task_context
 
 log = logging.getLogger("tupleflow.executor")
@@ -98,6 +101,12 @@ class Executor:
         self.watch = StreamWatch(spec, task, self.streams, self.config, run_dir, monotonic,
                                  wall, self._on_error)
         self.spout, self.bolt = self._sides(specs)
+        self.tracer = Tracer(spec.id, task, self.streams, self.acking,
+                             float(self.config.get(TRACE) or 0.0),
+                             float(self.config[MESSAGE_TIMEOUT]), wall,
+                             spout=self.spout is not None)
+        if self.spout is not None:
+            self.spout.expired_hook = self.tracer.on_expired
         self._timers()
 
     def _sides(self, specs) -> tuple[SpoutSide | None, BoltSide | None]:
@@ -158,6 +167,9 @@ class Executor:
         declared, and call ``open``/``prepare``."""
         Collector(self.spec.id, self.streams, int(self.config[BATCH_SIZE]), self.acking,
                   self.spout, self.bolt).bind(self.user)
+        self.tracer.user = self.user
+        if self.spout is not None:
+            self.tracer.arm(0)  # a spout's first traced tuple may be its first
         for stream in self.config.get(RECORD) or ():
             self.watch.set_recording(stream, True)
         now = self.monotonic()
@@ -183,7 +195,24 @@ class Executor:
         """A spout's turn (:meth:`SpoutSide.step`); 0 for a bolt."""
         if self.spout is None:
             return 0
+        if self.tracer.rate:  # a float's truth: the one cost of tracing when it is off
+            return self._sampled_step(calls)
         return self.spout.step(calls, self.output_waiting)
+
+    def _sampled_step(self, calls: int) -> int:
+        """A spout's turn cut where the next traced tuple is due (``tracer.skip`` tuples
+        on), so that it is armed in time: a few pieces per traced tuple, not a wrapper
+        around every emit."""
+        tracer, total, idle = self.tracer, 0, 0
+        while calls > 0:
+            n = min(calls, max(tracer.skip, 1))
+            got = self.spout.step(n, self.output_waiting)
+            tracer.arm(got)
+            total, calls = total + got, calls - n
+            idle = 0 if got else idle + n
+            if idle >= STEP_CHUNK or (not got and self.output_waiting):
+                break  # held, or idle: the rest of the turn would be too
+        return total
 
     def queued_or_sent(self) -> int:
         """Tuples emitted so far, sent or waiting in a batch."""
@@ -200,15 +229,27 @@ class Executor:
         if self.spout is not None:
             self.spout.set_max_spout_pending(value)
 
+    def set_trace(self, rate: float) -> None:
+        """Change the fraction of this spout's tuples that are traced (0.0: off)."""
+        self.tracer.set_rate(rate)
+
     def on_frame(self, header: bytes, body: bytes) -> None:
         """One frame from the stream manager. WireError for a malformed frame."""
         h = wire.parse_header(header)
         if h.dest != self.task:
             raise wire.WireError(f"frame for task {h.dest} reached task {self.task}")
         if h.kind == wire.COMPLETED:
-            return self._spout("completions").on_completed(wire.decode_batch(body), self.task)
+            batch = wire.decode_batch(body)
+            if self.tracer.roots:  # traced trees wait on some of these
+                self.tracer.on_completed(batch)
+            return self._spout("completions").on_completed(batch, self.task)
         if h.kind == wire.ACKED:
-            return self._spout("ack outcomes").on_acked(wire.decode_batch(body), self.task)
+            batch = wire.decode_batch(body)
+            if self.tracer.roots:
+                self.tracer.on_acked(batch)
+            return self._spout("ack outcomes").on_acked(batch, self.task)
+        if h.kind == wire.TRACED and self.bolt is not None:
+            return self.tracer.on_traced(self.bolt, h, body, self.output_waiting)
         if h.kind not in _TUPLE_KINDS or self.bolt is None:
             raise wire.WireError(f"frame kind {h.kind} is not for a {self.kind}")
         return self.bolt.on_frame(h, body, self.output_waiting)

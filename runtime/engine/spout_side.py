@@ -40,6 +40,8 @@ class SpoutSide:
         self.tracker, self.roots, self.acks, self.runs = tracker, roots, acks, runs
         self.monotonic, self.batch_size = monotonic, batch_size
         self.at_emit: list = []  # msg_ids to ack as soon as emitted (acking off)
+        # told the msg_ids the tracker timed out (the tracer's, for traced roots)
+        self.expired_hook: Callable[[list], None] | None = None
 
     # -- turns --------------------------------------------------------------------------
     def step(self, calls: int, waiting: Sized) -> int:
@@ -180,6 +182,8 @@ class SpoutSide:
         if tracker is None:
             return
         expired = tracker.expire(now)
+        if expired and self.expired_hook is not None:
+            self.expired_hook(expired)
         self.counts.failed += len(expired)
         self._call_each("fail", user.fail, expired)
         if tracker.tuner is not None:

@@ -38,6 +38,8 @@ RECORD_DIR = "record_dir"  # a folder every container and the submitter share: r
 #                            go there, a folder per run (default: the run directory)
 WINDOW = "window"  # per component: a windowed bolt's Window (runtime/model/windowing.py)
 METRICS_ENABLED = "metrics"  # False: no latency histograms, CPU or RSS (bare counters)
+TRACE = "trace"  # fraction of spout tuples traced, 0.0..1.0 (0.0: off; docs/internals/tracing.md)
+TRACE_STORE = "trace_store"  # traces the master keeps, newest; older ones are dropped, counted
 METRICS_PORT = "metrics_port"  # serve the metrics in Prometheus's text format on this
 #                                loopback port (0: a free one; None: not served)
 
@@ -59,6 +61,8 @@ DEFAULTS: dict[str, object] = {
     RECORD_ROWS: 200_000,
     RECORD_SECONDS: 1.0,
     METRICS_ENABLED: True,
+    TRACE: 0.0,
+    TRACE_STORE: 10_000,
 }
 
 # Submit options the schedulers take (not engine options; they never reach the plan).

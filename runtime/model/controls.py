@@ -35,6 +35,29 @@ def check_max_spout_pending(value: Any) -> int | str | None:
                      f"(as text: auto, none or an integer >= 1), not {value!r}")
 
 
+def check_trace(value: Any) -> float:
+    """The one parser and validator of a live trace rate (``running.set_trace``,
+    ``%topology trace NAME RATE``): a number 0.0..1.0, or its text (``" 0.5 "``).
+
+    >>> check_trace(0.01), check_trace(" 1 "), check_trace(0)
+    (0.01, 1.0, 0.0)
+    >>> check_trace(2)
+    Traceback (most recent call last):
+    ...
+    ValueError: trace must be a fraction 0.0..1.0 of spout tuples (0.0: off), not 2
+    """
+    parsed = value
+    if type(value) is str:
+        try:
+            parsed = float(value.strip())
+        except ValueError:
+            parsed = value
+    if type(parsed) in (int, float) and 0.0 <= parsed <= 1.0:
+        return float(parsed)
+    raise ValueError(f"trace must be a fraction 0.0..1.0 of spout tuples (0.0: off), "
+                     f"not {value!r}")
+
+
 def _pending_text(text: str) -> Any:
     """``auto``, ``none`` or digits, as a value; anything else as it came (refused)."""
     word = text.strip().lower()

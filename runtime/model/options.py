@@ -89,6 +89,10 @@ def _streams(x: Any) -> str | None:
     return None if ok else "a list of stream ids"
 
 
+def _fraction(x: Any) -> str | None:
+    return None if _number(x) and 0.0 <= x <= 1.0 else "a fraction 0.0..1.0 (0.0: off)"
+
+
 CHECKS: dict[str, Callable[[Any], str | None]] = {
     c.ACKERS: _int_from(0),
     c.METRICS_ENABLED: lambda x: None if isinstance(x, bool) else "True or False",
@@ -110,4 +114,6 @@ CHECKS: dict[str, Callable[[Any], str | None]] = {
     c.RECORD_SECONDS: _seconds(positive=True),
     c.RECORD_DIR: _folder,
     c.METRICS_PORT: _port,
+    c.TRACE: _fraction,
+    c.TRACE_STORE: _int_from(1),
 }

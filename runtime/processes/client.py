@@ -18,6 +18,8 @@ from runtime.observe import diagnosis as _diagnosis
 from runtime.observe import series as _series
 from runtime.observe.flame import Profile
 from runtime.observe.stats import InstanceStats
+from runtime.observe.traces import TRACE_STATUSES, Trace
+from runtime.observe.tracestore import trace_from_plain
 
 from . import profiling as _profiling
 from .master_link import MasterLink, TopologyDead
@@ -210,6 +212,41 @@ class RunningTopology:
             raise
         except RuntimeError as exc:  # refused by the master (a bolt, say): say so plainly
             raise ValueError(str(exc)) from None
+
+    # -- traces (issue 20; docs/internals/tracing.md) ---------------------------------------
+    def set_trace(self, rate: float | str) -> list[int]:
+        """Trace this fraction (0.0..1.0) of spout tuples from now on, in every spout; 0.0
+        turns tracing off. Text is read as ``%topology trace`` reads it. A restarted spout
+        traces at it too. Records a ``trace`` event and returns the tasks told; ValueError
+        for a rate outside 0.0..1.0."""
+        rate = _controls.check_trace(rate)
+        return self._ask(wire.AskSetTrace, value=rate)
+
+    def traces(self, status: str | None = None, limit: int = 100) -> list[Trace]:
+        """The newest traced trees, newest first: :class:`~runtime.observe.traces.Trace`
+        records (``.msg_id``, ``.status``, ``.complete_ms``, ``.hops``, ``.held_by``), of
+        ``status`` ("acked", "failed", "timed_out", "pending") if given, at most
+        ``limit``. Instances report with their statistics, so a tree shows up, and
+        grows, every ``stats_interval``."""
+        if status is not None and status not in TRACE_STATUSES:
+            raise ValueError(f"status must be one of {TRACE_STATUSES} or None, not {status!r}")
+        if type(limit) is not int or limit < 1:
+            raise ValueError(f"limit must be an int >= 1, not {limit!r}")
+        return [trace_from_plain(t)
+                for t in self._ask(wire.AskTraces, status=status, limit=limit)]
+
+    def lineage(self, msg_id: Any) -> Trace | None:
+        """The trace of the spout tuple ``msg_id`` (the newest, if it was replayed), or
+        None if it was not traced (or was dropped from the store, oldest first)."""
+        found = self._ask(wire.AskTraces, msg_id=msg_id, by_msg=True)
+        return None if found is None else trace_from_plain(found)
+
+    def traces_frame(self, status: str | None = None, limit: int = 100, spark=None):
+        """:meth:`traces` as a Spark DataFrame, one row per hop
+        (``runtime.recording.frames.traces_frame``)."""
+        from runtime.recording import frames
+
+        return frames.traces_frame(self, status, limit, spark=spark)
 
     def sample(self, component: str, stream: str = "default", n: int = 100, *,
                wait: bool = False, timeout: float = 2.0,

@@ -44,7 +44,9 @@ from runtime.model.constants import (
     METRICS_ENABLED,
     SPOUT_WAIT,
     STATS_INTERVAL,
+    TRACE,
 )
+from runtime.model.controls import check_trace
 from runtime.model.plan import PhysicalPlan
 
 from . import curve as _curve
@@ -273,6 +275,8 @@ class Instance:
     def on_setting(self, msg: wire.Setting) -> None:
         if msg.key == MAX_SPOUT_PENDING and self.executor.kind == "spout":
             self.executor.set_max_spout_pending(msg.value)
+        elif msg.key == TRACE and self.executor.kind == "spout":
+            self.executor.set_trace(check_trace(msg.value))
 
     def on_tap(self, msg: wire.Tap) -> None:
         self.executor.tap(msg.stream, int(msg.n), float(msg.seconds))
@@ -303,6 +307,15 @@ class Instance:
                     samples=samples))
                 for stream, samples in self.executor.tap_samples().items()]
 
+    def trace_messages(self) -> list[list[bytes]]:
+        """One sealed ``traces`` message with the trace records waiting (none if none)."""
+        tracer = getattr(self.executor, "tracer", None)
+        records = tracer.drain() if tracer is not None and tracer.records else None
+        if not records:
+            return []
+        return [wire.seal(self.secret, wire.TraceReport(
+            task=self.task, incarnation=self.incarnation, records=records))]
+
     def usage(self) -> dict:
         """CPU seconds (user + system) and resident memory of this process; nothing if
         the system will not say."""
@@ -314,6 +327,8 @@ class Instance:
 
     def send_stats(self, state: str) -> None:
         self.ctl.send_multipart(self.stats_message(state))
+        for msg in self.trace_messages():  # the last ones, as it stops or fails
+            self.ctl.send_multipart(msg)
 
     def crash(self, exc: UserCodeError) -> int:
         """Log the traceback, tell the master, send what was already emitted, and exit."""
@@ -397,6 +412,8 @@ class Heartbeat(threading.Thread):
             try:
                 self.sock.send_multipart(self.instance.stats_message("running"))
                 for msg in self.instance.samples_messages():
+                    self.sock.send_multipart(msg)
+                for msg in self.instance.trace_messages():
                     self.sock.send_multipart(msg)
             except Exception:  # a report may fail; the heartbeat must not stop for it
                 log.exception("could not send a statistics report")

@@ -39,6 +39,7 @@ from .observation import Observation
 from .settings import LiveSettings
 from .supervision import Supervision
 from .tasks import TaskTable
+from .tracing import MasterTraces
 
 log = logging.getLogger("tupleflow.tmaster")
 
@@ -98,6 +99,7 @@ class TopologyMaster:
             self.observation.event, lambda: self.clock(), self.observation.forget)
         self.settings = LiveSettings(self.plan, self.tasks, self.supervision.tell_ready,
                                      self.observation.event)
+        self.traces = MasterTraces(self.plan, self.tasks)
 
     def _serve_metrics(self) -> tuple[MetricsServer | None, str | None]:
         """The Prometheus endpoint, if ``metrics_port`` was given; a port that cannot be
@@ -126,10 +128,13 @@ class TopologyMaster:
                    wire.AskPause: lambda _: sup.pause(), wire.AskResume: lambda _: sup.resume(),
                    wire.AskSetMaxSpoutPending: settings.answer_set_max_spout_pending,
                    wire.AskRecord: settings.answer_record,
-                   wire.AskAckerState: obs.answer_acker_state}
+                   wire.AskAckerState: obs.answer_acker_state,
+                   wire.AskSetTrace: settings.answer_set_trace,
+                   wire.AskTraces: self.traces.answer}
         return {wire.Hello: self.on_hello, wire.Ready: self.on_ready,
                 wire.Stats: self.on_stats, wire.Samples: self.on_samples,
-                wire.Restarted: sup.on_restarted, wire.ExceptionReport: obs.on_exception,
+                wire.Restarted: self.on_restarted, wire.ExceptionReport: obs.on_exception,
+                wire.TraceReport: self.traces.on_report,
                 wire.BackpressureChange: obs.on_backpressure, wire.SmStats: obs.on_sm_stats,
                 wire.Bye: self.on_bye, wire.AskKill: self.on_kill, wire.AskLogs: self.relay_logs,
                 wire.LogsReply: self.on_logs_reply,
@@ -169,7 +174,13 @@ class TopologyMaster:
         if msg.role == "sm":
             self.supervision.on_sm_hello(ident, msg)
         elif msg.role == "instance":
+            if msg.incarnation > 0:  # it may overtake its stream manager's word
+                self.traces.restarted(msg.id)
             self.supervision.on_instance_hello(ident, msg)
+
+    def on_restarted(self, ident: bytes, msg: wire.Restarted) -> None:
+        self.traces.restarted(msg.task)  # copies in transit to it died with it
+        self.supervision.on_restarted(ident, msg)
 
     def on_ready(self, ident: bytes, msg: wire.Ready) -> None:
         """A ready instance is told the live settings (a restarted one gets them again),
@@ -212,6 +223,7 @@ class TopologyMaster:
 
     def answer_status(self, msg: wire.AskStatus) -> dict:
         status = {**self.supervision.status(), **self.observation.status(),
+                  **self.traces.counts(),
                   "dropped": self.dropped,
                   "metrics_url": self.export.url if self.export is not None else None}
         if self.export_error:

@@ -11,7 +11,7 @@ from typing import Any
 
 from runtime import wire
 from runtime.model import controls as _controls
-from runtime.model.constants import MAX_SPOUT_PENDING
+from runtime.model.constants import MAX_SPOUT_PENDING, TRACE
 from runtime.model.plan import PhysicalPlan
 from runtime.recording._parquet import check_stream
 
@@ -30,6 +30,7 @@ class LiveSettings:
         self.component_tasks = plan.component_tasks()
         self.spout_pending: dict[str, Any] = {}  # component -> max_spout_pending set live
         self.recordings: dict[tuple[str, str], bool] = {}  # set live by running.record()
+        self.trace: float | None = None  # the trace rate set live (running.set_trace)
 
     def for_new(self, component: str) -> list[wire.Control]:
         """What an instance of ``component`` that has just become ready must be told."""
@@ -38,6 +39,19 @@ class LiveSettings:
                                     if c == component]
         if component in self.spout_pending:
             told.append(wire.Setting(key=MAX_SPOUT_PENDING, value=self.spout_pending[component]))
+        if self.trace is not None:  # a bolt ignores it
+            told.append(wire.Setting(key=TRACE, value=self.trace))
+        return told
+
+    def answer_set_trace(self, msg: wire.AskSetTrace) -> list[int]:
+        """Change the fraction of spout tuples traced, in every spout task; remembered,
+        so that a restarted spout traces at it too. Returns the tasks told now."""
+        value = _controls.check_trace(msg.value)
+        targets = _controls.spout_targets(self.component_tasks, self.tasks.kinds(), None)
+        self.trace = value
+        told = self.tell(wire.Setting(key=TRACE, value=value),
+                         [t for ts in targets.values() for t in ts])
+        self.event("trace", value=value, tasks=told)
         return told
 
     def answer_set_max_spout_pending(self, msg: wire.AskSetMaxSpoutPending) -> list[int]:

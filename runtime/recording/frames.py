@@ -204,6 +204,35 @@ def explain_frame(running, window: str = "1m", *, spark=None):
     return spark.createDataFrame(rows, schema)
 
 
+def traces_frame(running, status: str | None = None, limit: int = 100, *, spark=None):
+    """``running.traces(status, limit)`` as one row per hop: ``(msg_id, spout, spout_task,
+    status, complete_ms, held_by, hop, component, task, stream, values, parent, queued_ms,
+    executed_ms, outcome, emitted)``; msg_id and values as JSON, held_by as
+    "component:task" (or "<transit>")."""
+    from pyspark.sql import types as T
+
+    spark = spark or spark_session()
+    rows = [row for t in running.traces(status, limit) for row in _hop_rows(t)]
+    text, long_, double = T.StringType(), T.LongType(), T.DoubleType()
+    schema = T.StructType([T.StructField(name, kind) for name, kind in (
+        ("msg_id", text), ("spout", text), ("spout_task", long_), ("status", text),
+        ("complete_ms", double), ("held_by", text), ("hop", long_), ("component", text),
+        ("task", long_), ("stream", text), ("values", text), ("parent", long_),
+        ("queued_ms", double), ("executed_ms", double), ("outcome", text),
+        ("emitted", T.TimestampType()))])
+    return spark.createDataFrame(rows, schema)
+
+
+def _hop_rows(trace) -> list[tuple]:
+    held = trace.held_by
+    held = None if held is None else (held[0] if held[1] is None else f"{held[0]}:{held[1]}")
+    head = (json.dumps(trace.msg_id, default=str), trace.component, trace.task, trace.status,
+            trace.complete_ms, held)
+    return [(*head, i, h.component, h.task, h.stream, json.dumps(h.values, default=str),
+             h.parent, h.queued_ms, h.executed_ms, h.outcome, _ts(h.emitted_at))
+            for i, h in enumerate(trace.hops)]
+
+
 def _event_row(event: dict[str, Any]) -> tuple:
     rest = {k: v for k, v in event.items() if k not in ("kind", "time", "component", "task")}
     task = event.get("task")

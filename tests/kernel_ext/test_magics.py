@@ -173,6 +173,9 @@ class FakeRunning:
     def set_max_spout_pending(self, value, component=None):
         return self._call("tune", value, component, result=[0, 1])
 
+    def set_trace(self, rate):
+        return self._call("trace", rate, result=[0])
+
     def kill(self):
         self.calls.append(("kill",))
         self.alive = False
@@ -324,3 +327,18 @@ def test_list_tells_a_killed_topology_from_a_crashed_one(shell, fake_submit):
     with capture_output() as out:
         shell.run_line_magic("topology", "list")
     assert "demo: killed" in out.stdout
+
+
+def test_trace_sets_the_rate_through_the_one_parser(shell, fake_submit):
+    with capture_output():
+        shell.run_cell_magic("topology", "demo", CELL)
+    shell.run_line_magic("topology", "submit demo --no-dashboard")
+    with capture_output() as out:
+        assert shell.run_line_magic("topology", "trace demo 0.01") is None
+        assert shell.run_line_magic("topology", "trace demo 0") is None
+    assert fake_submit[0].calls[-2:] == [("trace", 0.01), ("trace", 0.0)]
+    assert "trace=0.01 sent to 1 task(s) of demo" in out.stdout
+    assert "(tracing off)" in out.stdout
+    for bad in ("1.5", "-0.1", "lots"):
+        with pytest.raises(UsageError, match="trace must be a fraction 0.0..1.0"):
+            shell.run_line_magic("topology", f"trace demo {bad}")

@@ -1,0 +1,248 @@
+"""The master's store of traces (issue 20; docs/internals/tracing.md): pure, bounded.
+
+Tasks report what they saw of traced trees as records (``runtime.engine.tracing``: start,
+sent, hop, outcome, done); the store files them by trace id, keeps the newest
+``capacity`` traces (the oldest are dropped and counted), and assembles a
+:class:`~runtime.observe.traces.Trace` only when one is asked for, so a query of the
+newest 100 out of 10,000 costs 100 assemblies. It takes ``now`` as an argument.
+
+"Who held it" (``held_by``) for a failed or timed-out tree, in this order:
+
+1. a task that failed a tuple of the tree;
+2. (tracked trees) a task that processed a tuple of the tree and never acked it (the
+   incarnation may since have died: it is still the task that held it);
+3. a copy that was sent and never processed: ``("<transit>", None)`` when its task was
+   restarted after the emit (the copy died with it), else that task (it waits in its
+   queue: a slow bolt under backpressure, or one stuck in ``process``).
+
+>>> store = TraceStore({1: "spout", 2: "split"}, timeout=30.0)
+>>> store.add(1, 0, [["start", 7, "m1", "spout", 1, ["a b"], 100.0, True],
+...                  ["sent", 7, 70, 0, 2, "default", ["a b"], 100.0]], now=100.0)
+>>> store.add(1, 0, [["done", 7, "timed_out", 30000.0]], now=130.0)
+>>> t = store.lineage("m1", now=131.0)
+>>> t.status, t.held_by, t.hops[0].component, t.hops[0].executed_ms
+('timed_out', ('split', 2), 'split', None)
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from collections.abc import Iterable, Mapping
+from dataclasses import asdict
+from typing import Any
+
+from .traces import TRACE_STATUSES, TRANSIT, Hop, Trace
+
+__all__ = ["TraceStore", "trace_from_plain", "trace_to_plain"]
+
+
+class _Tree:
+    """What the store knows of one traced tree, as reported."""
+
+    __slots__ = ("start", "status", "complete_ms", "sent", "ran", "outcomes", "missing")
+
+    def __init__(self) -> None:
+        self.start: list | None = None  # the spout's start record
+        self.status: str | None = None  # the spout's outcome (tracked trees)
+        self.complete_ms: float | None = None
+        self.sent: dict[int, list] = {}  # hop -> [parent, dest, stream, values, emitted]
+        self.ran: dict[int, list] = {}  # hop -> [task, incarnation, queued, executed, outcome]
+        self.outcomes: dict[int, str] = {}  # hop -> a later ack or fail of a held copy
+        self.missing = 0  # copies sent and not (yet) processed
+
+
+class TraceStore:
+    """Traces by id, oldest first, at most ``capacity``; the task -> component map
+    names the tasks; ``timeout`` (seconds) ends an untracked tree that never finished."""
+
+    def __init__(self, components: Mapping[int, str], *, capacity: int = 10_000,
+                 timeout: float = 30.0) -> None:
+        self.components, self.capacity, self.timeout = dict(components), capacity, timeout
+        self._trees: OrderedDict[int, _Tree] = OrderedDict()
+        self._by_msg: dict[Any, int] = {}
+        self._restarts: dict[int, list[float]] = {}  # task -> wall times it was replaced
+        self.dropped = 0  # traces dropped, oldest first, to stay within capacity
+        self.malformed = 0  # records that could not be filed
+
+    # -- filing -------------------------------------------------------------------------
+    def add(self, task: int, incarnation: int, records: Iterable, now: float) -> None:
+        """File one report's records (from ``task``'s ``incarnation``)."""
+        for record in records:
+            try:
+                self._file(task, incarnation, record)
+            except (TypeError, ValueError, IndexError, KeyError):
+                self.malformed += 1
+
+    def restarted(self, task: int, at: float) -> None:
+        """``task`` was replaced at wall time ``at``: copies sent to it before are lost."""
+        self._restarts.setdefault(task, []).append(at)
+
+    def _tree(self, trace: int) -> _Tree:
+        tree = self._trees.get(trace)
+        if tree is None:
+            tree = self._trees[trace] = _Tree()
+            while len(self._trees) > self.capacity:
+                _, old = self._trees.popitem(last=False)
+                self.dropped += 1
+                if old.start is not None:
+                    self._by_msg.pop(_key(old.start[2]), None)
+        return tree
+
+    def _file(self, task: int, incarnation: int, record: list) -> None:
+        kind, trace = record[0], record[1]
+        if type(trace) is not int:
+            raise TypeError("a trace id is an int")
+        tree = self._tree(trace)
+        if kind == "start":  # newest first means by the spout's emit: it moves to the end
+            tree.start = list(record[2:8])
+            self._trees.move_to_end(trace)
+            self._by_msg[_key(record[2])] = trace
+        elif kind == "sent":
+            hop, rest = record[2], list(record[3:8])
+            if hop not in tree.sent and hop not in tree.ran:
+                tree.missing += 1
+            tree.sent[hop] = rest
+        elif kind == "hop":
+            hop = record[2]
+            if hop not in tree.ran and hop in tree.sent:
+                tree.missing -= 1
+            tree.ran[hop] = [task, incarnation, *record[3:6]]
+        elif kind == "outcome":
+            tree.outcomes[record[2]] = str(record[3])
+        elif kind == "done":
+            status = record[2]
+            if status not in TRACE_STATUSES:
+                raise ValueError(f"unknown trace status {status!r}")
+            tree.status, tree.complete_ms = status, float(record[3])
+        else:
+            raise ValueError(f"unknown trace record {kind!r}")
+
+    # -- queries ------------------------------------------------------------------------
+    def __len__(self) -> int:
+        return len(self._trees)
+
+    def traces(self, status: str | None = None, limit: int = 100, *,
+               now: float) -> list[Trace]:
+        """The newest traces, newest first (by when their spout's start was filed), of
+        ``status`` if given."""
+        if status is not None and status not in TRACE_STATUSES:
+            raise ValueError(f"status must be one of {TRACE_STATUSES} or None, not {status!r}")
+        found = []
+        for trace in reversed(self._trees):
+            if len(found) >= limit:
+                break
+            tree = self._trees[trace]
+            if tree.start is None:
+                continue
+            st = self._status(tree, now)
+            if status is None or st == status:
+                found.append(self._assemble(tree, st))
+        return found
+
+    def lineage(self, msg_id: Any, *, now: float) -> Trace | None:
+        """The newest trace of the spout tuple ``msg_id``, or None if none was traced."""
+        try:
+            trace = self._by_msg.get(_key(msg_id))
+        except TypeError:
+            return None
+        tree = self._trees.get(trace) if trace is not None else None
+        if tree is None or tree.start is None:
+            return None
+        return self._assemble(tree, self._status(tree, now))
+
+    def _status(self, tree: _Tree, now: float) -> str:
+        if tree.start[5]:  # tracked: the spout's word
+            return tree.status or "pending"
+        if tree.missing == 0 and tree.sent and all(r[3] is not None for r in tree.ran.values()):
+            return "acked"
+        return "timed_out" if now - tree.start[4] > self.timeout else "pending"
+
+    # -- assembly -----------------------------------------------------------------------
+    def _assemble(self, tree: _Tree, status: str) -> Trace:
+        msg_id, component, task, values, started, _tracked = tree.start
+        order = _causal(tree.sent)
+        index = {hop: i for i, hop in enumerate(order)}
+        hops = tuple(self._hop(tree, hop, index) for hop in order)
+        complete = tree.complete_ms
+        if complete is None and status == "acked":
+            complete = _finished_ms(hops, started)
+        return Trace(msg_id=msg_id, component=component, task=task, status=status,
+                     complete_ms=complete, hops=hops,
+                     held_by=self._held_by(tree, status) if status in ("failed", "timed_out")
+                     else None, started=started, values=tuple(values))
+
+    def _hop(self, tree: _Tree, hop: int, index: dict[int, int]) -> Hop:
+        parent, dest, stream, values, emitted = tree.sent[hop]
+        ran = tree.ran.get(hop)
+        queued, executed, outcome = ran[2:5] if ran is not None else (None, None, None)
+        outcome = tree.outcomes.get(hop, outcome)
+        return Hop(component=self.components.get(dest, "?"), task=dest, stream=stream,
+                   values=tuple(values), parent=index.get(parent), queued_ms=queued,
+                   executed_ms=executed, outcome=outcome, emitted_at=emitted)
+
+    def _held_by(self, tree: _Tree, status: str) -> tuple[str, int | None] | None:
+        order = _causal(tree.sent)
+        outcomes = {hop: tree.outcomes.get(hop, ran[4]) for hop, ran in tree.ran.items()}
+        for hop in order:
+            if outcomes.get(hop) == "failed":
+                return self._named(tree.ran[hop][0])
+        if tree.start[5]:  # tracked: processed and never acked, the deepest first
+            for hop in reversed(order):
+                if hop in tree.ran and outcomes[hop] is None:
+                    return self._named(tree.ran[hop][0])
+        for hop in order:
+            if hop not in tree.ran:
+                _, dest, _, _, emitted = tree.sent[hop]
+                if any(at >= emitted for at in self._restarts.get(dest, ())):
+                    return (TRANSIT, None)
+                return self._named(dest)
+        return None
+
+    def _named(self, task: int) -> tuple[str, int]:
+        return (self.components.get(task, "?"), task)
+
+
+def _causal(sent: dict[int, list]) -> list[int]:
+    """Hop ids in causal order: the spout's copies, then each hop's children, breadth
+    first, siblings by emit time; copies whose parent is unknown go last."""
+    children: dict[int, list[int]] = {}
+    for hop, (parent, *_rest) in sent.items():
+        children.setdefault(parent, []).append(hop)
+    for kids in children.values():
+        kids.sort(key=lambda h: sent[h][4])
+    order, queue, placed = [], [0], set()
+    while queue:
+        for hop in children.get(queue.pop(0), ()):
+            if hop not in placed:
+                placed.add(hop)
+                order.append(hop)
+                queue.append(hop)
+    order += [h for h in sorted(sent, key=lambda h: sent[h][4]) if h not in placed]
+    return order
+
+
+def _finished_ms(hops: tuple[Hop, ...], started: float) -> float | None:
+    """Spout emit to the end of the last hop (an untracked tree), in ms."""
+    ends = [(h.emitted_at or started) * 1000.0 + (h.queued_ms or 0.0) + (h.executed_ms or 0.0)
+            for h in hops if h.executed_ms is not None]
+    return max(ends) - started * 1000.0 if ends else None
+
+
+def _key(msg_id: Any) -> Any:
+    """A msg_id as a dict key: lists (msgpack's tuples) as tuples."""
+    if isinstance(msg_id, list | tuple):
+        return tuple(_key(v) for v in msg_id)
+    return msg_id
+
+
+def trace_to_plain(trace: Trace) -> dict:
+    """A Trace as plain data (a Reply's value)."""
+    return asdict(trace)
+
+
+def trace_from_plain(data: dict) -> Trace:
+    """A Trace back from :func:`trace_to_plain`'s data (lists become tuples)."""
+    hops = tuple(Hop(**{**h, "values": tuple(h["values"])}) for h in data["hops"])
+    held = data.get("held_by")
+    return Trace(**{**data, "hops": hops, "values": tuple(data.get("values") or ()),
+                    "held_by": tuple(held) if held is not None else None})

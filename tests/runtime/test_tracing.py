@@ -1,0 +1,317 @@
+"""Tracing through the in-memory twin and the pure store (issue 20): a traced tree's hops
+and parents, with and without an acker; a named stream and a direct grouping; who held a
+failed or timed-out tree; tracing switched on and off live; untraced frames unchanged;
+the store's bound; bad ``trace=`` values. The multiprocess cases are in
+``test_tracing_mp.py``."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+
+from runtime import BasicBolt, Bolt, Spout, Topology, wire
+from runtime.model.errors import TopologyError
+from runtime.observe.traces import TRANSIT
+from runtime.observe.tracestore import TraceStore, trace_from_plain, trace_to_plain
+from runtime.testing import InMemoryCluster
+
+
+class Sentences(Spout):
+    """``n`` sentences "s<i> a b c", msg_id i (sentence ``odd`` says "hold" or "bad")."""
+
+    outputs = ["sentence"]
+
+    def __init__(self, n: int = 6, odd: dict | None = None) -> None:
+        self.total, self.odd = n, odd or {}
+
+    def open(self, config, context):
+        self.i = 0
+
+    def next_tuple(self):
+        if self.i < self.total:
+            self.emit([f"s{self.i} {self.odd.get(self.i, 'a b c')}"], msg_id=self.i)
+            self.i += 1
+
+
+class Split(BasicBolt):
+    outputs = ["word"]
+
+    def process(self, tup):
+        for word in tup.values[0].split():
+            self.emit([word])
+
+
+class Count(Bolt):
+    """Acks each word, but keeps "hold" for ever and fails "bad"."""
+
+    outputs: list[str] = []
+
+    def prepare(self, config, context):
+        self.kept = []
+
+    def process(self, tup):
+        word = tup.values[0]
+        if word == "hold":
+            self.kept.append(tup)
+        elif word == "bad":
+            self.fail(tup)
+        else:
+            self.ack(tup)
+
+
+def sentences(spout: Spout | None = None, count=Count, count_tasks: int = 2) -> Topology:
+    topo = Topology("traced")
+    topo.spout("sentences", spout or Sentences())
+    topo.bolt("split", Split, parallelism=2).shuffle_grouping("sentences")
+    topo.bolt("count", count, parallelism=count_tasks).fields_grouping("split", ["word"])
+    return topo
+
+
+def check_tree(t, words: int) -> None:
+    assert len(t.hops) == 1 + words
+    assert t.hops[0].component == "split" and t.hops[0].parent is None
+    assert [h.parent for h in t.hops[1:]] == [0] * words
+    assert [h.values[0] for h in t.hops[1:]] == t.values[0].split()  # emit order
+    assert all(h.component == "count" and h.stream == "default" for h in t.hops[1:])
+    assert all(h.executed_ms is not None and h.queued_ms is not None for h in t.hops)
+
+
+@pytest.mark.parametrize("ackers", [1, 0])
+def test_a_traced_sentence_has_one_hop_per_delivery_with_its_parent(ackers):
+    with InMemoryCluster(sentences(), ackers=ackers, trace=1.0) as cluster:
+        cluster.run_until_idle()
+        traces = cluster.traces()
+        assert [t.msg_id for t in traces] == [5, 4, 3, 2, 1, 0]  # newest first
+        for t in traces:
+            check_tree(t, 4)
+            assert t.status == "acked" and t.held_by is None and t.complete_ms is not None
+            assert (t.component, t.task) == ("sentences", 1)
+            assert t.hops[0].outcome == "acked"  # a BasicBolt's input
+            assert {h.outcome for h in t.hops[1:]} == ({"acked"} if ackers else {None})
+        assert cluster.lineage(2).values == ("s2 a b c",)
+        assert cluster.lineage(99) is None
+
+
+def test_a_bolt_that_never_acks_one_word_holds_a_timed_out_tree():
+    topo = sentences(Sentences(odd={3: "a hold c"}))
+    with InMemoryCluster(topo, ackers=1, trace=1.0, message_timeout=5.0) as cluster:
+        cluster.run_until_idle()
+        assert cluster.lineage(3).status == "pending"
+        cluster.advance(10.0)  # past the timeout
+        t = cluster.lineage(3)
+        assert t.status == "timed_out"
+        hold = next(h for h in t.hops if h.values == ("hold",))
+        assert hold.outcome is None and t.held_by == ("count", hold.task)
+        assert [x.msg_id for x in cluster.traces(status="timed_out")] == [3]
+        assert len(cluster.traces(status="acked")) == 5
+
+
+def test_a_failed_word_names_the_task_that_failed_it():
+    with InMemoryCluster(sentences(Sentences(odd={1: "a bad c"})), ackers=1,
+                         trace=1.0) as cluster:
+        cluster.run_until_idle()
+        t = cluster.lineage(1)
+        bad = next(h for h in t.hops if h.values == ("bad",))
+        assert t.status == "failed" and bad.outcome == "failed"
+        assert t.held_by == ("count", bad.task)
+
+
+class LateAcker(Bolt):
+    """Keeps every word and acks them all on its next tick: the traced tuple's outcome
+    comes after its process call."""
+
+    outputs: list[str] = []
+
+    def prepare(self, config, context):
+        self.kept = []
+
+    def process(self, tup):
+        self.kept.append(tup)
+
+    def process_tick(self, tup):
+        for kept in self.kept:
+            self.ack(kept)
+        self.kept = []
+
+
+def test_a_traced_input_acked_after_its_process_call_is_seen_acked():
+    topo = Topology("late")
+    topo.spout("sentences", Sentences(n=2))
+    topo.bolt("split", Split).shuffle_grouping("sentences")
+    topo.bolt("count", LateAcker, tick_freq_secs=1.0).shuffle_grouping("split")
+    with InMemoryCluster(topo, ackers=1, trace=1.0) as cluster:
+        cluster.run_until_idle()
+        assert {h.outcome for h in cluster.lineage(0).hops[1:]} == {None}
+        cluster.advance(1.5)
+        t = cluster.lineage(0)
+        assert t.status == "acked" and {h.outcome for h in t.hops[1:]} == {"acked"}
+
+
+class Router(Bolt):
+    """Words on a named stream "long" (anchored) and, with emit_direct, to a chosen task."""
+
+    outputs = {"long": ["word"], "dealt": ["word"]}
+
+    def prepare(self, config, context):
+        self.dealt = list(context.component_tasks["deal"])
+
+    def process(self, tup):
+        for i, word in enumerate(tup.values[0].split()):
+            self.emit([word], stream="long", anchors=tup)
+            self.emit_direct(self.dealt[i % len(self.dealt)], [word], stream="dealt",
+                             anchors=tup)
+        self.ack(tup)
+
+
+class Sink(Bolt):
+    outputs: list[str] = []
+
+    def process(self, tup):
+        self.ack(tup)
+
+
+def test_a_traced_tuple_through_a_named_stream_and_a_direct_grouping():
+    topo = Topology("routed")
+    topo.spout("sentences", Sentences(n=3))
+    topo.bolt("route", Router).shuffle_grouping("sentences")
+    topo.bolt("long", Sink).shuffle_grouping("route", "long")
+    topo.bolt("deal", Sink, parallelism=2).direct_grouping("route", "dealt")
+    with InMemoryCluster(topo, ackers=1, trace=1.0) as cluster:
+        cluster.run_until_idle()
+        t = cluster.lineage(1)
+        assert t.status == "acked" and len(t.hops) == 1 + 2 * 4
+        children = t.hops[1:]
+        assert all(h.parent == 0 for h in children)
+        assert sorted(h.stream for h in children) == ["dealt"] * 4 + ["long"] * 4
+        deal = cluster.plan.component_tasks()["deal"]
+        dealt = [h.task for h in children if h.stream == "dealt"]
+        assert dealt == [deal[i % 2] for i in range(4)]
+        assert all(h.component == "long" for h in children if h.stream == "long")
+
+
+class Numbers(Spout):
+    """One number a call, msg_id the number, up to ``n``."""
+
+    outputs = ["n"]
+
+    def __init__(self, n: int) -> None:
+        self.total = n
+
+    def open(self, config, context):
+        self.i = 0
+
+    def next_tuple(self):
+        if self.i < self.total:
+            self.emit([self.i], msg_id=self.i)
+            self.i += 1
+
+
+class Kinds(InMemoryCluster):
+    """The twin, noting the kind of every frame sent."""
+
+    def _send(self, header: bytes, body: bytes) -> None:
+        self.kinds.add(wire.parse_header(header).kind)
+        super()._send(header, body)
+
+
+def numbers(n: int) -> Topology:
+    topo = Topology("numbers")
+    topo.spout("numbers", Numbers(n))
+    topo.bolt("sink", Sink, parallelism=2).shuffle_grouping("numbers")
+    return topo
+
+
+def test_tracing_switched_on_and_off_live_and_off_sends_no_traced_frame():
+    Kinds.kinds = set()
+    with Kinds(numbers(10_000), ackers=1, target_latency=None) as cluster:  # trace: 0.0
+        for _ in range(10):
+            cluster.step(100)
+        assert cluster.traces() == [] and wire.TRACED not in Kinds.kinds
+        cluster.set_trace(1.0)
+        cluster.step(100)
+        on = cluster.traces(limit=1000)
+        assert len(on) >= 90 and wire.TRACED in Kinds.kinds  # all but the armed turn's
+        assert all(t.status == "acked" and len(t.hops) == 1 for t in on)
+        cluster.set_trace("0")
+        for _ in range(5):
+            cluster.step(100)
+        assert len(cluster.traces(limit=1000)) == len(on)  # nothing new
+
+
+def test_a_rate_traces_about_that_fraction():
+    random.seed(20)  # the gaps are drawn from random: one fixed draw
+    with InMemoryCluster(numbers(5_000), ackers=1, trace=0.05, target_latency=None) as cluster:
+        cluster.run_until_idle()
+        traced = len(cluster.traces(limit=5_000))
+        assert 150 <= traced <= 350  # 250 expected
+
+
+@pytest.mark.parametrize("bad", [1.5, -0.1, "0.5", True, None])
+def test_bad_trace_values_fail_at_definition_time(bad):
+    topo = numbers(1)
+    with pytest.raises((TopologyError, ValueError), match="trace.*fraction 0.0..1.0"):
+        topo.submit(trace=bad)
+    with pytest.raises((TopologyError, ValueError), match="trace.*fraction 0.0..1.0"):
+        InMemoryCluster(topo, trace=bad)
+
+
+def test_a_malformed_traced_frame_is_refused():
+    with InMemoryCluster(numbers(1), ackers=1) as cluster:
+        ex = cluster.executors[2]
+        header = wire.data_header(wire.TRACED, 1, 2, 1)
+        with pytest.raises(wire.WireError, match="a traced frame must be"):
+            ex.on_frame(header, wire.encode_batch([wire.ACKS, b"", 1, 2, 0.0]))
+
+
+# -- the store, pure ------------------------------------------------------------------------
+
+def started(trace: int, msg_id, tracked: bool = True, at: float = 0.0) -> list:
+    return ["start", trace, msg_id, "spout", 1, ["v"], at, tracked]
+
+
+def test_the_store_keeps_the_newest_and_counts_what_it_dropped():
+    store = TraceStore({1: "spout", 2: "bolt"}, capacity=100)
+    for i in range(1, 251):
+        store.add(1, 0, [started(i, f"m{i}"), ["sent", i, 10 * i, 0, 2, "default", [i], 0.0],
+                         ["done", i, "acked", 1.0]], now=0.0)
+    assert len(store) == 100 and store.dropped == 150
+    assert [t.msg_id for t in store.traces(limit=3, now=1.0)] == ["m250", "m249", "m248"]
+    assert store.lineage("m150", now=1.0) is None and store.lineage("m151", now=1.0)
+    assert store.traces(status="failed", now=1.0) == []
+    with pytest.raises(ValueError, match="status must be one of"):
+        store.traces(status="lost", now=1.0)
+
+
+def test_a_copy_lost_with_a_restarted_task_is_in_transit_else_queued_at_its_task():
+    store = TraceStore({1: "spout", 2: "split", 3: "count"}, timeout=5.0)
+    store.add(1, 0, [started(7, "m", at=100.0), ["sent", 7, 70, 0, 2, "default", ["s"], 100.0]],
+              now=100.0)
+    store.add(2, 0, [["sent", 7, 71, 70, 3, "default", ["w"], 100.5],
+                     ["hop", 7, 70, 1.0, 2.0, "acked"]], now=101.0)
+    store.add(1, 0, [["done", 7, "timed_out", 5000.0]], now=105.0)
+    assert store.lineage("m", now=106.0).held_by == ("count", 3)  # waits in its queue
+    store.restarted(3, at=101.0)
+    t = store.lineage("m", now=106.0)
+    assert t.held_by == (TRANSIT, None) and t.hops[1].parent == 0
+    assert trace_from_plain(trace_to_plain(t)) == t
+
+
+def test_an_untracked_tree_is_acked_when_every_hop_ran_else_it_times_out():
+    store = TraceStore({1: "spout", 2: "bolt"}, timeout=5.0)
+    store.add(1, 0, [started(1, None, tracked=False, at=10.0),
+                     ["sent", 1, 11, 0, 2, "default", ["x"], 10.0],
+                     started(2, None, tracked=False, at=10.0),
+                     ["sent", 2, 21, 0, 2, "default", ["y"], 10.0]], now=10.0)
+    store.add(2, 0, [["hop", 1, 11, 1.0, 1.0, None]], now=10.5)
+    first, second = store.traces(now=11.0)[::-1]
+    assert (first.status, second.status) == ("acked", "pending")
+    assert first.complete_ms == pytest.approx(2.0)
+    assert store.traces(now=20.0)[0].status == "timed_out"
+    assert store.traces(now=20.0)[0].held_by == ("bolt", 2)
+
+
+def test_malformed_records_are_counted_not_raised():
+    store = TraceStore({1: "spout"})
+    store.add(1, 0, [["start"], ["what", 1], ["done", 1, "lost", 1.0], "x"], now=0.0)
+    assert store.malformed == 4
