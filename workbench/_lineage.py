@@ -31,7 +31,7 @@ __all__ = ["TraceView", "holders", "layout", "trace_svg", "trace_title"]
 
 TRANSIT = "<transit>"  # runtime.observe.traces.TRANSIT (workbench draws; it need not import)
 BOX_W, BOX_H, GAP_X, GAP_Y, MARGIN = 190, 50, 36, 10, 12  # px
-CHARS = 26  # characters of a box's line (a generous 7 px per glyph at font-size 11)
+CHARS = 28  # characters of a box's line (190 px at ~6.5 px per glyph, font-size 11)
 MAX_HOPS = 300  # hops drawn at most; a bigger tree is cut, and the picture says so
 OUTCOME = {"acked": ("#e6f4ea", "#3d9a50"), "failed": ("#fdecea", "#d62728"),
            None: ("#f4f4f4", "#8a8a8a")}  # a hop's outcome -> (fill, stroke)
@@ -185,7 +185,7 @@ def _hop_box(i: int, hop: Any, depth: int, row: float, slowest: bool, held: str)
     x, y = _xy(depth, row)
     fill, stroke = OUTCOME.get(hop.outcome, OUTCOME[None])
     lines = [(f"{hop.component}:{hop.task}", True),
-             (f"[{hop.stream}] {_values(hop.values)}", False),
+             (_short(f"[{hop.stream}] {tuple(hop.values)!r}", CHARS), False),
              (f"q {_ms(hop.queued_ms)} · x {_ms(hop.executed_ms)}", False)]
     marks = (" tf-slowest" if slowest else "") + (" tf-held" if held else "")
     attrs = (f'class="tf-hop{marks}" data-hop="{i}" data-component="{_esc(hop.component)}" '
@@ -224,7 +224,7 @@ def _values(values: Sequence[Any]) -> str:
     """Values, abbreviated to one box line.
 
     >>> _values(("the cow jumped over the moon and far away",))
-    "('the cow jumped over …"
+    "('the cow jumped over th…"
     """
     return _short(tuple(values), CHARS - 3)
 
@@ -235,7 +235,11 @@ def _short(value: Any, limit: int = CHARS) -> str:
 
 
 def _ms(value: Any) -> str:
-    return "–" if value is None else f"{value:.1f} ms" if value < 100 else f"{value:.0f} ms"
+    """Milliseconds for a box: two decimals below 1 ms, one below 100, none above."""
+    if value is None:
+        return "–"
+    return f"{value:.2f} ms" if value < 1 else f"{value:.1f} ms" if value < 100 else \
+        f"{value:.0f} ms"
 
 
 def _esc(value: Any) -> str:

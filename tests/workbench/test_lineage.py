@@ -43,7 +43,7 @@ def test_a_sentence_tree_has_one_box_per_hop_and_an_edge_from_each_parent():
     assert [g.get("data-component") for g in found[1:]] == ["split", "count", "count", "count"]
     assert len(list(ET.fromstring(svg).iter(f"{SVG}path"))) == 4
     texts = " ".join(t.text or "" for t in ET.fromstring(svg).iter(f"{SVG}text"))
-    assert "split:3" in texts and "[default] ('cow',)" in texts and "q 0.3 ms · x 40.0 ms" in texts
+    assert "split:3" in texts and "[default] ('cow',)" in texts and "q 0.30 ms · x 40.0 ms" in texts
 
 
 def test_the_words_sit_one_column_right_of_the_splitter_in_rows_of_their_own():
