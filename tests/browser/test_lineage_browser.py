@@ -20,9 +20,9 @@ from .test_jupyterlab import (
     SHOTS,
     STATE_IS,
     STATUS,
+    kill_and_stop,
     open_notebook,
     run_all_cells,
-    run_new_cell,
     write_notebook,
 )
 
@@ -103,9 +103,4 @@ def test_the_lineage_tab_draws_a_timed_out_tree_and_the_acker_its_oldest_roots(
     panel.scroll_into_view_if_needed()
     page.screenshot(path=str(SHOTS / "acker.png"))
 
-    kill = run_new_cell(page, "%topology kill demo")
-    kill.locator(".jp-OutputArea-output", has_text="killed demo").wait_for(timeout=KERNEL_WORK)
-    page.wait_for_function(STATE_IS, arg=[STATUS, "demo", "killed"], timeout=REFRESH)
-    wait_for(lambda: not tupleflow_processes(), 30, "the topology's processes to exit")
-    leftovers = lab.stop()
-    assert not leftovers, f"JupyterLab left processes behind: {leftovers}"
+    kill_and_stop(page, lab, tupleflow_processes)
