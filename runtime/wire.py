@@ -76,8 +76,9 @@ COMPLETED = 6  # body: [first root, count, [root, ...]]: one-tuple trees a bolt 
 ANCHORED = 7  # body: flat tuple, ids, ack_val triples: a bolt's tracked tuples. ids: an
 # int root (the tuple belongs to that one tree; its ack value is ids ^ ack_val, so
 # ack_val is root ^ its edge id) or a {root: edge} map with ack_val 0 (acker.md, "Frames")
-TRACED = 8  # body: [kind, inner body, trace id, hop id, emit time]: one traced tuple's frame
-# of that kind (DATA, TRACKED, RUN, ANCHORED) wrapped with its mark (docs/internals/tracing.md)
+TRACED = 8  # body: [[kind, inner body, trace id, [hop id, ...], emit time], ...]: frames of
+# that kind (DATA, TRACKED, RUN, ANCHORED) holding only traced tuples, with their marks
+# (docs/internals/tracing.md)
 HELLO = 9  # instance -> its stream manager, once connected: "route my frames to me"
 BACKPRESSURE = 10  # stream manager -> peers: src is the cause task; stream 1 = start, 0 = stop
 # what a stream manager forwards to a task, and every kind there is
@@ -162,24 +163,32 @@ def decode_batch(body: bytes) -> list:
 _TRACED_INNER = frozenset({DATA, TRACKED, RUN, ANCHORED})
 
 
-def encode_traced(kind: int, body: bytes, trace: int, hop: int, emitted: float) -> bytes:
-    """A TRACED body: one traced tuple's frame (its kind and body, untouched) and its
-    mark. The inner frame keeps its own decoder; only traced tuples pay for the wrap.
+def encode_traced(entries: list) -> bytes:
+    """A TRACED body: traced tuples for one task, as entries ``[kind, body, trace, hops,
+    emitted]``: a frame of that kind holding only tuples of one trace (kind and body
+    untouched), the trace id, a hop id per tuple, in order, and when it left. The inner
+    frame keeps its own decoder; only traced tuples pay for the wrap.
 
-    >>> decode_traced(encode_traced(DATA, encode_batch([["a"]]), 7, 9, 1.5))
-    (1, b'\\x91\\x91\\xa1a', 7, 9, 1.5)
+    >>> decode_traced(encode_traced([[DATA, encode_batch([["a"]]), 7, [9], 1.5]]))
+    [(1, b'\\x91\\x91\\xa1a', 7, [9], 1.5)]
     """
-    return _pack([kind, body, trace, hop, emitted])
+    return _pack(entries)
 
 
-def decode_traced(body: bytes) -> tuple[int, bytes, int, int, float]:
-    """kind, inner body, trace id, hop id, emit time (wall seconds); WireError if malformed."""
-    parts = decode_batch(body)
-    if (len(parts) != 5 or parts[0] not in _TRACED_INNER or type(parts[1]) is not bytes
-            or type(parts[2]) is not int or type(parts[3]) is not int
-            or type(parts[4]) not in (int, float)):
-        raise WireError("a traced frame must be [kind, body, trace id, hop id, emit time]")
-    return parts[0], parts[1], parts[2], parts[3], float(parts[4])
+def decode_traced(body: bytes) -> list[tuple[int, bytes, int, list, float]]:
+    """Each entry's kind, inner body, trace id, hop ids and emit time (wall seconds);
+    WireError if any is malformed."""
+    entries = decode_batch(body)
+    if not entries or not all(_traced_entry(e) for e in entries):
+        raise WireError("a traced frame must hold [kind, body, trace id, hop ids, emit time] "
+                        "entries")
+    return [(e[0], e[1], e[2], e[3], float(e[4])) for e in entries]
+
+
+def _traced_entry(e: Any) -> bool:
+    return (type(e) is list and len(e) == 5 and e[0] in _TRACED_INNER and type(e[1]) is bytes
+            and type(e[2]) is int and type(e[3]) is list and type(e[4]) in (int, float)
+            and all(type(h) is int for h in e[3]))
 
 
 def encodable(value: Any) -> bool:

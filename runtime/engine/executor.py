@@ -101,7 +101,7 @@ class Executor:
         self.watch = StreamWatch(spec, task, self.streams, self.config, run_dir, monotonic,
                                  wall, self._on_error)
         self.spout, self.bolt = self._sides(specs)
-        self.tracer = Tracer(spec.id, task, self.streams, self.acking,
+        self.tracer = Tracer(spec.id, task, self.streams, send, self.acking,
                              float(self.config.get(TRACE) or 0.0),
                              float(self.config[MESSAGE_TIMEOUT]), wall,
                              spout=self.spout is not None)

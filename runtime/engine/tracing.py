@@ -1,18 +1,19 @@
 """One task's share of tracing (issue 20; docs/internals/tracing.md): the sampled spout
-tuples it marks, the marked tuples it receives, the marked children it sends, and the
+tuples it marks, the marked tuples it receives, the marked children they spawn, and the
 records of all three it owes the master.
 
-Only traced tuples pay. A task sends a traced tuple the usual way, into its stream's
-batches, but alone: what waits on the stream is flushed first, and the tuple's own frames
-are caught as they leave (``StreamOut.send`` is swapped for that one flush) and sent as
-TRACED frames, each the untouched inner frame plus the mark (trace id, the hop id of this
-copy, the emit time). The untraced path, its closures and its decoders, is not touched.
+Only traced tuples pay. A task sends traced tuples the usual way, into its streams'
+batches, but apart: every stream is flushed (untraced) before a traced emit (a spout) or
+a traced ``process`` call (a bolt), and flushed again after it with ``StreamOut.send``
+swapped for a list, so the frames caught hold only that call's tuples. They are sent
+untouched, marked (trace id, a hop id per tuple, the time they left), as entries of one
+TRACED frame per task. The untraced path, its closures and its decoders, is not touched.
 
-A receiving task processes the inner frame as any other, with the user's ``process``,
-``emit``, ``emit_direct``, ``ack`` and ``fail`` wrapped for that one call, so that the
-children the tuple spawns are sent traced (anchored to it under acking; every emit under
-no acking), and its outcome is seen. A traced tuple a bolt keeps and acks later is watched
-by identity until it is acked, failed or forgotten (``HELD_FOR`` message timeouts).
+A receiving task processes each inner frame as any other, with the user's ``process``
+wrapped for that frame: each tuple's hop is timed and recorded, and what it emitted is
+caught as its children (under acking, only what was anchored: an unanchored emit travels
+untraced). A traced tuple a bolt keeps and acks later is watched by identity until it is
+acked, failed or forgotten (``HELD_FOR`` message timeouts).
 
 Records (plain lists, msgpack-ready; ``runtime.observe.tracestore`` reads them):
 
@@ -37,10 +38,10 @@ from math import log as _ln
 from typing import Any
 
 from runtime import wire
-from runtime.model.api import Tuple
+from runtime.model.api import FailedException, Tuple
 from runtime.model.constants import DEFAULT_STREAM
 
-from .outbound import StreamOut
+from .outbound import Send, StreamOut
 
 HELD_FOR = 3.0  # message timeouts a watched tuple (spout root, held input) is kept for
 MAX_WATCHED = 10_000  # traced roots or held inputs one task watches at most
@@ -65,10 +66,12 @@ class Tracer:
     """One task's tracing: its rate (spouts), the records waiting for the report, the
     traced roots a spout waits on, the traced inputs a bolt holds."""
 
-    def __init__(self, comp: str, task: int, streams: Mapping[str, StreamOut],
+    def __init__(self, comp: str, task: int, streams: Mapping[str, StreamOut], send: Send,
                  acking: bool, rate: float, timeout: float,
                  wall: Callable[[], float], spout: bool = False) -> None:
         self.comp, self.task, self.streams, self.acking = comp, task, streams, acking
+        self.send = send  # the task's own (the driver's)
+        self.pending: dict[bytes, list[list]] = {}  # TRACED header -> entries to send
         self.spout = spout  # only a spout samples (arms its emit)
         self.wall, self.keep = wall, HELD_FOR * timeout
         self.records: deque[list] = deque(maxlen=MAX_RECORDS)  # the heartbeat pops them
@@ -97,29 +100,52 @@ class Tracer:
             out.append(records.popleft())
         return out
 
-    # -- sending a traced tuple -------------------------------------------------------
-    def send_traced(self, out: StreamOut, emit: Callable[[], Any], trace: int,
-                    parent: int, values) -> list[tuple[int, bytes]]:
-        """Emit one tuple through ``emit`` (the usual collector), alone in its frames, and
-        send those frames marked. Returns each copy's inner kind and body."""
-        out.flush()  # what waits goes first, untraced
-        emit()
-        caught: list[tuple[bytes, bytes]] = []
-        send, out.send = out.send, lambda header, body: caught.append((header, body))
-        try:
+    # -- sending traced tuples ----------------------------------------------------------
+    def flush_streams(self) -> None:
+        """Send what waits on every stream, untraced: what is caught next is traced."""
+        for out in self.streams.values():
             out.flush()
-        finally:
-            out.send = send
-        now, values = self.wall(), list(values)
-        inner = []
-        for header, body in caught:
+
+    def catch(self, trace: int, parent: int, only_anchored: bool) -> list[tuple[int, bytes]]:
+        """Flush every stream, catching the frames (``StreamOut.send`` swapped for the
+        flush): they hold only tuples emitted since :meth:`flush_streams`, each a child of
+        ``parent``. Each frame is kept, marked, for :meth:`flush`; with
+        ``only_anchored``, an untracked frame (an emit not anchored, under acking) is
+        no descendant and is sent as it is. Returns each kept frame's kind and body."""
+        caught: list[tuple[StreamOut, bytes, bytes]] = []
+        for out in self.streams.values():
+            send, out.send = out.send, lambda h, b, out=out: caught.append((out, h, b))
+            try:
+                out.flush()
+            finally:
+                out.send = send
+        kept = []
+        for out, header, body in caught:
             h = wire.parse_header(header)
-            hop = new_mark()
-            send(wire.data_header(wire.TRACED, h.stream, h.dest, h.src),
-                 wire.encode_traced(h.kind, body, trace, hop, now))
-            self.records.append(["sent", trace, hop, parent, h.dest, out.name, values, now])
-            inner.append((h.kind, body))
-        return inner
+            if only_anchored and h.kind == wire.DATA:
+                self.send(header, body)
+            else:
+                self._mark(out, h, body, trace, parent)
+                kept.append((h.kind, body))
+        return kept
+
+    def _mark(self, out: StreamOut, h: wire.Header, body: bytes, trace: int,
+              parent: int) -> None:
+        entries = _entries(h.kind, wire.decode_batch(body))
+        now, hops = self.wall(), [new_mark() for _ in entries]
+        key = wire.data_header(wire.TRACED, h.stream, h.dest, h.src)
+        self.pending.setdefault(key, []).append([h.kind, body, trace, hops, now])
+        records, bare, name = self.records, out.bare, out.name
+        for hop, entry in zip(hops, entries):
+            records.append(["sent", trace, hop, parent, h.dest, name,
+                            [entry] if bare else list(entry), now])
+
+    def flush(self) -> None:
+        """Send the traced tuples kept, one TRACED frame per task (the caller's turn ends:
+        a traced emit, or the traced inputs of a frame were processed)."""
+        pending, self.pending = self.pending, {}
+        for header, entries in pending.items():
+            self.send(header, wire.encode_traced(entries))
 
     # -- a spout's sampled tuples -------------------------------------------------------
     def arm(self, emitted: int) -> None:
@@ -144,8 +170,10 @@ class Tracer:
                 return base(values, stream, msg_id)
             trace = new_mark()
             started = self.wall()
-            inner = self.send_traced(out, lambda: base(values, stream, msg_id), trace, 0,
-                                     values)
+            self.flush_streams()  # what waits goes first, untraced
+            base(values, stream, msg_id)
+            inner = self.catch(trace, 0, only_anchored=False)
+            self.flush()
             tracked = self.acking and msg_id is not None
             self.records.append(["start", trace, _plain(msg_id), self.comp, self.task,
                                  list(values), started, tracked])
@@ -196,6 +224,8 @@ class Tracer:
 
     def on_expired(self, msg_ids: list) -> None:
         """msg_ids the spout's own tracker timed out."""
+        if not self.roots:  # nothing traced waits: the usual case, tracing off
+            return
         for msg_id in msg_ids:
             try:
                 root = self.by_msg.get(msg_id)
@@ -210,91 +240,62 @@ class Tracer:
 
     # -- a bolt's traced inputs ---------------------------------------------------------
     def on_traced(self, bolt, h: wire.Header, body: bytes, waiting) -> None:
-        """A TRACED frame: process its inner frame with the mark on, and record the hop."""
-        kind, inner, trace, hop, emitted = wire.decode_traced(body)
-        user, counts = self.user, bolt.counts
-        seen: list[Tuple] = []
-        times = [None, None]
-        swapped = self._swap(user, bolt, seen, times, trace, hop)
-        failed = counts.failed
+        """A TRACED frame: process each inner frame with the user's ``process`` wrapped
+        (each tuple's hop recorded, the children it emitted caught and marked), then send
+        the traced children all of them spawned."""
         try:
-            bolt.on_frame(wire.Header(kind, h.stream, h.dest, h.src), inner, waiting)
+            for kind, inner, trace, hops, emitted in wire.decode_traced(body):
+                self._entry(bolt, wire.Header(kind, h.stream, h.dest, h.src), inner, trace,
+                            hops, emitted, waiting)
         finally:
-            self._restore(user, swapped)
-            if times[0] is not None and times[1] is None:
-                times[1] = self.wall()
-        self._hop(bolt, seen, trace, hop, emitted, times, counts.failed > failed)
+            self.flush()
 
-    def _swap(self, user, bolt, seen: list, times: list, trace: int, hop: int) -> dict:
-        """The user's functions for the one traced process call (the old ones returned)."""
-        old = {name: user.__dict__.get(name) for name in ("process", "emit", "emit_direct")}
-        process, emit, direct = user.process, user.emit, user.emit_direct
-        wall = self.wall
+    def _entry(self, bolt, h: wire.Header, inner: bytes, trace: int, hops: list,
+               emitted: float, waiting) -> None:
+        user = self.user
+        own = user.__dict__.get("process")  # normally none: the class's method
+        user.process = self._traced_process(bolt, user.process, trace, iter(hops), emitted)
+        try:
+            bolt.on_frame(h, inner, waiting)
+        finally:
+            if own is None:
+                user.__dict__.pop("process", None)
+            else:
+                user.process = own
 
-        def traced_process(tup):
-            seen.append(tup)
-            times[0] = wall()
+    def _traced_process(self, bolt, process, trace: int, hops, emitted: float):
+        wall, counts = self.wall, bolt.counts
+
+        def traced(tup):
+            hop = next(hops, None)
+            if hop is None:  # more tuples than marks: a malformed entry; not traced
+                return process(tup)
+            self.flush_streams()
+            tracked, failed, raised = tup.ids is not None, counts.failed, False
+            started = wall()
             try:
                 return process(tup)
+            except FailedException:
+                raised = True
+                raise
             finally:
-                times[1] = wall()
+                ended = wall()
+                self.catch(trace, hop, only_anchored=self.acking and tracked)
+                outcome = self._outcome(bolt, tup, tracked, raised or counts.failed > failed)
+                self.records.append(["hop", trace, hop, max(0.0, (started - emitted) * 1e3),
+                                     (ended - started) * 1e3, outcome])
+                if outcome is None and tracked:
+                    self._hold(tup, trace, hop)
 
-        def traced_emit(values, stream=DEFAULT_STREAM, anchors=None):
-            if not self._child(bolt, seen, anchors) or stream not in self.streams:
-                return emit(values, stream, anchors)
-            self.send_traced(self.streams[stream], lambda: emit(values, stream, anchors),
-                             trace, hop, values)
-            return None
+        return traced
 
-        def traced_direct(task, values, stream=DEFAULT_STREAM, msg_id=None, anchors=None):
-            if not self._child(bolt, seen, anchors) or stream not in self.streams:
-                return direct(task, values, stream, msg_id, anchors)
-            self.send_traced(self.streams[stream],
-                             lambda: direct(task, values, stream, msg_id, anchors),
-                             trace, hop, values)
-            return None
-
-        user.process, user.emit, user.emit_direct = traced_process, traced_emit, traced_direct
-        return old
-
-    @staticmethod
-    def _restore(user, old: dict) -> None:
-        for name, value in old.items():
-            if value is None:
-                user.__dict__.pop(name, None)
-            else:
-                setattr(user, name, value)
-
-    def _child(self, bolt, seen: list, anchors) -> bool:
-        """Whether an emit during the traced call is a child of the traced tuple: every
-        emit without an acker, an anchored one with (a BasicBolt's anchors to it)."""
-        if not self.acking or not seen:
-            return True
-        tup = seen[0]
-        if anchors is None:
-            return bolt.basic or tup.ids is None
-        if isinstance(anchors, Tuple):
-            return anchors is tup
-        return any(a is tup for a in anchors)
-
-    def _hop(self, bolt, seen: list, trace: int, hop: int, emitted: float, times: list,
-             failed: bool) -> None:
-        started, ended = times
-        queued = None if started is None else max(0.0, (started - emitted) * 1000.0)
-        executed = None if started is None else (ended - started) * 1000.0
-        outcome = self._outcome(bolt, seen, failed)
-        if outcome is None and seen and seen[0].ids is not None:
-            self._hold(seen[0], trace, hop)
-        self.records.append(["hop", trace, hop, queued, executed, outcome])
-
-    def _outcome(self, bolt, seen: list, failed: bool) -> str | None:
-        if not seen:
-            return None
+    def _outcome(self, bolt, tup: Tuple, tracked: bool, failed: bool) -> str | None:
+        """A BasicBolt's input is acked as process returns, failed if it raised
+        FailedException; another bolt's is settled once its ids are gone."""
         if bolt.basic:
             return "failed" if failed else "acked"
-        tup = seen[0]
-        if tup.ids is None:  # acked or failed in process (or untracked: no word)
-            return "failed" if failed else ("acked" if self.acking else None)
+        if tracked and tup.ids is None:
+            return "failed" if failed else "acked"
         return None
 
     # -- held inputs: acked or failed after their process call --------------------------
@@ -339,6 +340,17 @@ class Tracer:
 def _plain(msg_id):
     """A msg_id as the reports carry it: itself if msgpack can, else its repr."""
     return msg_id if wire.encodable(msg_id) else repr(msg_id)
+
+
+def _entries(kind: int, batch: list) -> list:
+    """A tuple frame's batch entries (values, or bare values of a one-field stream)."""
+    if kind == wire.RUN:
+        return batch[1]
+    if kind == wire.ANCHORED:
+        return batch[0::3]
+    if kind == wire.TRACKED:
+        return batch[0::2]
+    return batch
 
 
 def _root_of(inner: list[tuple[int, bytes]]) -> int | None:

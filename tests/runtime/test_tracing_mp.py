@@ -166,3 +166,25 @@ def test_a_copy_sent_to_a_task_killed_before_it_received_it_is_in_transit(tmp_pa
         lost = trace_of(running, 1, "timed_out")
         assert lost.hops[1].values == ("lost",) and lost.hops[1].executed_ms is None
         assert lost.held_by == (TRANSIT, None)
+
+
+def test_a_traced_tree_across_two_spark_containers(spark_cluster):
+    """The Spark scheduler runs the same instances: a traced tree crosses its containers
+    (TCP + CURVE between stream managers) with every hop and its parent."""
+    from runtime.processes.spark_scheduler import spark_session
+
+    session = spark_session(spark_cluster.master_url, {"advertise_host": "127.0.0.1",
+                                                       "bind_host": "127.0.0.1"})
+    try:
+        topo = sentence_topology("spark-traced")
+        with topo.submit(scheduler="spark", master=spark_cluster.master_url, containers=2,
+                         ackers=1, trace=1.0, message_timeout=5.0) as running:
+            ok = trace_of(running, 0, "acked", hops=5, timeout=120)
+            check_sentence_tree(ok, 4)
+            held = trace_of(running, 3, "timed_out", hops=5, timeout=120)
+            hold = next(h for h in held.hops if h.values == ("hold",))
+            assert held.held_by == ("count", hold.task)
+            containers = {t.task: t.container for t in running.plan.tasks}
+            assert len({containers[h.task] for t in (ok, held) for h in t.hops}) == 2
+    finally:
+        session.stop()

@@ -157,3 +157,32 @@ def test_explain_as_a_dataframe_ranks_the_slow_bolt_first(spark):
     first = frame.orderBy("rank").first()
     assert (first.rank, first.component, first.kind) == (1, "slow", "slow_bolt")
     assert '"capacity"' in first.evidence
+
+
+def test_traces_as_a_dataframe_one_row_per_hop(spark):
+    from runtime import BasicBolt
+
+    class Split(BasicBolt):
+        outputs = ["word"]
+
+        def process(self, tup):
+            for word in tup.values[0].split():
+                self.emit([word])
+
+    topo = Topology("spark-traces", **FAST)
+    topo.spout("sentences", ListSpout([["a b c"], ["d e"]], fields=["sentence"]))
+    topo.bolt("split", Split).shuffle_grouping("sentences")
+    topo.bolt("sink", ListSink).shuffle_grouping("split")
+    with topo.submit(ackers=1, trace=1.0) as running:
+        wait_for(lambda: sum(len(t.hops) for t in running.traces(status="acked")) == 7
+                 and all(h.executed_ms is not None for t in running.traces() for h in t.hops),
+                 60, "both trees acked, every hop reported")
+        frame = running.traces_frame()
+    assert frame.columns[:6] == ["msg_id", "spout", "spout_task", "status", "complete_ms",
+                                 "held_by"]
+    rows = frame.collect()
+    assert len(rows) == 7 and {r.status for r in rows} == {"acked"}
+    assert sorted(r.values for r in rows if r.component == "sink") == [
+        '["a"]', '["b"]', '["c"]', '["d"]', '["e"]']
+    assert {r.parent for r in rows if r.component == "sink"} == {0}
+    assert all(r.parent is None for r in rows if r.component == "split")

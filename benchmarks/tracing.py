@@ -1,0 +1,233 @@
+"""The cost of tracing (issue 20): the sentence topology with ``trace=0.01`` and with
+tracing off, and how fast ``running.traces()`` answers with 10,000 traces stored.
+
+Workload
+    ``benchmarks/sentences.py``'s topology and checks (a spout of random sentences, a
+    BasicBolt "split", a counting bolt on a fields grouping), run in pairs, one run with
+    ``trace=0.01`` and one with ``trace=0.0``, acking off and on. The order alternates
+    each round (traced first, then untraced first, ...) so that a machine that warms up
+    or gets busier does not favour one side.
+
+Reading the output
+    One line per run (``sentences.py``'s shape plus ``trace=`` and ``round=``), then per
+    acking mode one summary line (wrapped here)::
+
+        RESULT name=tracing workload=sentences acking=on rounds=3 trace=0.01
+               traced_tps=31000 untraced_tps=31500 cost_pct=1.6 target_pct=3.0
+
+    ``traced_tps`` and ``untraced_tps`` are the medians of the rounds, ``cost_pct`` is
+    ``(1 - traced_tps / untraced_tps) * 100`` (negative when the noise is larger than the
+    cost), and ``ratios`` lists each round's own traced / untraced ratio. Whole runs on a
+    shared 2-core machine vary by tens of percent, so a second line gives the CPU time
+    all the topology's processes spent per sentence (psutil, from the resume to the
+    end), medians of the rounds, and the extra CPU a traced run took::
+
+        RESULT name=tracing-cpu workload=sentences acking=on rounds=3 trace=0.01
+               traced_cpu_us=101.2 untraced_cpu_us=99.0 cost_pct=2.2 target_pct=3.0
+
+    ``--against PATH`` (a checkout without tracing, e.g. ``/work/main`` before the
+    merge) adds, per acking mode, pairs of ``sentences.py`` runs of that checkout and of
+    this one, both with tracing off, interleaved the same way::
+
+        RESULT name=tracing-off workload=sentences acking=off rounds=3
+               this_tps=60500 other_tps=60900 cost_pct=0.7
+
+    Then the query: a run with ``trace=1.0`` and three-word sentences fills the
+    master's store with ``--stored`` traces (10,000), and ``running.traces()`` (the
+    newest 100), ``running.traces(status="failed")`` (none match: it reads them all)
+    and ``running.lineage(msg_id)`` are timed, ``--queries`` calls each, from this
+    process through the master's socket::
+
+        RESULT name=tracing-query stored=10000 query=traces limit=100 calls=20
+               ms_p50=9.8 ms_max=14.1 target_ms=100
+
+Run it as a script, with ``runtime`` importable (the repository root on PYTHONPATH)::
+
+    python benchmarks/tracing.py --sentences 100000 --rounds 3 [--modes on|off|both]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import statistics
+import subprocess
+import sys
+import time
+
+import sentences
+from _common import BenchmarkError, cpu_seconds, engine_options, positive_int
+from sentences import (
+    build_topology,
+    check_tupleflow,
+    measurement,
+    process_roles,
+    started_paused,
+    wait_until_done,
+)
+
+TRACED = 0.01  # the rate the target is stated for
+TARGET_PCT = 3.0  # trace=0.01 may cost this much throughput at most (issue 20)
+TARGET_MS = 100.0  # running.traces() with 10,000 stored answers within this
+
+
+def run_pair_member(args, acking: bool, trace: float, round_: int) -> tuple[float, float]:
+    """One sentences run with ``trace``; prints its RESULT line; returns its tps and the
+    CPU time all its processes spent per sentence (microseconds)."""
+    shape = argparse.Namespace(**{**vars(args), "acking": "on" if acking else "off",
+                                  "max_spout_pending": None, "target_latency": "default",
+                                  "cpu": False})
+    words = args.sentences * args.words_per_sentence
+    config = {"sentences": args.sentences, "words_per_sentence": args.words_per_sentence,
+              "ackers": 1 if acking else 0, "trace": trace, **engine_options(args)}
+    with started_paused(build_topology(shape, acking), args.containers, config) as running:
+        roles = process_roles(running)
+        del roles[os.getpid()]  # the topology's processes only
+        before = cpu_seconds(roles)
+        running.resume()
+        stats = wait_until_done(running, args.sentences, words, acking)
+        after = cpu_seconds(roles)
+        traced = len(running.traces(limit=100_000)) if trace else 0
+    check_tupleflow(stats, args.sentences, words, acking)
+    m = measurement(shape, "sentences", args.sentences, stats)
+    cpu = sum(after[p] - before[p] for p in after.keys() & before.keys())
+    cpu_us = cpu / args.sentences * 1e6
+    print(f"{m.line()} trace={trace} round={round_} traces={traced} "
+          f"cpu_us_per_sentence={cpu_us:.2f}", flush=True)
+    return m.tps, cpu_us
+
+
+def cost_line(name: str, acking: bool, rounds: int, paid: list, free: list,
+              labels: tuple[str, str], extra: str = "") -> str:
+    a, b = statistics.median(paid), statistics.median(free)
+    ratios = ",".join(f"{p / f:.3f}" for p, f in zip(paid, free))
+    return (f"RESULT name={name} workload=sentences acking={'on' if acking else 'off'} "
+            f"rounds={rounds}{extra} {labels[0]}={a:.0f} {labels[1]}={b:.0f} "
+            f"cost_pct={(1 - a / b) * 100:.1f} ratios={ratios}")
+
+
+def traced_pairs(args, acking: bool) -> list[str]:
+    """The throughput line, then the CPU line (CPU per sentence varies far less than
+    throughput on a shared machine; its cost_pct is the extra CPU a sentence takes)."""
+    runs: dict[float, list[tuple[float, float]]] = {TRACED: [], 0.0: []}
+    for r in range(args.rounds):
+        order = (TRACED, 0.0) if r % 2 == 0 else (0.0, TRACED)
+        for trace in order:
+            runs[trace].append(run_pair_member(args, acking, trace, r))
+    tps = {k: [t for t, _ in v] for k, v in runs.items()}
+    cpu = {k: [c for _, c in v] for k, v in runs.items()}
+    extra = f" trace={TRACED}"
+    a, b = statistics.median(cpu[TRACED]), statistics.median(cpu[0.0])
+    return [cost_line("tracing", acking, args.rounds, tps[TRACED], tps[0.0],
+                      ("traced_tps", "untraced_tps"), extra) + f" target_pct={TARGET_PCT}",
+            f"RESULT name=tracing-cpu workload=sentences acking={'on' if acking else 'off'} "
+            f"rounds={args.rounds}{extra} traced_cpu_us={a:.2f} untraced_cpu_us={b:.2f} "
+            f"cost_pct={(a / b - 1) * 100:.1f} target_pct={TARGET_PCT}"]
+
+
+# -- this checkout against one without tracing (both off) ------------------------------------
+
+def sentences_tps(root: str, args, acking: bool) -> float:
+    """tupleflow's tps from ``root``'s own ``benchmarks/sentences.py`` (its own runtime)."""
+    cmd = [sys.executable, os.path.join(root, "benchmarks", "sentences.py"), "--only",
+           "tupleflow", "--sentences", str(args.sentences), "--acking",
+           "on" if acking else "off", "--words-per-sentence", str(args.words_per_sentence),
+           "--containers", str(args.containers)]
+    env = {**os.environ, "PYTHONPATH": root}
+    done = subprocess.run(cmd, cwd=root, env=env, capture_output=True, text=True, timeout=900)
+    found = re.search(r"workload=sentences acking=\w+ .*? tps=(\d+)", done.stdout)
+    if done.returncode or not found:
+        raise BenchmarkError(f"sentences.py in {root}: {done.stderr.strip()[-500:]}")
+    return float(found.group(1))
+
+
+def against(args, acking: bool) -> str:
+    here = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    this, other = [], []
+    for r in range(args.rounds):
+        order = (here, args.against) if r % 2 == 0 else (args.against, here)
+        for root in order:
+            tps = sentences_tps(root, args, acking)
+            (this if root == here else other).append(tps)
+            print(f"RUN name=tracing-off root={root} acking={'on' if acking else 'off'} "
+                  f"round={r} tps={tps:.0f}", flush=True)
+    return cost_line("tracing-off", acking, args.rounds, this, other, ("this_tps", "other_tps"))
+
+
+# -- the query ------------------------------------------------------------------------------
+
+def timed(call, n: int) -> list[float]:
+    times = []
+    for _ in range(n):
+        start = time.perf_counter()
+        call()
+        times.append((time.perf_counter() - start) * 1000.0)
+    return times
+
+
+def query(args) -> list[str]:
+    """Fill the store with ``--stored`` traces, then time the client's three queries."""
+    sentences = args.stored + args.stored // 20  # a few more: the store keeps the newest
+    shape = argparse.Namespace(**{**vars(args), "acking": "on", "max_spout_pending": None,
+                                  "target_latency": "default", "cpu": False})
+    config = {"sentences": sentences, "words_per_sentence": 3, "ackers": 1, "trace": 1.0,
+              "trace_store": args.stored}
+    with started_paused(build_topology(shape, True), 1, config) as running:
+        running.resume()
+        wait_until_done(running, sentences, sentences * 3, True)
+        deadline = time.monotonic() + 60
+        while running.status()["traces"] < args.stored:
+            if time.monotonic() > deadline:
+                raise BenchmarkError(f"only {running.status()['traces']} traces stored")
+            time.sleep(0.25)
+        newest = running.traces(limit=1)[0].msg_id
+        calls = {"traces": lambda: running.traces(),
+                 "traces_failed": lambda: running.traces(status="failed"),
+                 "lineage": lambda: running.lineage(newest)}
+        stored = running.status()["traces"]
+        lines = []
+        for name, call in calls.items():
+            times = timed(call, args.queries)
+            lines.append(f"RESULT name=tracing-query stored={stored} query={name} limit=100 "
+                         f"calls={len(times)} ms_p50={statistics.median(times):.1f} "
+                         f"ms_max={max(times):.1f} target_ms={TARGET_MS:.0f}")
+    return lines
+
+
+def make_parser() -> argparse.ArgumentParser:
+    """``sentences.py``'s options (its ``--acking`` is replaced by ``--modes``), and this
+    benchmark's own."""
+    parser = sentences.make_parser()
+    parser.description = __doc__
+    parser.set_defaults(sentences=100_000)
+    add = parser.add_argument
+    add("--rounds", type=positive_int, default=3, help="pairs of runs per acking mode")
+    add("--modes", choices=("off", "on", "both"), default="both", help="acking modes")
+    add("--against", metavar="PATH", help="also compare tracing off with this checkout")
+    add("--stored", type=positive_int, default=10_000, help="traces stored for the query")
+    add("--queries", type=positive_int, default=20, help="calls of each query timed")
+    add("--no-query", action="store_true", help="skip the query measurement")
+    add("--no-pairs", action="store_true", help="skip the traced/untraced pairs")
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = make_parser().parse_args(argv)
+    modes = {"off": [False], "on": [True], "both": [False, True]}[args.modes]
+    try:
+        for acking in modes if not args.no_pairs else ():
+            for line in traced_pairs(args, acking):
+                print(line, flush=True)
+            if args.against:
+                print(against(args, acking), flush=True)
+        for line in query(args) if not args.no_query else ():
+            print(line, flush=True)
+    except BenchmarkError as error:
+        print(f"FAILED {error}", file=sys.stderr, flush=True)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
