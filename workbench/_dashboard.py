@@ -234,8 +234,10 @@ class Dashboard(widgets.VBox):
         if self._done.is_set():
             return self.snapshot
         slow = self.ticks % SLOW_EVERY == 0
+        lineage = (self._parts.trace_status(), self.chosen)  # asked every tick when shown
         snap = collect(self.running, window=self.window, slow=slow, tap=self._parts.tap(),
-                       graph=self.graph, lineage=(self._parts.trace_status(), self.chosen))
+                       graph=self.graph,
+                       lineage=lineage if slow or self._parts.lineage_shown() else None)
         if self._done.is_set():  # closed while we asked: draw nothing more
             return self.snapshot
         self.ticks += 1
@@ -253,9 +255,9 @@ class Dashboard(widgets.VBox):
         if not slow and snap["state"] != self.snapshot.get("state") and \
                 snap["state"] not in STOPPED and "error" not in snap:
             snap = {**snap, **_changes(self.running)}  # a new state: its event, at once
-        if not slow:  # keep the last events and exceptions on the screen
-            snap.setdefault("events", self.snapshot.get("events"))
-            snap.setdefault("exceptions", self.snapshot.get("exceptions"))
+        if not slow:  # keep the last events, exceptions and traces on the screen
+            for key in ("events", "exceptions", "traces", "trace", "acker"):
+                snap.setdefault(key, self.snapshot.get(key))
         if snap.get("stats") is not None:
             self.history.add(snap["stats"], snap["time"])
             snap["recent"] = {c: {"capacity": self.history.recent(c, "capacity")}

@@ -115,6 +115,11 @@ class Parts:
     def trace_status(self) -> str | None:
         return self.status_filter.value or None
 
+    def lineage_shown(self) -> bool:
+        """Whether a tab that reads traces or the acker is in front (lineage, acker, tap)."""
+        index = self.tabs.selected_index
+        return index is not None and TABS[index] in ("lineage", "acker", "tuple tap")
+
     def show_tab(self, title: str) -> None:
         self.tabs.selected_index = TABS.index(title)
 

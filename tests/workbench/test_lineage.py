@@ -179,7 +179,7 @@ class Handle:
     name, killed, alive, exit_code = "demo", False, True, None
 
     def __init__(self, traces):
-        self._traces, self.rates = traces, []
+        self._traces, self.rates, self.asked = traces, [], 0
         self.plan = types.SimpleNamespace(
             config={}, streams={("sentences", "default"): ["sentence"],
                                 ("split", "default"): ["word"]},
@@ -204,6 +204,7 @@ class Handle:
         return [tapped(3, ["cow"], [6])]
 
     def traces(self, status=None, limit=100):
+        self.asked += 1
         return [t for t in self._traces if status in (None, t.status)][:limit]
 
     def lineage(self, msg_id):
@@ -228,6 +229,7 @@ def board():
 
 def test_the_lineage_tab_lists_filters_and_draws_the_chosen_tree(board):
     parts = board._parts
+    parts.show_tab("lineage")
     board.refresh()
     assert [k for _, k in parts.trace_pick.options] == ["", "'b'", "'a'"]
     assert "<svg" not in parts.lineage.value and "ackers" not in parts.lineage.value
@@ -268,3 +270,14 @@ def test_doctests(module):
 
     failed, _ = doctest.testmod(module, optionflags=doctest.ELLIPSIS | doctest.NORMALIZE_WHITESPACE)
     assert failed == 0
+
+
+def test_traces_are_asked_every_tick_only_while_a_tab_shows_them(board):
+    board._parts.show_tab("events")
+    for _ in range(_dashboard.SLOW_EVERY - 1):
+        board.refresh()
+    assert board.running.asked == 1  # the slow tick only (the first)
+    assert board.snapshot["traces"]  # ...and what it found stays on the screen
+    board._parts.show_tab("acker")
+    board.refresh()  # not a slow tick
+    assert board.running.asked == 2
