@@ -28,7 +28,8 @@ from .test_jupyterlab import (
 
 pytestmark = pytest.mark.slow
 
-COMPONENTS = '''from runtime import BasicBolt, Bolt, Spout
+COMPONENTS = '''from runtime import Spout
+from runtime.testing import KeepsWord, SplitSentence
 class Sentences(Spout):
     outputs = ["sentence"]
     def open(self, config, context):
@@ -38,16 +39,7 @@ class Sentences(Spout):
             self.emit([("the cow jumped over the moon", "an apple a day")[self.n % 2]],
                       msg_id=self.n)
             self.n += 1
-class Split(BasicBolt):
-    outputs = ["word"]
-    def process(self, tup):
-        for word in tup["sentence"].split():
-            self.emit([word])
-class Count(Bolt):
-    outputs = []
-    def process(self, tup):
-        if tup["word"] != "moon":
-            self.ack(tup)'''
+Split, Count = SplitSentence, KeepsWord'''
 CELLS = [
     "%load_ext kernel_ext",
     COMPONENTS,
@@ -93,14 +85,15 @@ def test_the_lineage_tab_draws_a_timed_out_tree_and_the_acker_its_oldest_roots(
     assert tree.locator("g.tf-hop").count() == 1 + 1 + 6  # spout, split, six words
     msg_id = chosen.split("·")[0].strip()  # (the browser shows spaces as no-break ones)
     assert page.locator(f'{LINEAGE} tr.tf-chosen[data-msg-id="{msg_id}"]').count() == 1
-    tree.scroll_into_view_if_needed()
+    # (each refresh may redraw the tab's HTML: scroll the widget, whose node stays)
+    page.locator(LINEAGE).first.scroll_into_view_if_needed()
     page.screenshot(path=str(SHOTS / "lineage.png"))
 
     page.locator(".lm-TabBar-tab", has_text="acker").first.click()
     panel = page.locator(f"{ACKERS} .tupleflow-acker").first
     panel.wait_for(timeout=REFRESH)
     assert panel.locator(".tf-age").count() == 3  # the ledger's three slots
-    panel.scroll_into_view_if_needed()
+    page.locator(ACKERS).first.scroll_into_view_if_needed()
     page.screenshot(path=str(SHOTS / "acker.png"))
 
     kill_and_stop(page, lab, tupleflow_processes)
