@@ -429,9 +429,10 @@ class AckLedger:
         [(0.0, 1.0, 0), (1.0, 16.0, 1), (16.0, 31.0, 0)]
         """
         since = max(0.0, now - self._slot * self.rotation_secs) if self._slot > -math.inf else 0.0
-        rot = self.rotation_secs
+        rot, buckets = self.rotation_secs, list(self._pending.buckets)  # (one C-level copy:
+        # the acker's thread may rotate the deque while a report reads it)
         return [(since + (i - 1) * rot if i else 0.0, since + i * rot, len(bucket))
-                for i, bucket in enumerate(self._pending.buckets)]
+                for i, bucket in enumerate(buckets)]
 
     def oldest(self, n: int) -> list[tuple[int, int, int]]:
         """Up to ``n`` of the oldest roots that have a spout task: ``(root, spout task,
