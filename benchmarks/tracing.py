@@ -32,6 +32,15 @@ Reading the output
         RESULT name=tracing-off workload=sentences acking=off rounds=3
                this_tps=60500 other_tps=60900 cost_pct=0.7
 
+    Before the runs of processes, per acking mode, the cost where it is paid, with no
+    noise from sockets, other processes or idling: the in-memory twin runs
+    ``--in-process`` sentences (20,000) through the same executors in this process,
+    traced and untraced in alternation (twice ``--rounds`` runs each), and the CPU time
+    of this process per sentence is compared::
+
+        RESULT name=tracing-executors workload=sentences acking=on runs=6 trace=0.01
+               sentences=20000 traced_us=52.10 untraced_us=51.20 cost_pct=1.8
+
     Then the query: a run with ``trace=1.0`` and three-word sentences fills the
     master's store with ``--stored`` traces (10,000), and ``running.traces()`` (the
     newest 100), ``running.traces(status="failed")`` (none match: it reads them all)
@@ -59,6 +68,7 @@ import time
 import sentences
 from _common import BenchmarkError, cpu_seconds, engine_options, positive_int
 from sentences import (
+    SPOUT,
     build_topology,
     check_tupleflow,
     measurement,
@@ -66,6 +76,8 @@ from sentences import (
     started_paused,
     wait_until_done,
 )
+
+from runtime.testing import InMemoryCluster
 
 TRACED = 0.01  # the rate the target is stated for
 TARGET_PCT = 3.0  # trace=0.01 may cost this much throughput at most (issue 20)
@@ -124,6 +136,40 @@ def traced_pairs(args, acking: bool) -> list[str]:
             f"RESULT name=tracing-cpu workload=sentences acking={'on' if acking else 'off'} "
             f"rounds={args.rounds}{extra} traced_cpu_us={a:.2f} untraced_cpu_us={b:.2f} "
             f"cost_pct={(a / b - 1) * 100:.1f} target_pct={TARGET_PCT}"]
+
+
+# -- in one process: the cost where it is paid ------------------------------------------------
+
+def in_process(args, acking: bool, trace: float) -> float:
+    """CPU seconds (this process's) the in-memory twin takes to run ``--in-process``
+    sentences through the same executors: no sockets, no other processes, no idling."""
+    shape = argparse.Namespace(spouts=1, splitters=1, counters=1)
+    config = {"sentences": args.in_process, "words_per_sentence": args.words_per_sentence,
+              "ackers": 1 if acking else 0, "trace": trace, "target_latency": None}
+    with InMemoryCluster(build_topology(shape, acking), eager_flush=False, **config) as twin:
+        spout = twin.user_object(twin.plan.component_tasks()[SPOUT][0])
+        started = time.process_time()
+        while spout.left or twin.frames:
+            twin.step(100)
+            twin.advance(0.002)  # the flush interval: batches leave as in the processes
+        spent = time.process_time() - started
+        traced = len(twin.traces(limit=100_000))
+    if trace and not traced:
+        raise BenchmarkError("in-process: nothing was traced")
+    return spent
+
+
+def in_process_pairs(args, acking: bool) -> str:
+    runs: dict[float, list[float]] = {TRACED: [], 0.0: []}
+    for r in range(args.rounds * 2):
+        for trace in ((TRACED, 0.0) if r % 2 == 0 else (0.0, TRACED)):
+            runs[trace].append(in_process(args, acking, trace))
+    a, b = statistics.median(runs[TRACED]), statistics.median(runs[0.0])
+    per = 1e6 / args.in_process
+    return (f"RESULT name=tracing-executors workload=sentences "
+            f"acking={'on' if acking else 'off'} runs={args.rounds * 2} trace={TRACED} "
+            f"sentences={args.in_process} traced_us={a * per:.2f} untraced_us={b * per:.2f} "
+            f"cost_pct={(a / b - 1) * 100:.1f} target_pct={TARGET_PCT}")
 
 
 # -- this checkout against one without tracing (both off) ------------------------------------
@@ -209,6 +255,9 @@ def make_parser() -> argparse.ArgumentParser:
     add("--queries", type=positive_int, default=20, help="calls of each query timed")
     add("--no-query", action="store_true", help="skip the query measurement")
     add("--no-pairs", action="store_true", help="skip the traced/untraced pairs")
+    add("--no-processes", action="store_true", help="pairs in one process only")
+    add("--in-process", type=positive_int, default=20_000, help="sentences per run of the "
+        "in-process pairs")
     return parser
 
 
@@ -217,6 +266,9 @@ def main(argv: list[str] | None = None) -> int:
     modes = {"off": [False], "on": [True], "both": [False, True]}[args.modes]
     try:
         for acking in modes if not args.no_pairs else ():
+            print(in_process_pairs(args, acking), flush=True)
+            if args.no_processes:
+                continue
             for line in traced_pairs(args, acking):
                 print(line, flush=True)
             if args.against:

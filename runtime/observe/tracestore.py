@@ -13,7 +13,9 @@ newest 100 out of 10,000 costs 100 assemblies. It takes ``now`` as an argument.
    incarnation may since have died: it is still the task that held it);
 3. a copy that was sent and never processed: ``("<transit>", None)`` when its task was
    restarted after the emit (the copy died with it), else that task (it waits in its
-   queue: a slow bolt under backpressure, or one stuck in ``process``).
+   queue: a slow bolt under backpressure, or one stuck in ``process``);
+4. the task whose hop ended last, if it ended after the tree timed out (a slow bolt
+   that processed and acked it, too late).
 
 >>> store = TraceStore({1: "spout", 2: "split"}, timeout=30.0)
 >>> store.add(1, 0, [["start", 7, "m1", "spout", 1, ["a b"], 100.0, True],
@@ -196,7 +198,23 @@ class TraceStore:
                 if any(at >= emitted for at in self._restarts.get(dest, ())):
                     return (TRANSIT, None)
                 return self._named(dest)
-        return None
+        return self._late(tree)
+
+    def _late(self, tree: _Tree) -> tuple[str, int] | None:
+        """The task whose hop ended last, if after the tree's end (a slow bolt that had
+        it when it timed out, and acked it too late)."""
+        if tree.complete_ms is None:
+            return None
+        deadline = tree.start[4] + tree.complete_ms / 1000.0
+        ends = [(self._end(tree, hop), ran[0]) for hop, ran in tree.ran.items()
+                if hop in tree.sent and ran[3] is not None]
+        end, task = max(ends, default=(None, None), key=lambda e: e[0] or 0.0)
+        return self._named(task) if end is not None and end > deadline else None
+
+    @staticmethod
+    def _end(tree: _Tree, hop: int) -> float:
+        queued, executed = tree.ran[hop][2:4]
+        return tree.sent[hop][4] + ((queued or 0.0) + (executed or 0.0)) / 1000.0
 
     def _named(self, task: int) -> tuple[str, int]:
         return (self.components.get(task, "?"), task)

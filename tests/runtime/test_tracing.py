@@ -315,3 +315,12 @@ def test_malformed_records_are_counted_not_raised():
     store = TraceStore({1: "spout"})
     store.add(1, 0, [["start"], ["what", 1], ["done", 1, "lost", 1.0], "x"], now=0.0)
     assert store.malformed == 4
+
+
+def test_a_copy_processed_after_its_tree_timed_out_names_the_late_task():
+    store = TraceStore({1: "spout", 2: "slow"}, timeout=5.0)
+    store.add(1, 0, [started(7, "m", at=100.0), ["sent", 7, 70, 0, 2, "default", ["s"], 100.0],
+                     ["done", 7, "timed_out", 5000.0]], now=105.0)
+    assert store.lineage("m", now=105.0).held_by == ("slow", 2)  # still in its queue
+    store.add(2, 0, [["hop", 7, 70, 6000.0, 500.0, "acked"]], now=106.5)  # done at 106.5
+    assert store.lineage("m", now=107.0).held_by == ("slow", 2)

@@ -168,6 +168,7 @@ def test_a_copy_sent_to_a_task_killed_before_it_received_it_is_in_transit(tmp_pa
         assert lost.held_by == (TRANSIT, None)
 
 
+@pytest.mark.timeout(400)  # starting Spark takes tens of seconds on a loaded machine
 def test_a_traced_tree_across_two_spark_containers(spark_cluster):
     """The Spark scheduler runs the same instances: a traced tree crosses its containers
     (TCP + CURVE between stream managers) with every hop and its parent."""
@@ -179,12 +180,40 @@ def test_a_traced_tree_across_two_spark_containers(spark_cluster):
         topo = sentence_topology("spark-traced")
         with topo.submit(scheduler="spark", master=spark_cluster.master_url, containers=2,
                          ackers=1, trace=1.0, message_timeout=5.0) as running:
-            ok = trace_of(running, 0, "acked", hops=5, timeout=120)
+            running.wait_active(timeout=180)
+            ok = trace_of(running, 0, "acked", hops=5, timeout=60)
             check_sentence_tree(ok, 4)
-            held = trace_of(running, 3, "timed_out", hops=5, timeout=120)
+            held = trace_of(running, 3, "timed_out", hops=5, timeout=60)
             hold = next(h for h in held.hops if h.values == ("hold",))
             assert held.held_by == ("count", hold.task)
             containers = {t.task: t.container for t in running.plan.tasks}
             assert len({containers[h.task] for t in (ok, held) for h in t.hops}) == 2
     finally:
         session.stop()
+
+
+class Sleepy(Bolt):
+    """Acks each word after a quarter of a second: it falls behind, queues fill."""
+
+    outputs: list[str] = []
+
+    def process(self, tup):
+        time.sleep(0.25)  # the bolt's work, not a synchronisation
+        self.ack(tup)
+
+
+def test_a_slow_bolt_is_named_as_the_holder():
+    """Low water marks make backpressure likely, but whether it engages depends on how
+    the frames queue (the instance's socket takes many): the test does not require it."""
+    topo = Topology("slow", **FAST)
+    topo.spout("sentences", Sentences(40))
+    topo.bolt("split", Split).shuffle_grouping("sentences")
+    topo.bolt("count", Sleepy).shuffle_grouping("split")
+    tasks = topo.physical_plan().component_tasks()
+    with topo.submit(ackers=1, trace=1.0, message_timeout=2.0, target_latency=None,
+                     backpressure_high=256, backpressure_low=128) as running:
+        timed_out = wait_for(lambda: running.traces(status="timed_out"), 60,
+                             "a traced tree timed out")
+        holders = {t.held_by for t in timed_out}
+        assert ("count", tasks["count"][0]) in holders
+        assert holders <= {("count", tasks["count"][0]), ("split", tasks["split"][0])}
