@@ -46,9 +46,9 @@ from runtime.observe.tracestore import TraceStore
 from runtime.processes.scheduler import pickle_components
 from runtime.sources._retry import Backoff, ReplaySchedule
 
-__all__ = ["Doubler", "FakeClock", "InMemoryCluster", "ListSink", "ListSpout", "PacedSpout",
-           "SequenceChecker", "SequenceReport", "SlowBolt", "WordCount", "gone", "read_sink",
-           "replaced", "wait_for"]
+__all__ = ["Doubler", "FakeClock", "InMemoryCluster", "KeepsWord", "ListSink", "ListSpout",
+           "PacedSpout", "SequenceChecker", "SequenceReport", "SlowBolt", "SplitSentence",
+           "WordCount", "gone", "read_sink", "replaced", "wait_for"]
 
 from . import wire
 
@@ -163,6 +163,37 @@ class Doubler(Bolt):
     def process(self, tup):
         self.emit([tup.values[0] * 2], anchors=[tup])
         self.ack(tup)
+
+
+class SplitSentence(Bolt):
+    """Emits one ``[word]`` per word of the ``sentence`` field, anchored to it, then acks
+    it: the splitting half of the sentence topology."""
+
+    outputs = ["word"]
+
+    def process(self, tup):
+        for word in tup["sentence"].split():
+            self.emit([word], anchors=[tup])
+        self.ack(tup)
+
+
+class KeepsWord(Bolt):
+    """Acks every ``word`` but ``kept``, which it keeps for ever and never acks (a bolt
+    stalled on a call that never returns): its trees time out, held by this task."""
+
+    outputs: list[str] = []
+
+    def __init__(self, kept: str = "moon") -> None:
+        self.kept_word = kept
+
+    def prepare(self, config, context):
+        self.kept: list = []
+
+    def process(self, tup):
+        if tup["word"] == self.kept_word:
+            self.kept.append(tup)
+        else:
+            self.ack(tup)
 
 
 class PacedSpout(Spout):
