@@ -39,9 +39,11 @@ from runtime.engine.driven import TaskExecutor
 from runtime.engine.errors import UserCodeError
 from runtime.engine.executor import Executor
 from runtime.model.api import Bolt, Spout
-from runtime.model.constants import ACKER
+from runtime.model.constants import ACKER, STATE_STORE
 from runtime.processes.scheduler import pickle_components
 from runtime.sources._retry import Backoff, ReplaySchedule
+from runtime.state import check_submit, checkpointing, committed_state, executor_for, open_store
+from runtime.state._store import forget_memory
 
 __all__ = ["Doubler", "FakeClock", "InMemoryCluster", "ListSink", "ListSpout", "PacedSpout",
            "SequenceChecker", "SequenceReport", "SlowBolt", "WordCount", "gone", "read_sink",
@@ -285,6 +287,7 @@ class InMemoryCluster:
     def __init__(self, topology, *, containers: int = 1, clock: FakeClock | None = None,
                  eager_flush: bool = True, **config: Any) -> None:
         self.plan = topology.physical_plan(containers, **config)
+        check_submit(topology, self.plan.config, processes=False)
         self._bundle = pickle_components(topology)
         self.clock = clock or FakeClock()
         self.eager_flush = eager_flush
@@ -305,8 +308,14 @@ class InMemoryCluster:
             return AckerExecutor(self.plan, task, self._send, run_dir=self.run_dir,
                                  monotonic=self.clock, wall=self.clock)
         specs = cloudpickle.loads(self._bundle)  # the trip user code takes to processes
-        return Executor(self.plan, specs, task, self._send, run_dir=self.run_dir,
-                        monotonic=self.clock, wall=self.clock)
+
+        def build() -> Executor:
+            return Executor(self.plan, specs, task, self._send, run_dir=self.run_dir,
+                            monotonic=self.clock, wall=self.clock)
+        if not checkpointing(self.plan.config):
+            return build()
+        return executor_for(self.plan, specs, task, self._send, self.run_dir,
+                            self.restarts[task], build, clock=self.clock)
 
     def _start(self, task: int) -> TaskExecutor:
         """A new, started executor for ``task``; a failed open/prepare is retried."""
@@ -404,6 +413,17 @@ class InMemoryCluster:
     def sink(self, component: str, *, with_source: bool = False) -> list:
         return read_sink(self.run_dir, component, with_source=with_source)
 
+    def kill(self, task: int) -> None:
+        """A SIGKILL's twin: the task's executor is dropped as it is (nothing flushed) and
+        a new incarnation started; frames on their way to it go to the new one."""
+        self.restarts[task] += 1
+        self.executors[task] = self._start(task)
+
+    def state(self, component: str) -> dict:
+        """A StatefulBolt component's last committed state, merged over its tasks."""
+        store = open_store(str(self.plan.config[STATE_STORE]), self.run_dir)
+        return committed_state(store, component)[1]
+
     def user_object(self, task: int) -> Spout | Bolt:
         """The live spout/bolt object of a task (for assertions on its state)."""
         return self.executors[task].user
@@ -416,6 +436,7 @@ class InMemoryCluster:
                 except UserCodeError as exc:  # its last flush failed: record, stop the rest
                     self._record(task, str(exc), exc.cause, fatal=True)
         finally:
+            forget_memory(self.run_dir)
             shutil.rmtree(self.run_dir, ignore_errors=True)
 
     def __enter__(self) -> InMemoryCluster:

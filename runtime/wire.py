@@ -50,7 +50,7 @@ __all__ = [
     "ACK_FAIL", "ACK_INIT", "ACK_RESET", "ANCHORED", "Activate", "AskEvents", "AskExceptions",
     "AskKill", "AskLogs", "AskMetrics", "AskPause", "AskRecord", "AskResume", "AskSample",
     "AskSetMaxSpoutPending", "AskStatistics", "AskStatus", "BACKPRESSURE",
-    "BackpressureChange", "Bye", "COMPLETED", "Control", "DATA", "Deactivate",
+    "BackpressureChange", "Bye", "CHECKPOINT", "COMPLETED", "Control", "DATA", "Deactivate",
     "ExceptionReport", "HEADER_SIZE", "HELLO", "Header", "Hello", "KINDS", "Kill", "Logs",
     "LogsReply", "MAX_FRAME", "MESSAGES", "Question", "ROUTED", "RUN", "Ready", "Recording",
     "Reply", "Restart", "Restarted", "Samples", "Setting", "SmStats", "Stats", "TRACKED",
@@ -76,8 +76,11 @@ ANCHORED = 7  # body: flat tuple, ids, ack_val triples: a bolt's tracked tuples.
 # ack_val is root ^ its edge id) or a {root: edge} map with ack_val 0 (acker.md, "Frames")
 HELLO = 9  # instance -> its stream manager, once connected: "route my frames to me"
 BACKPRESSURE = 10  # stream manager -> peers: src is the cause task; stream 1 = start, 0 = stop
-ROUTED = frozenset({DATA, TRACKED, ACKS, ACKED, RUN, COMPLETED, ANCHORED})  # what a stream manager
-KINDS = ROUTED | {HELLO, BACKPRESSURE}  # forwards to a task, and every kind there is
+CHECKPOINT = 11  # body: [op, epoch, checkpoint id]: the checkpoint protocol between the
+# checkpoint spout and the tasks (runtime/state/, docs/internals/checkpoints.md)
+# what a stream manager forwards to a task, and every kind there is
+ROUTED = frozenset({DATA, TRACKED, ACKS, ACKED, RUN, COMPLETED, ANCHORED, CHECKPOINT})
+KINDS = ROUTED | {HELLO, BACKPRESSURE}
 
 # ACKS ops: what a spout or bolt tells the acker about a root (Storm's __ack_* streams)
 ACK_INIT, ACK_ACK, ACK_FAIL, ACK_RESET = 0, 1, 2, 3

@@ -10,6 +10,7 @@ RESERVED_PREFIX = "__"  # ids with this prefix are the runtime's own
 
 # --- system components and streams -----------------------------------------------------
 ACKER = "__acker"  # the acker bolt's component id (at-least-once)
+CHECKPOINTER = "__checkpoint"  # the checkpoint spout's component id (checkpointed state)
 SYSTEM = "__system"  # the component that tick tuples come from
 TICK = "__tick"  # the stream of tick tuples
 METRICS = "__metrics"  # the metrics stream (instances -> topology master)
@@ -37,6 +38,10 @@ RECORD_SECONDS = "record_segment_seconds"  # seconds after which an open segment
 RECORD_DIR = "record_dir"  # a folder every container and the submitter share: recordings
 #                            go there, a folder per run (default: the run directory)
 WINDOW = "window"  # per component: a windowed bolt's Window (runtime/model/windowing.py)
+CHECKPOINT_INTERVAL = "checkpoint_interval"  # seconds between two checkpoints of the
+#                                             StatefulBolts' state (None: no checkpoints)
+STATE_STORE = "state_store"  # where checkpoints go: "sqlite" (run dir), "memory" (the
+#                              in-memory cluster only) or a redis:// URL
 METRICS_ENABLED = "metrics"  # False: no latency histograms, CPU or RSS (bare counters)
 METRICS_PORT = "metrics_port"  # serve the metrics in Prometheus's text format on this
 #                                loopback port (0: a free one; None: not served)
@@ -59,6 +64,8 @@ DEFAULTS: dict[str, object] = {
     RECORD_ROWS: 200_000,
     RECORD_SECONDS: 1.0,
     METRICS_ENABLED: True,
+    CHECKPOINT_INTERVAL: None,
+    STATE_STORE: "sqlite",
 }
 
 # Submit options the schedulers take (not engine options; they never reach the plan).

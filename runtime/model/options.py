@@ -89,6 +89,12 @@ def _streams(x: Any) -> str | None:
     return None if ok else "a list of stream ids"
 
 
+def _store(x: Any) -> str | None:
+    if x in ("sqlite", "memory") or (isinstance(x, str) and x.startswith("redis://")):
+        return None
+    return '"sqlite", "memory" or a redis:// URL'
+
+
 CHECKS: dict[str, Callable[[Any], str | None]] = {
     c.ACKERS: _int_from(0),
     c.METRICS_ENABLED: lambda x: None if isinstance(x, bool) else "True or False",
@@ -110,4 +116,6 @@ CHECKS: dict[str, Callable[[Any], str | None]] = {
     c.RECORD_SECONDS: _seconds(positive=True),
     c.RECORD_DIR: _folder,
     c.METRICS_PORT: _port,
+    c.CHECKPOINT_INTERVAL: _seconds(positive=True, none_ok=True),
+    c.STATE_STORE: _store,
 }

@@ -16,6 +16,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from runtime import _procs
+from runtime.state import check_submit
 
 from .client import RunningTopology
 from .launch import (  # noqa: F401 (RUN_ROOT_ENV: its documented home, see tests/conftest.py)
@@ -39,6 +40,7 @@ def submit(topology, *, scheduler: str, containers: int,
         raise ValueError(f"unknown scheduler {scheduler!r}; this version has 'local' and "
                          "'spark'")
     config = dict(config)
+    check_submit(topology, config, processes=True)
     detached = bool(config.pop("detached", False))
     plan = topology.physical_plan(containers, **config)
     bundle = pickle_components(topology)
