@@ -42,12 +42,19 @@ from runtime.model.api import Bolt, Spout
 from runtime.model.constants import ACKER, STATE_STORE
 from runtime.processes.scheduler import pickle_components
 from runtime.sources._retry import Backoff, ReplaySchedule
-from runtime.state import check_submit, checkpointing, committed_state, executor_for, open_store
+from runtime.state import (
+    StatefulBolt,
+    check_submit,
+    checkpointing,
+    committed_state,
+    executor_for,
+    open_store,
+)
 from runtime.state._store import forget_memory
 
 __all__ = ["Doubler", "FakeClock", "InMemoryCluster", "ListSink", "ListSpout", "PacedSpout",
-           "SequenceChecker", "SequenceReport", "SlowBolt", "WordCount", "gone", "read_sink",
-           "replaced", "wait_for"]
+           "PassOn", "SequenceChecker", "SequenceReport", "SlowBolt", "StatefulWordCount",
+           "WordCount", "gone", "read_sink", "replaced", "wait_for"]
 
 from . import wire
 
@@ -196,6 +203,31 @@ class WordCount(Bolt):
         word = tup["word"]
         self.counts[word] = count = self.counts.get(word, 0) + 1
         self.emit([word, count], anchors=[tup])
+        self.ack(tup)
+
+
+class StatefulWordCount(StatefulBolt):
+    """:class:`WordCount` with its counts in checkpointed state (issue 21): run it with
+    ``submit(checkpoint_interval=...)``, read them with ``running.state(component)``."""
+
+    outputs = ["word", "count"]
+
+    def process(self, tup):
+        word = tup["word"]
+        count = self.state.get(word, 0) + 1
+        self.state.put(word, count)
+        self.emit([word, count], anchors=[tup])
+        self.ack(tup)
+
+
+class PassOn(Bolt):
+    """Emits each input's first value again, on a stream of one field ``word``: a
+    stateless step between a spout and a keyed bolt (so that bolt has many input tasks)."""
+
+    outputs = ["word"]
+
+    def process(self, tup):
+        self.emit([tup.values[0]], anchors=[tup])
         self.ack(tup)
 
 

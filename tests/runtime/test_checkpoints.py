@@ -10,36 +10,16 @@ from collections import Counter
 import cloudpickle
 import pytest
 
-from runtime import Bolt, StatefulBolt, Topology, TopologyError, wire
+from runtime import Topology, TopologyError, wire
 from runtime.model.constants import CHECKPOINTER
 from runtime.sources import EmbeddedLog, LogSpout
 from runtime.state import State, _protocol
-from runtime.testing import InMemoryCluster, ListSpout
+from runtime.testing import InMemoryCluster, ListSpout, PassOn, StatefulWordCount
 
 cloudpickle.register_pickle_by_value(sys.modules[__name__])
 
 WORDS = [f"w{i % 37}" for i in range(3000)]
 INTERVAL = 1.0
-
-
-class Upper(Bolt):
-    """Stateless: passes each word on, so the counter aligns over several input tasks."""
-    outputs = ["word"]
-
-    def process(self, tup):
-        self.emit([tup["word"]])
-
-
-class Counter_(StatefulBolt):
-    outputs = ["word", "count"]
-
-    def init_state(self, state):
-        self.state = state
-
-    def process(self, tup):
-        n = self.state.get(tup["word"], 0) + 1
-        self.state.put(tup["word"], n)
-        self.emit([tup["word"], n])
 
 
 def fill_log(root, words=WORDS, partitions=3) -> None:
@@ -53,8 +33,8 @@ def word_count(root, *, spouts=2, uppers=2, counters=2) -> Topology:
     topo = Topology("ckpt-count")
     topo.spout("words", LogSpout("words", root=str(root), fields=["word"], batch_size=50),
                parallelism=spouts)
-    topo.bolt("upper", Upper, parallelism=uppers).shuffle_grouping("words")
-    topo.bolt("count", Counter_, parallelism=counters).fields_grouping("upper", ["word"])
+    topo.bolt("upper", PassOn, parallelism=uppers).shuffle_grouping("words")
+    topo.bolt("count", StatefulWordCount, parallelism=counters).fields_grouping("upper", ["word"])
     return topo
 
 
@@ -188,7 +168,7 @@ def test_checkpoints_need_ackers_off():
 def test_a_spout_that_cannot_rewind_is_warned_about():
     topo = Topology("t")
     topo.spout("s", ListSpout([["a"]], fields=["w"]))
-    topo.bolt("c", Counter_).shuffle_grouping("s")
+    topo.bolt("c", StatefulWordCount).shuffle_grouping("s")
     with pytest.warns(UserWarning, match="spout 's' cannot be rewound"):
         InMemoryCluster(topo, checkpoint_interval=1.0, state_store="memory").close()
 
