@@ -40,9 +40,9 @@ def submit(topology, *, scheduler: str, containers: int,
         raise ValueError(f"unknown scheduler {scheduler!r}; this version has 'local' and "
                          "'spark'")
     config = dict(config)
-    check_submit(topology, config, processes=True)
     detached = bool(config.pop("detached", False))
     plan = topology.physical_plan(containers, **config)
+    check_submit(topology, plan.config, processes=True)
     bundle = pickle_components(topology)
     secret = secrets.token_bytes(32)
     run_dir = make_run_dir(topology.name, containers)

@@ -24,6 +24,7 @@ from typing import Any
 
 from runtime import wire
 from runtime.model.constants import CHECKPOINTER
+from runtime.observe.stats import InstanceStats
 
 from . import _protocol as p
 from ._bolt import State, StatefulBolt
@@ -174,8 +175,9 @@ class Checkpointed:
         self.send(*p.frame(op, epoch, cid, dest, self.task))
 
     def report(self) -> dict:
-        return {**self.inner.report(), "checkpoint_epoch": self.epoch,
-                "checkpoints_saved": self.saved, "rollbacks": self.rollbacks}
+        return {**self.inner.report(), "checkpoint": {
+            "epoch": self.epoch, "saved": self.saved, "rollbacks": self.rollbacks,
+            "stateful": isinstance(self.inner.user, StatefulBolt)}}
 
     def statistics(self):
-        return self.inner.statistics()
+        return InstanceStats.from_record({**self.report(), "state": "running"})

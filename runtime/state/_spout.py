@@ -112,10 +112,10 @@ class CheckpointSpout(SystemTask):
         return {"component": CHECKPOINTER, "task": self.task, "kind": self.kind,
                 "container": self.info.container, "emitted": 0, "transferred": 0,
                 "executed": self.committed, "dropped": self.dropped, "errors": self.errors,
-                "busy_seconds": self.busy_seconds, "checkpoint_id": last[0],
-                "checkpoint_seconds": last[1], "checkpoint_time": last[2],
-                "checkpoints": self.committed, "rollbacks": self.rollbacks,
-                "checkpoint_epoch": self.epoch}
+                "busy_seconds": self.busy_seconds, "checkpoint": {
+                    "id": last[0], "seconds": last[1], "time": last[2],
+                    "committed": self.committed, "rollbacks": self.rollbacks,
+                    "epoch": self.epoch}}
 
     def statistics(self) -> InstanceStats:
         return InstanceStats.from_record({**self.report(), "state": "running"})
