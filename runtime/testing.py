@@ -41,6 +41,7 @@ from runtime.engine.executor import Executor
 from runtime.model.api import Bolt, Spout
 from runtime.model.constants import ACKER, STATE_STORE
 from runtime.processes.scheduler import pickle_components
+from runtime.sources import LogSpout
 from runtime.sources._retry import Backoff, ReplaySchedule
 from runtime.state import (
     StatefulBolt,
@@ -52,9 +53,9 @@ from runtime.state import (
 )
 from runtime.state._store import forget_memory
 
-__all__ = ["Doubler", "FakeClock", "InMemoryCluster", "ListSink", "ListSpout", "PacedSpout",
-           "PassOn", "SequenceChecker", "SequenceReport", "SlowBolt", "StatefulWordCount",
-           "WordCount", "gone", "read_sink", "replaced", "wait_for"]
+__all__ = ["Doubler", "FakeClock", "InMemoryCluster", "ListSink", "ListSpout", "PacedLogSpout",
+           "PacedSpout", "PassOn", "SequenceChecker", "SequenceReport", "SlowBolt",
+           "StatefulWordCount", "WordCount", "gone", "read_sink", "replaced", "wait_for"]
 
 from . import wire
 
@@ -218,6 +219,28 @@ class StatefulWordCount(StatefulBolt):
         self.state.put(word, count)
         self.emit([word, count], anchors=[tup])
         self.ack(tup)
+
+
+class PacedLogSpout(LogSpout):
+    """A :class:`~runtime.sources.LogSpout` reading at most ``rate`` records a second (for
+    as long as it runs), so that the faults of a chaos run land mid-stream."""
+
+    def __init__(self, *args, rate: float, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self.rate = rate
+
+    def open(self, config, context) -> None:
+        super().open(config, context)
+        self._t0, self._taken = time.monotonic(), 0
+
+    def next_tuple(self) -> None:
+        if self._taken < (time.monotonic() - self._t0) * self.rate:
+            before = self._position()
+            super().next_tuple()
+            self._taken += max(0, self._position() - before)  # a rewind reads again
+
+    def _position(self) -> int:
+        return sum(self.tracker.next_offset(p) for p in self.assigned)
 
 
 class PassOn(Bolt):

@@ -280,12 +280,14 @@ class RunningTopology:
     def state(self, component: str) -> dict:
         """The last committed state of the StatefulBolt ``component``, merged over its
         tasks (each holds its own keys); empty before the first checkpoint commits."""
-        return _state.committed_state(self._state_store(), component)[1]
+        with contextlib.closing(self._state_store()) as store:
+            return _state.committed_state(store, component)[1]
 
     def checkpoint(self) -> dict | None:
         """The last committed checkpoint: ``{"id", "epoch", "duration", "time"}`` (seconds,
         and the wall time of the commit), or None before the first."""
-        committed = self._state_store().committed()
+        with contextlib.closing(self._state_store()) as store:
+            committed = store.committed()
         return None if committed is None else {"id": committed[0], **committed[1]}
 
     def _state_store(self):

@@ -58,3 +58,13 @@ class StatefulBolt(Bolt):
 
     def init_state(self, state: State) -> None:
         self.state = state
+
+    def __getattr__(self, name: str):
+        """Without checkpoints nothing calls ``init_state``: the first attribute it would
+        have set is asked for, so it is called now, once, with an empty state that is never
+        saved (the bolt then runs as a plain bolt, its state lost with its process)."""
+        if name.startswith("__") or self.__dict__.get("_state_given"):
+            raise AttributeError(name)
+        self.__dict__["_state_given"] = True
+        self.init_state(State())
+        return getattr(self, name)

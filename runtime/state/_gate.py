@@ -78,6 +78,7 @@ class Checkpointed:
         self.inner.start()
         user = self.inner.user
         if isinstance(user, StatefulBolt):
+            user.__dict__["_state_given"] = True
             user.init_state(State())
         if self.kind == "spout" and hasattr(user, "checkpoint_position"):
             key = p.source_key(self.component, self.index)

@@ -178,3 +178,13 @@ def test_a_bad_state_store_is_refused_at_definition():
     topo.spout("s", ListSpout([["a"]], fields=["w"]))
     with pytest.raises(TopologyError, match="state_store"):
         topo.physical_plan(1, checkpoint_interval=1.0, state_store="postgres")
+
+
+def test_without_checkpoints_a_stateful_bolt_runs_on_an_unsaved_empty_state():
+    topo = Topology("plain")
+    topo.spout("s", ListSpout([["a"], ["b"], ["a"]], fields=["word"]))
+    topo.bolt("c", StatefulWordCount).shuffle_grouping("s")
+    with InMemoryCluster(topo) as c:
+        c.run_until_idle()
+        counter = c.user_object(next(t.task for t in c.plan.tasks if t.component == "c"))
+        assert dict(counter.state.items()) == {"a": 2, "b": 1}

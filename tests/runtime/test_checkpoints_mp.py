@@ -19,8 +19,8 @@ import psutil
 import pytest
 
 from runtime import Topology
-from runtime.sources import EmbeddedLog, LogSpout
-from runtime.testing import PassOn, StatefulWordCount, replaced, wait_for
+from runtime.sources import EmbeddedLog
+from runtime.testing import PacedLogSpout, PassOn, StatefulWordCount, replaced, wait_for
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(180)]
 
@@ -29,28 +29,6 @@ cloudpickle.register_pickle_by_value(sys.modules[__name__])
 WORDS = [f"w{(i * 7) % 101}" for i in range(30_000)]
 RATE = 2500  # words a second per spout task: the run lasts long enough to be hit
 INTERVAL = 0.3  # seconds between checkpoints
-
-
-class PacedLogSpout(LogSpout):
-    """The log spout, at most ``rate`` records a second (so that kills land mid-stream)."""
-
-    def __init__(self, *args, rate: float, **kwargs) -> None:
-        super().__init__(*args, **kwargs)
-        self.rate = rate
-
-    def open(self, config, context) -> None:
-        super().open(config, context)
-        self._started, self._taken = time.monotonic(), 0
-
-    def next_tuple(self) -> None:
-        if self._taken >= (time.monotonic() - self._started) * self.rate:
-            return
-        before = self._position()
-        super().next_tuple()
-        self._taken += max(0, self._position() - before)
-
-    def _position(self) -> int:
-        return sum(self.tracker.next_offset(p) for p in self.assigned)
 
 
 def fill_log(root, words=WORDS) -> None:
