@@ -11,14 +11,17 @@ Why
 
 Reading the output (one line each)::
 
-    RESULT name=checkpoint-cost pair=1 words=200000 plain_wps=... checkpointed_wps=...
-           cost=0.05 checkpoints=...
-    RESULT name=checkpoint-cost pairs=3 median_cost=...
+    RESULT name=checkpoint-cost pair=1 words=1000000 plain_wps=... checkpointed_wps=...
+           cost=... plain_cpu_us=... checkpointed_cpu_us=... cpu_cost=... checkpoints=...
+    RESULT name=checkpoint-cost pairs=3 median_cost=... median_cpu_cost=...
+
+``cost`` is the throughput lost (1 - checkpointed / plain words per second); ``cpu_cost``
+the CPU per word added (checkpointed / plain - 1), both over the middle 80 % of each run.
     RESULT name=checkpoint-recovery kill=count words_per_s_before=... recovery_s=...
     RESULT name=checkpoint-chaos kills=20 words=... exact=1 checkpoints=... rollbacks=...
            seconds=...
 
-    python benchmarks/checkpoints.py --only cost --pairs 3 --words 200000
+    python benchmarks/checkpoints.py --only cost --pairs 3 --words 1000000
     python benchmarks/checkpoints.py --only recovery
     python benchmarks/checkpoints.py --only chaos --kills 20
 """
@@ -72,37 +75,49 @@ def executed(running, component: str = "count") -> int:
 
 
 # -- cost: interleaved pairs -------------------------------------------------------------------
-def throughput(root: str, n: int, name: str, **submit) -> tuple[float, dict | None]:
+def cpu(running) -> float:
+    """CPU seconds of every instance process so far (the checkpoint spout's included)."""
+    return sum(s.cpu_seconds for s in running.statistics())
+
+
+def throughput(root: str, n: int, name: str, **submit) -> tuple[float, float, dict | None]:
     """Words per second through the counters in the steady middle of the run, from a tenth
-    of the log counted to nine tenths (start-up and the tail are not what is compared)."""
+    of the log counted to nine tenths (start-up and the tail are not what is compared),
+    and the instances' CPU microseconds per word over the same stretch (less at the mercy
+    of the other processes on a shared machine than the rate)."""
     with topology(root, name).submit(**submit) as running:
         wait_for(lambda: executed(running) >= n // 10, 300, f"{name}: a tenth counted")
-        start = time.monotonic()
+        start, cpu0, n0 = time.monotonic(), cpu(running), executed(running)
         wait_for(lambda: executed(running) >= n * 9 // 10, 600, f"{name}: nine tenths counted")
-        took = time.monotonic() - start
+        took, cpu1, n1 = time.monotonic() - start, cpu(running), executed(running)
         checkpoint = running.checkpoint() if submit else None
-    return (n * 8 // 10) / took, checkpoint
+    return (n1 - n0) / took, (cpu1 - cpu0) / (n1 - n0) * 1e6, checkpoint
 
 
 def cost(n: int, pairs: int) -> None:
     root = tempfile.mkdtemp(prefix="ckpt-cost-")
     fill_log(root, n)
-    costs = []
+    costs, cpu_costs = [], []
     for pair in range(1, pairs + 1):
         order = ["plain", "checkpointed"] if pair % 2 else ["checkpointed", "plain"]
         rates: dict[str, float] = {}
+        us: dict[str, float] = {}
         for kind in order:  # each run is a new topology name: the log is read from 0
             submit = ({"checkpoint_interval": INTERVAL} if kind == "checkpointed" else {})
-            rates[kind], checkpoint = throughput(root, n, f"cost-{kind}-{pair}", **submit)
+            rates[kind], us[kind], checkpoint = throughput(root, n, f"cost-{kind}-{pair}",
+                                                           **submit)
             if kind == "checkpointed":
                 made = checkpoint["id"] if checkpoint else 0
-        c = 1 - rates["checkpointed"] / rates["plain"]
+        c, cc = 1 - rates["checkpointed"] / rates["plain"], us["checkpointed"] / us["plain"] - 1
         costs.append(c)
+        cpu_costs.append(cc)
         print(f"RESULT name=checkpoint-cost pair={pair} words={n} "
               f"plain_wps={rates['plain']:.0f} checkpointed_wps={rates['checkpointed']:.0f} "
-              f"cost={c:.3f} checkpoints={made}", flush=True)
-    print(f"RESULT name=checkpoint-cost pairs={pairs} median_cost={statistics.median(costs):.3f}",
-          flush=True)
+              f"cost={c:.3f} plain_cpu_us={us['plain']:.2f} "
+              f"checkpointed_cpu_us={us['checkpointed']:.2f} cpu_cost={cc:.3f} "
+              f"checkpoints={made}", flush=True)
+    print(f"RESULT name=checkpoint-cost pairs={pairs} median_cost={statistics.median(costs):.3f}"
+          f" median_cpu_cost={statistics.median(cpu_costs):.3f}", flush=True)
 
 
 # -- recovery: from a kill to the rate being back ----------------------------------------------
@@ -192,7 +207,7 @@ def chaos(n: int, kills: int, seed: int, interval: float) -> None:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--only", choices=["cost", "recovery", "chaos"], action="append")
-    parser.add_argument("--words", type=int, default=200_000)
+    parser.add_argument("--words", type=int, default=1_000_000)
     parser.add_argument("--pairs", type=int, default=3)
     parser.add_argument("--kills", type=int, default=20)
     parser.add_argument("--chaos-words", type=int, default=100_000)

@@ -66,6 +66,11 @@ def check_submit(topology, config: Mapping, *, processes: bool) -> None:
         raise ValueError(f"topology {topology.name!r}: state_store='memory' is for the "
                          "in-memory cluster (runtime.testing); processes share 'sqlite' or a "
                          "redis:// URL")
+    loop = _cycle(topology.components)
+    if loop:
+        raise ValueError(f"topology {topology.name!r}: checkpoints need an acyclic topology, "
+                         f"and {' -> '.join(loop)} is a cycle (a bolt would wait for its own "
+                         "barrier)")
     for spec in topology.components.values():
         if spec.kind == "spout" and not replayable(spec.new_instance()):
             warnings.warn(f"topology {topology.name!r}: spout {spec.id!r} cannot be rewound "
@@ -73,3 +78,24 @@ def check_submit(topology, config: Mapping, *, processes: bool) -> None:
                           "are not replayed, so state is at least once for them, not exactly "
                           "once", stacklevel=3)
 
+
+
+def _cycle(specs: Mapping) -> list[str]:
+    """A cycle of components (each reading from the next), or [] when there is none."""
+    reads = {c: [i.source for i in s.inputs if i.source in specs] for c, s in specs.items()}
+    state: dict[str, int] = {}  # 1: on the path, 2: done
+
+    def visit(c: str, path: list[str]) -> list[str]:
+        state[c] = 1
+        for src in reads[c]:
+            if state.get(src) == 1:
+                return path[path.index(src):] + [c] if src in path else [src, c]
+            if src not in state and (found := visit(src, path + [c])):
+                return found
+        state[c] = 2
+        return []
+
+    for c in specs:
+        if c not in state and (found := visit(c, [])):
+            return found
+    return []

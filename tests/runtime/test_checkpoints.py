@@ -188,3 +188,13 @@ def test_without_checkpoints_a_stateful_bolt_runs_on_an_unsaved_empty_state():
         c.run_until_idle()
         counter = c.user_object(next(t.task for t in c.plan.tasks if t.component == "c"))
         assert dict(counter.state.items()) == {"a": 2, "b": 1}
+
+
+def test_a_cyclic_topology_cannot_be_checkpointed():
+    topo = Topology("loop")
+    topo.spout("s", ListSpout([["a"]], fields=["word"]))
+    a = topo.bolt("a", PassOn).shuffle_grouping("s")
+    topo.bolt("b", PassOn).shuffle_grouping("a")
+    a.shuffle_grouping("b")
+    with pytest.raises(ValueError, match="acyclic topology, and .* is a cycle"):
+        InMemoryCluster(topo, checkpoint_interval=1.0, state_store="memory")
