@@ -58,8 +58,8 @@ def replayable(spout) -> bool:
 
 
 def check_submit(topology, config: Mapping, *, processes: bool) -> None:
-    """At submit: the memory store only where every task shares a process, and a warning
-    for each spout that cannot be rewound (its tuples are then at least once)."""
+    """At submit: no cycle, the memory store only where every task shares a process, and a
+    warning for each spout that cannot be rewound (see docs/internals/checkpoints.md)."""
     if not checkpointing(config):
         return
     if processes and config.get(STATE_STORE) == "memory":
@@ -74,9 +74,10 @@ def check_submit(topology, config: Mapping, *, processes: bool) -> None:
     for spec in topology.components.values():
         if spec.kind == "spout" and not replayable(spec.new_instance()):
             warnings.warn(f"topology {topology.name!r}: spout {spec.id!r} cannot be rewound "
-                          f"to a checkpoint ({spec.class_name}); after a rollback its tuples "
-                          "are not replayed, so state is at least once for them, not exactly "
-                          "once", stacklevel=3)
+                          f"to a checkpoint ({spec.class_name}): a rollback loses the state "
+                          "updates its tuples made since the last checkpoint (they are not "
+                          "replayed); state is exact only for replayable spouts (LogSpout, "
+                          "KafkaSpout)", stacklevel=3)
 
 
 
