@@ -61,7 +61,7 @@ class Checkpointed:
         self.arrived: set[int] = set()  # input tasks whose BARRIER came (aligning)
         self.held: deque = deque()  # their frames since, in order
         self.backlog: deque = deque()  # held frames let go, not yet processed
-        self.saved = self.rollbacks = 0
+        self.saved = self.rollbacks = self.discarded = 0  # discarded: frames, not tuples
         self.origin = None
 
     def __getattr__(self, name: str) -> Any:
@@ -96,7 +96,8 @@ class Checkpointed:
             return self._on_message(h.src, *p.parse(body))
         if h.src in self.upstream:
             if not self.epoch or h.src in self.waiting:
-                return  # sent before the rollback: its effects are undone
+                self.discarded += 1  # sent before the rollback: its effects are undone
+                return
             if h.src in self.arrived:
                 return self.held.append((header, body))
         self.inner.on_frame(header, body)
@@ -178,6 +179,7 @@ class Checkpointed:
     def report(self) -> dict:
         return {**self.inner.report(), "checkpoint": {
             "epoch": self.epoch, "saved": self.saved, "rollbacks": self.rollbacks,
+            "discarded_frames": self.discarded,
             "stateful": isinstance(self.inner.user, StatefulBolt)}}
 
     def statistics(self):

@@ -142,6 +142,7 @@ def test_frames_sent_before_a_rollback_are_dropped_until_the_marker(counter):
     k.message(_protocol.ROLLBACK, 999, None, epoch)
     k.data(k.a, "old")
     assert k.counted("old") is None  # A's marker has not come: sent before the rollback
+    assert k.gate.report()["checkpoint"]["discarded_frames"] == 1
     k.message(_protocol.MARKER, k.a, None, epoch)
     k.data(k.a, "new")
     assert k.counted("new") == 1
