@@ -29,6 +29,10 @@ from ._spout import PartitionedBatchSpout
 log = logging.getLogger("tupleflow.trident")
 
 POLL = 0.2  # seconds one consume() call waits while a batch's ranges are read
+# How long the broker may hold a fetch at a partition's end (librdkafka's default, 500 ms,
+# made each batch read that reached an end wait that long: 0.17 of the log's rate at 100
+# sentences a batch; see docs/internals/trident.md).
+FETCH_WAIT_MS = 10
 
 
 class KafkaBatchSpout(PartitionedBatchSpout):
@@ -90,7 +94,8 @@ class KafkaBatchSpout(PartitionedBatchSpout):
                 "bootstrap.servers": self.brokers,
                 "group.id": getattr(self, "group", None) or self.group_id or "tupleflow.batch",
                 "enable.auto.commit": False, "enable.partition.eof": True,
-                "auto.offset.reset": "earliest", **self.config})
+                "auto.offset.reset": "earliest", "fetch.wait.max.ms": FETCH_WAIT_MS,
+                **self.config})
 
     def close_reader(self) -> None:
         if getattr(self, "_consumer", None) is not None:
