@@ -63,6 +63,7 @@ class Checkpointed:
         self.backlog: deque = deque()  # held frames let go, not yet processed
         self.saved = self.rollbacks = self.discarded = 0  # discarded: frames, not tuples
         self.origin = None
+        self.user_state: State | None = None  # a StatefulBolt's, as last given to it
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self.inner, name)
@@ -79,7 +80,7 @@ class Checkpointed:
         user = self.inner.user
         if isinstance(user, StatefulBolt):
             user.__dict__["_state_given"] = True
-            user.init_state(State())
+            self._give_state(State())
         if self.kind == "spout" and hasattr(user, "checkpoint_position"):
             key = p.source_key(self.component, self.index)
             self.origin = self.store.origin(key, user.checkpoint_position())
@@ -153,16 +154,21 @@ class Checkpointed:
         user = self.inner.user
         if isinstance(user, StatefulBolt):
             pairs = self.store.load(cid, p.state_key(self.component, self.index))
-            user.init_state(State.from_snapshot(pairs))
+            self._give_state(State.from_snapshot(pairs))
         elif self.kind == "spout" and hasattr(user, "restore_position"):
             saved = self.store.load(cid, p.source_key(self.component, self.index))
             user.restore_position(saved if saved is not None else self.origin)
 
+    def _give_state(self, state: State) -> None:
+        """Hand the bolt its state, and keep it: what is saved is the object given, whatever
+        attribute the bolt keeps it under."""
+        self.user_state = state
+        self.inner.user.init_state(state)
+
     def _checkpoint(self, cid: int) -> None:
         user = self.inner.user
         if isinstance(user, StatefulBolt):
-            state = getattr(user, "state", None)
-            pairs = state.snapshot() if isinstance(state, State) else []
+            pairs = self.user_state.snapshot()
             self.store.save(cid, p.state_key(self.component, self.index), pairs)
         elif self.kind == "spout" and hasattr(user, "checkpoint_position"):
             self.store.save(cid, p.source_key(self.component, self.index),

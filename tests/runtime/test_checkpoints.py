@@ -13,7 +13,7 @@ import pytest
 from runtime import Topology, TopologyError, wire
 from runtime.model.constants import CHECKPOINTER
 from runtime.sources import EmbeddedLog, LogSpout
-from runtime.state import State, _protocol
+from runtime.state import State, StatefulBolt, _protocol
 from runtime.testing import InMemoryCluster, ListSpout, PassOn, StatefulWordCount
 
 cloudpickle.register_pickle_by_value(sys.modules[__name__])
@@ -199,3 +199,26 @@ def test_a_cyclic_topology_cannot_be_checkpointed():
     a.shuffle_grouping("b")
     with pytest.raises(ValueError, match="acyclic topology, and .* is a cycle"):
         InMemoryCluster(topo, checkpoint_interval=1.0, state_store="memory")
+
+
+class CountsUnderAnotherName(StatefulBolt):
+    """Keeps its state as ``self.counts``: what is saved is the state it was given."""
+
+    outputs = ["word", "count"]
+
+    def init_state(self, state):
+        self.counts = state
+
+    def process(self, tup):
+        word = tup["word"]
+        self.counts.put(word, self.counts.get(word, 0) + 1)
+
+
+def test_the_state_given_is_saved_whatever_the_bolt_calls_it(tmp_path):
+    fill_log(tmp_path)
+    topo = Topology("ckpt-named")
+    topo.spout("words", LogSpout("words", root=str(tmp_path), fields=["word"], batch_size=50))
+    topo.bolt("count", CountsUnderAnotherName, parallelism=2).fields_grouping("words", ["word"])
+    with cluster(topo) as c:
+        drain(c)
+        assert c.state("count") == dict(Counter(WORDS))
