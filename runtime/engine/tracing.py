@@ -83,6 +83,9 @@ class Tracer:
         self.by_msg: dict[Any, int] = {}
         # a bolt's traced inputs held past their process call: id -> (tuple, trace, hop, since)
         self.held: dict[int, tuple[Tuple, int, int, float]] = {}
+        # the traced input being processed: what was set aside for its call, its trace,
+        # hop and whether only anchored children count (caught by _close)
+        self.open: tuple[list, int, int, bool] | None = None
 
     def set_rate(self, rate: float) -> None:
         """Trace this fraction of the spout's tuples from now on (0.0: none)."""
@@ -101,24 +104,29 @@ class Tracer:
         return out
 
     # -- sending traced tuples ----------------------------------------------------------
-    def flush_streams(self) -> None:
-        """Send what waits on every stream, untraced: what is caught next is traced."""
-        for out in self.streams.values():
-            out.flush()
+    def set_aside(self) -> list:
+        """Empty every stream's pending lists, keeping what they held (untraced tuples
+        waiting for the flush): what is caught next is only the traced call's. A stream
+        nobody subscribes to sends nothing, and is left alone (a counter's, per word)."""
+        return [(out, out.set_aside()) for out in self.streams.values()
+                if out.outlets or out.direct or out.direct_tracked]
 
-    def catch(self, trace: int, parent: int, only_anchored: bool) -> list[tuple[int, bytes]]:
+    def catch(self, saved: list, trace: int, parent: int,
+              only_anchored: bool) -> list[tuple[int, bytes]]:
         """Flush every stream, catching the frames (``StreamOut.send`` swapped for the
-        flush): they hold only tuples emitted since :meth:`flush_streams`, each a child of
-        ``parent``. Each frame is kept, marked, for :meth:`flush`; with
-        ``only_anchored``, an untracked frame (an emit not anchored, under acking) is
-        no descendant and is sent as it is. Returns each kept frame's kind and body."""
+        flush): they hold only tuples emitted since :meth:`set_aside`, each a child of
+        ``parent``; then put back what was set aside, to go at the usual flush. Each
+        frame caught is kept, marked, for :meth:`flush`; with ``only_anchored``, an
+        untracked frame (an emit not anchored, under acking) is no descendant and is
+        sent as it is. Returns each kept frame's kind and body."""
         caught: list[tuple[StreamOut, bytes, bytes]] = []
-        for out in self.streams.values():
+        for out, held in saved:
             send, out.send = out.send, lambda h, b, out=out: caught.append((out, h, b))
             try:
                 out.flush()
             finally:
                 out.send = send
+                out.put_back(held)
         kept = []
         for out, header, body in caught:
             h = wire.parse_header(header)
@@ -170,9 +178,11 @@ class Tracer:
                 return base(values, stream, msg_id)
             trace = new_mark()
             started = self.wall()
-            self.flush_streams()  # what waits goes first, untraced
-            base(values, stream, msg_id)
-            inner = self.catch(trace, 0, only_anchored=False)
+            saved = self.set_aside()  # what waits stays for the usual flush
+            try:
+                base(values, stream, msg_id)
+            finally:
+                inner = self.catch(saved, trace, 0, only_anchored=False)
             self.flush()
             tracked = self.acking and msg_id is not None
             self.records.append(["start", trace, _plain(msg_id), self.comp, self.task,
@@ -258,6 +268,7 @@ class Tracer:
         try:
             bolt.on_frame(h, inner, waiting)
         finally:
+            self._close()  # the last traced input's children, its ack folded in
             if own is None:
                 user.__dict__.pop("process", None)
             else:
@@ -268,10 +279,11 @@ class Tracer:
 
         def traced(tup):
             hop = next(hops, None)
+            self._close()  # the previous traced input's children (it is acked now)
             if hop is None:  # more tuples than marks: a malformed entry; not traced
                 return process(tup)
-            self.flush_streams()
             tracked, failed, raised = tup.ids is not None, counts.failed, False
+            self.open = (self.set_aside(), trace, hop, self.acking and tracked)
             started = wall()
             try:
                 return process(tup)
@@ -280,7 +292,6 @@ class Tracer:
                 raise
             finally:
                 ended = wall()
-                self.catch(trace, hop, only_anchored=self.acking and tracked)
                 outcome = self._outcome(bolt, tup, tracked, raised or counts.failed > failed)
                 self.records.append(["hop", trace, hop, max(0.0, (started - emitted) * 1e3),
                                      (ended - started) * 1e3, outcome])
@@ -288,6 +299,15 @@ class Tracer:
                     self._hold(tup, trace, hop)
 
         return traced
+
+    def _close(self) -> None:
+        """Catch the children of the traced input processed last, if not yet done: after
+        its ``process`` call *and* its ack, so that a BasicBolt's ack folded into its
+        last child (acker.md, "An ack folded into a child") travels with it."""
+        if self.open is not None:
+            saved, trace, hop, only_anchored = self.open
+            self.open = None
+            self.catch(saved, trace, hop, only_anchored)
 
     def _outcome(self, bolt, tup: Tuple, tracked: bool, failed: bool) -> str | None:
         """A BasicBolt's input is acked as process returns, failed if it raised
