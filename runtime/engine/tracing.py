@@ -71,6 +71,9 @@ class Tracer:
                  wall: Callable[[], float], spout: bool = False) -> None:
         self.comp, self.task, self.streams, self.acking = comp, task, streams, acking
         self.send = send  # the task's own (the driver's)
+        # the streams someone subscribes to (wired before this): only they send, and a
+        # sink's traced calls catch nothing
+        self.live = [out for out in streams.values() if out.outlets or out.direct]
         self.pending: dict[bytes, list[list]] = {}  # TRACED header -> entries to send
         self.spout = spout  # only a spout samples (arms its emit)
         self.wall, self.keep = wall, HELD_FOR * timeout
@@ -107,9 +110,8 @@ class Tracer:
     def set_aside(self) -> list:
         """Empty every stream's pending lists, keeping what they held (untraced tuples
         waiting for the flush): what is caught next is only the traced call's. A stream
-        nobody subscribes to sends nothing, and is left alone (a counter's, per word)."""
-        return [(out, out.set_aside()) for out in self.streams.values()
-                if out.outlets or out.direct or out.direct_tracked]
+        nobody subscribes to sends nothing, and is left alone."""
+        return [(out, out.set_aside()) for out in self.live]
 
     def catch(self, saved: list, trace: int, parent: int,
               only_anchored: bool) -> list[tuple[int, bytes]]:
@@ -279,11 +281,13 @@ class Tracer:
 
         def traced(tup):
             hop = next(hops, None)
-            self._close()  # the previous traced input's children (it is acked now)
+            if self.open is not None:  # the previous traced input's children (it is
+                self._close()  # acked now)
             if hop is None:  # more tuples than marks: a malformed entry; not traced
                 return process(tup)
             tracked, failed, raised = tup.ids is not None, counts.failed, False
-            self.open = (self.set_aside(), trace, hop, self.acking and tracked)
+            if self.live:  # a sink (a counter, per word) has no children to catch
+                self.open = (self.set_aside(), trace, hop, self.acking and tracked)
             started = wall()
             try:
                 return process(tup)
