@@ -3,11 +3,15 @@ tuples it marks, the marked tuples it receives, the marked children they spawn, 
 records of all three it owes the master.
 
 Only traced tuples pay. A task sends traced tuples the usual way, into its streams'
-batches, but apart: every stream is flushed (untraced) before a traced emit (a spout) or
-a traced ``process`` call (a bolt), and flushed again after it with ``StreamOut.send``
-swapped for a list, so the frames caught hold only that call's tuples. They are sent
-untouched, marked (trace id, a hop id per tuple, the time they left), as entries of one
-TRACED frame per task. The untraced path, its closures and its decoders, is not touched.
+batches, but apart: before a traced emit (a spout) or a traced ``process`` call (a bolt)
+what waits in the batches is set aside (``StreamOut.set_aside``), and after it the
+streams are flushed with ``StreamOut.send`` swapped for a list, so the frames caught hold
+only that call's tuples; then what was set aside is put back, to leave at the usual
+flush (no batch is cut). A bolt's traced children are caught once its input is acked too
+(before the next traced input, or when the frame is done), so that a BasicBolt's ack
+folded into its last child travels with it. They are sent untouched, marked (trace id, a
+hop id per tuple, the time they left), as entries of one TRACED frame per task. The
+untraced path, its closures and its decoders, is not touched.
 
 A receiving task processes each inner frame as any other, with the user's ``process``
 wrapped for that frame: each tuple's hop is timed and recorded, and what it emitted is
@@ -268,7 +272,7 @@ class Tracer:
         own = user.__dict__.get("process")  # normally none: the class's method
         user.process = self._traced_process(bolt, user.process, trace, iter(hops), emitted)
         try:
-            bolt.on_frame(h, inner, waiting)
+            bolt.on_frame(h, inner, waiting, ack_now=False)  # its acks go with others'
         finally:
             self._close()  # the last traced input's children, its ack folded in
             if own is None:
