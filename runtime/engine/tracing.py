@@ -187,9 +187,9 @@ class Tracer:
             saved = self.set_aside()  # what waits stays for the usual flush
             try:
                 base(values, stream, msg_id)
-            finally:
+            finally:  # a bad emit raises (and is reported): what waits is put back
                 inner = self.catch(saved, trace, 0, only_anchored=False)
-            self.flush()
+                self.flush()
             tracked = self.acking and msg_id is not None
             self.records.append(["start", trace, _plain(msg_id), self.comp, self.task,
                                  list(values), started, tracked])
