@@ -46,6 +46,7 @@ Reading the output
 
         RESULT name=tracing-executors workload=sentences acking=on runs=6 trace=0.01
                sentences=20000 traced_us=52.10 untraced_us=51.20 cost_pct=1.8
+               traced_frames=1121 untraced_frames=598
 
     Then the query: a run with ``trace=1.0`` and three-word sentences fills the
     master's store with ``--stored`` traces (10,000), and ``running.traces()`` (the
@@ -146,13 +147,24 @@ def traced_pairs(args, acking: bool) -> list[str]:
 
 # -- in one process: the cost where it is paid ------------------------------------------------
 
-def in_process(args, acking: bool, trace: float) -> float:
+class CountingTwin(InMemoryCluster):
+    """The twin, counting the frames its executors send (one add per frame)."""
+
+    sent = 0
+
+    def _send(self, header: bytes, body: bytes) -> None:
+        self.sent += 1
+        super()._send(header, body)
+
+
+def in_process(args, acking: bool, trace: float) -> tuple[float, int]:
     """CPU seconds (this process's) the in-memory twin takes to run ``--in-process``
-    sentences through the same executors: no sockets, no other processes, no idling."""
+    sentences through the same executors (no sockets, no other processes, no idling),
+    and the frames they sent."""
     shape = argparse.Namespace(spouts=1, splitters=1, counters=1)
     config = {"sentences": args.in_process, "words_per_sentence": args.words_per_sentence,
               "ackers": 1 if acking else 0, "trace": trace, "target_latency": None}
-    with InMemoryCluster(build_topology(shape, acking), eager_flush=False, **config) as twin:
+    with CountingTwin(build_topology(shape, acking), eager_flush=False, **config) as twin:
         spout = twin.user_object(twin.plan.component_tasks()[SPOUT][0])
         started = time.process_time()
         while spout.left or twin.frames:
@@ -162,20 +174,24 @@ def in_process(args, acking: bool, trace: float) -> float:
         traced = len(twin.traces(limit=100_000))
     if trace and not traced:
         raise BenchmarkError("in-process: nothing was traced")
-    return spent
+    return spent, twin.sent
 
 
 def in_process_pairs(args, acking: bool) -> str:
-    runs: dict[float, list[float]] = {TRACED: [], 0.0: []}
+    """The CPU line; ``traced_frames`` and ``untraced_frames`` are the medians of the
+    frames the executors sent (what tracing adds is mostly frames)."""
+    runs: dict[float, list[tuple[float, int]]] = {TRACED: [], 0.0: []}
     for r in range(args.rounds * 2):
         for trace in ((TRACED, 0.0) if r % 2 == 0 else (0.0, TRACED)):
             runs[trace].append(in_process(args, acking, trace))
-    a, b = statistics.median(runs[TRACED]), statistics.median(runs[0.0])
+    a, b = (statistics.median(t for t, _ in runs[k]) for k in (TRACED, 0.0))
+    fa, fb = (statistics.median(f for _, f in runs[k]) for k in (TRACED, 0.0))
     per = 1e6 / args.in_process
     return (f"RESULT name=tracing-executors workload=sentences "
             f"acking={'on' if acking else 'off'} runs={args.rounds * 2} trace={TRACED} "
             f"sentences={args.in_process} traced_us={a * per:.2f} untraced_us={b * per:.2f} "
-            f"cost_pct={(a / b - 1) * 100:.1f} target_pct={TARGET_PCT}")
+            f"cost_pct={(a / b - 1) * 100:.1f} target_pct={TARGET_PCT} "
+            f"traced_frames={fa:.0f} untraced_frames={fb:.0f}")
 
 
 # -- this checkout against one without tracing (both off) ------------------------------------

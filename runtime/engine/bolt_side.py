@@ -51,9 +51,11 @@ class BoltSide:
                             sub.grouping, specs[sub.source].streams.get(sub.stream, ())))}
 
     # -- frames -------------------------------------------------------------------------
-    def on_frame(self, h: wire.Header, body: bytes, waiting: Sized) -> None:
+    def on_frame(self, h: wire.Header, body: bytes, waiting: Sized,
+                 ack_now: bool = True) -> None:
         """A DATA, TRACKED, RUN or ANCHORED frame: ``process`` its tuples; the acks of a
-        tracked frame go at once."""
+        tracked frame go at once (``ack_now`` False: with the next frame's, or at the
+        flush: a traced frame's, which would otherwise cost a frame of acks of its own)."""
         self.counts.frame_arrived()
         batch = wire.decode_batch(body)
         source = self._source(h.src, h.stream)
@@ -67,7 +69,8 @@ class BoltSide:
         try:
             return self.execute(entries, source, ids, waiting, vals)
         finally:  # they are few frames, and waiting for the flush timer would add to
-            self.acks.flush()  # complete latency
+            if ack_now:  # complete latency
+                self.acks.flush()
 
     def _source(self, src: int, stream: int) -> TupleSource:
         key = (src, stream)

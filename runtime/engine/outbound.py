@@ -57,6 +57,9 @@ class Runs(Protocol):
     def end(self, out: StreamOut) -> None:
         """Send every run that holds a tuple, through ``out``."""
 
+    def pending(self) -> list[list]:
+        """Every list the runs fill as the spout emits (entries, msg_ids, emit times)."""
+
 
 class StreamOut:
     """One declared stream of this component: its pending batches (untracked, tracked,
@@ -138,6 +141,32 @@ class StreamOut:
             for pending in outlet.tracked:
                 n += len(pending) // stride
         return n
+
+    def pending(self) -> list[list]:
+        """Every list an emit appends to: the batch, the direct and tracked batches, and
+        the runs' lists (the emit closures hold them: they are emptied and filled in
+        place, never replaced)."""
+        lists = [self.items, *(p for _, p in self.direct.values()),
+                 *(p for _, p in self.direct_tracked.values()),
+                 *(p for o in self.outlets for p in o.tracked)]
+        if self.runs is not None:
+            lists += self.runs.pending()
+        return lists
+
+    def set_aside(self) -> list[tuple[list, list]]:
+        """Empty every pending list, keeping what it held for :meth:`put_back`: what is
+        emitted until then is alone in the batches (a traced call's tuples)."""
+        saved = [(part, part[:]) for part in self.pending() if part]
+        for part, _ in saved:
+            part.clear()
+        return saved
+
+    @staticmethod
+    def put_back(saved: list[tuple[list, list]]) -> None:
+        """Return what :meth:`set_aside` took, ahead of anything appended since: it goes
+        at the next flush, as it would have."""
+        for part, held in saved:
+            part[:0] = held
 
     def flush(self) -> None:
         """Split the pending batch among subscribers and send every part."""

@@ -65,6 +65,12 @@ class Runs:
     def queued(self) -> int:
         return sum(map(len, self.entries))
 
+    def pending(self) -> list[list]:
+        """The lists the emits fill: each run's entries, msg_ids and emit times. Set
+        aside and put back together (``StreamOut.set_aside``), a run's roots stay
+        consecutive: a root is given when its run is sent, from the run's next base."""
+        return [*self.entries, *self.msg_ids, *self.stamps]
+
     def end(self, out: StreamOut) -> None:
         """Send each run as one RUN frame on ``out``, its first root and its entries, and
         hand its msg_ids and emit times to the tracker."""

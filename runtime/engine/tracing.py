@@ -3,11 +3,15 @@ tuples it marks, the marked tuples it receives, the marked children they spawn, 
 records of all three it owes the master.
 
 Only traced tuples pay. A task sends traced tuples the usual way, into its streams'
-batches, but apart: every stream is flushed (untraced) before a traced emit (a spout) or
-a traced ``process`` call (a bolt), and flushed again after it with ``StreamOut.send``
-swapped for a list, so the frames caught hold only that call's tuples. They are sent
-untouched, marked (trace id, a hop id per tuple, the time they left), as entries of one
-TRACED frame per task. The untraced path, its closures and its decoders, is not touched.
+batches, but apart: before a traced emit (a spout) or a traced ``process`` call (a bolt)
+what waits in the batches is set aside (``StreamOut.set_aside``), and after it the
+streams are flushed with ``StreamOut.send`` swapped for a list, so the frames caught hold
+only that call's tuples; then what was set aside is put back, to leave at the usual
+flush (no batch is cut). A bolt's traced children are caught once its input is acked too
+(before the next traced input, or when the frame is done), so that a BasicBolt's ack
+folded into its last child travels with it. They are sent untouched, marked (trace id, a
+hop id per tuple, the time they left), as entries of one TRACED frame per task. The
+untraced path, its closures and its decoders, is not touched.
 
 A receiving task processes each inner frame as any other, with the user's ``process``
 wrapped for that frame: each tuple's hop is timed and recorded, and what it emitted is
@@ -71,6 +75,9 @@ class Tracer:
                  wall: Callable[[], float], spout: bool = False) -> None:
         self.comp, self.task, self.streams, self.acking = comp, task, streams, acking
         self.send = send  # the task's own (the driver's)
+        # the streams someone subscribes to (wired before this): only they send, and a
+        # sink's traced calls catch nothing
+        self.live = [out for out in streams.values() if out.outlets or out.direct]
         self.pending: dict[bytes, list[list]] = {}  # TRACED header -> entries to send
         self.spout = spout  # only a spout samples (arms its emit)
         self.wall, self.keep = wall, HELD_FOR * timeout
@@ -83,6 +90,9 @@ class Tracer:
         self.by_msg: dict[Any, int] = {}
         # a bolt's traced inputs held past their process call: id -> (tuple, trace, hop, since)
         self.held: dict[int, tuple[Tuple, int, int, float]] = {}
+        # the traced input being processed: what was set aside for its call, its trace,
+        # hop and whether only anchored children count (caught by _close)
+        self.open: tuple[list, int, int, bool] | None = None
 
     def set_rate(self, rate: float) -> None:
         """Trace this fraction of the spout's tuples from now on (0.0: none)."""
@@ -101,24 +111,28 @@ class Tracer:
         return out
 
     # -- sending traced tuples ----------------------------------------------------------
-    def flush_streams(self) -> None:
-        """Send what waits on every stream, untraced: what is caught next is traced."""
-        for out in self.streams.values():
-            out.flush()
+    def set_aside(self) -> list:
+        """Empty every stream's pending lists, keeping what they held (untraced tuples
+        waiting for the flush): what is caught next is only the traced call's. A stream
+        nobody subscribes to sends nothing, and is left alone."""
+        return [(out, out.set_aside()) for out in self.live]
 
-    def catch(self, trace: int, parent: int, only_anchored: bool) -> list[tuple[int, bytes]]:
+    def catch(self, saved: list, trace: int, parent: int,
+              only_anchored: bool) -> list[tuple[int, bytes]]:
         """Flush every stream, catching the frames (``StreamOut.send`` swapped for the
-        flush): they hold only tuples emitted since :meth:`flush_streams`, each a child of
-        ``parent``. Each frame is kept, marked, for :meth:`flush`; with
-        ``only_anchored``, an untracked frame (an emit not anchored, under acking) is
-        no descendant and is sent as it is. Returns each kept frame's kind and body."""
+        flush): they hold only tuples emitted since :meth:`set_aside`, each a child of
+        ``parent``; then put back what was set aside, to go at the usual flush. Each
+        frame caught is kept, marked, for :meth:`flush`; with ``only_anchored``, an
+        untracked frame (an emit not anchored, under acking) is no descendant and is
+        sent as it is. Returns each kept frame's kind and body."""
         caught: list[tuple[StreamOut, bytes, bytes]] = []
-        for out in self.streams.values():
+        for out, held in saved:
             send, out.send = out.send, lambda h, b, out=out: caught.append((out, h, b))
             try:
                 out.flush()
             finally:
                 out.send = send
+                out.put_back(held)
         kept = []
         for out, header, body in caught:
             h = wire.parse_header(header)
@@ -170,10 +184,12 @@ class Tracer:
                 return base(values, stream, msg_id)
             trace = new_mark()
             started = self.wall()
-            self.flush_streams()  # what waits goes first, untraced
-            base(values, stream, msg_id)
-            inner = self.catch(trace, 0, only_anchored=False)
-            self.flush()
+            saved = self.set_aside()  # what waits stays for the usual flush
+            try:
+                base(values, stream, msg_id)
+            finally:  # a bad emit raises (and is reported): what waits is put back
+                inner = self.catch(saved, trace, 0, only_anchored=False)
+                self.flush()
             tracked = self.acking and msg_id is not None
             self.records.append(["start", trace, _plain(msg_id), self.comp, self.task,
                                  list(values), started, tracked])
@@ -256,8 +272,9 @@ class Tracer:
         own = user.__dict__.get("process")  # normally none: the class's method
         user.process = self._traced_process(bolt, user.process, trace, iter(hops), emitted)
         try:
-            bolt.on_frame(h, inner, waiting)
+            bolt.on_frame(h, inner, waiting, ack_now=False)  # its acks go with others'
         finally:
+            self._close()  # the last traced input's children, its ack folded in
             if own is None:
                 user.__dict__.pop("process", None)
             else:
@@ -268,10 +285,13 @@ class Tracer:
 
         def traced(tup):
             hop = next(hops, None)
+            if self.open is not None:  # the previous traced input's children (it is
+                self._close()  # acked now)
             if hop is None:  # more tuples than marks: a malformed entry; not traced
                 return process(tup)
-            self.flush_streams()
             tracked, failed, raised = tup.ids is not None, counts.failed, False
+            if self.live:  # a sink (a counter, per word) has no children to catch
+                self.open = (self.set_aside(), trace, hop, self.acking and tracked)
             started = wall()
             try:
                 return process(tup)
@@ -280,7 +300,6 @@ class Tracer:
                 raise
             finally:
                 ended = wall()
-                self.catch(trace, hop, only_anchored=self.acking and tracked)
                 outcome = self._outcome(bolt, tup, tracked, raised or counts.failed > failed)
                 self.records.append(["hop", trace, hop, max(0.0, (started - emitted) * 1e3),
                                      (ended - started) * 1e3, outcome])
@@ -288,6 +307,15 @@ class Tracer:
                     self._hold(tup, trace, hop)
 
         return traced
+
+    def _close(self) -> None:
+        """Catch the children of the traced input processed last, if not yet done: after
+        its ``process`` call *and* its ack, so that a BasicBolt's ack folded into its
+        last child (acker.md, "An ack folded into a child") travels with it."""
+        if self.open is not None:
+            saved, trace, hop, only_anchored = self.open
+            self.open = None
+            self.catch(saved, trace, hop, only_anchored)
 
     def _outcome(self, bolt, tup: Tuple, tracked: bool, failed: bool) -> str | None:
         """A BasicBolt's input is acked as process returns, failed if it raised

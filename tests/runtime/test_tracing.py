@@ -324,3 +324,42 @@ def test_a_copy_processed_after_its_tree_timed_out_names_the_late_task():
     assert store.lineage("m", now=105.0).held_by == ("slow", 2)  # still in its queue
     store.add(2, 0, [["hop", 7, 70, 6000.0, 500.0, "acked"]], now=106.5)  # done at 106.5
     assert store.lineage("m", now=107.0).held_by == ("slow", 2)
+
+
+class Counted(InMemoryCluster):
+    """The twin, counting the frames sent of each kind."""
+
+    def _send(self, header: bytes, body: bytes) -> None:
+        kind = wire.parse_header(header).kind
+        self.counted[kind] = self.counted.get(kind, 0) + 1
+        super()._send(header, body)
+
+
+def frames_of(trace: float, ackers: int) -> tuple[dict, list]:
+    """Frames per kind, and the traces, for 400 sentences to one counter task, driven as
+    the instances are: the spout's turns, then the flush timer."""
+    Counted.counted = {}
+    random.seed(7)
+    with Counted(sentences(Sentences(400), count_tasks=1), ackers=ackers, trace=trace,
+                 eager_flush=False, target_latency=None) as cluster:
+        for _ in range(40):
+            cluster.step(25)
+            cluster.advance(0.01)
+        traces = cluster.traces(limit=1000)
+    return Counted.counted, traces
+
+
+@pytest.mark.parametrize("ackers", [1, 0])
+def test_a_traced_call_cuts_no_batch_and_its_tree_never_reaches_the_acker(ackers):
+    # what waits in the batches stays for the usual flush: the untraced frames are the
+    # very frames of an untraced run, and the traced tuples add TRACED frames only; under
+    # acking the split's ack rides on its last traced word, so each tree is found whole
+    # at the counter (no ACKS to the acker, as without tracing)
+    untraced, _ = frames_of(0.0, ackers)
+    traced, traces = frames_of(0.1, ackers)
+    assert len(traces) >= 10 and all(t.status == "acked" for t in traces)
+    assert all(len(t.hops) == 5 for t in traces)  # the sentence and its four words
+    assert traced.pop(wire.TRACED) >= len(traces)
+    kinds = (wire.DATA, wire.RUN, wire.ANCHORED, wire.TRACKED, wire.ACKS, wire.ACKED)
+    assert {k: traced.get(k, 0) for k in kinds} == {k: untraced.get(k, 0) for k in kinds}
+    assert wire.ACKS not in traced
