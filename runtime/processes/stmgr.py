@@ -95,6 +95,7 @@ class StreamManager:
 
     def _wire(self, welcome: wire.Welcome) -> None:
         self.plan = PhysicalPlan.from_data(welcome.plan)
+        log.info("container %d: welcomed by the master", self.container)
         self.router.wire(self.plan, welcome.inbound or {})
         # remote: the master says, as a restarted container cannot know
         incarnations = welcome.incarnations or self.boot.get("incarnations", {})
@@ -194,6 +195,8 @@ def main() -> None:
     boot = _procs.read_boot()
     _procs.die_with_parent(boot.get("parent"))
     _procs.setup_logging("")
+    log.info("container %d, generation %d: started (pid %d)", boot["container"],
+             boot.get("generation", 0), os.getpid())
     sm = StreamManager(boot)
     signal.signal(signal.SIGTERM, lambda *_: setattr(sm, "stopping", True))
     sm.run()
