@@ -69,7 +69,8 @@ class Spare:
     def keep(self, now: float) -> None:
         """Start a spare if none waits and no start is under way."""
         if self.proc is not None and self.proc.poll() is not None:
-            self.take()  # it died waiting: make another
+            self.take()  # it died waiting: another, but not at once (one that cannot even
+            self.later(now)  # import must not be started every 50 ms)
         if self.proc is None and now >= self.due:
             self.proc = self.make()
 

@@ -43,11 +43,13 @@ def test_no_spare_is_started_while_an_instance_starts():
     assert len(made) == 1
 
 
-def test_a_spare_that_died_waiting_is_not_handed_out_and_is_replaced():
+def test_a_spare_that_died_waiting_is_not_handed_out_and_is_replaced_later():
     s, made = spare()
     s.keep(0.0)
     made[0].returncode = -9
-    s.keep(1.0)
+    s.keep(1.0)  # seen dead: none now (a spare that cannot start must not spin)
+    assert len(made) == 1 and s.take() is None
+    s.keep(1.0 + SPARE_AFTER)
     assert len(made) == 2 and s.take() is made[1]
     made[1].returncode = 1
     s.proc = made[1]
