@@ -33,16 +33,39 @@ def spawn(module: str, boot: dict, *, log_path: str, new_session: bool = False,
     The boot also tells the child its parent's pid (see :func:`die_with_parent`). A child
     that dies before reading it is not an error here: whoever supervises it sees it exit.
     """
+    proc = start(module, log_path=log_path, new_session=new_session, stdout=stdout, env=env)
+    send_boot(proc, boot)
+    return proc
+
+
+def start(module: str, *, log_path: str, new_session: bool = False, stdout: Any = None,
+          env: dict | None = None) -> subprocess.Popen:
+    """Start ``python -m module`` without its boot: it imports its modules, then waits on
+    its stdin (a warm spare, see :class:`runtime.processes.children.Spare`)."""
     with open(log_path, "ab") as logfile:
-        proc = subprocess.Popen(
+        return subprocess.Popen(
             [sys.executable, "-m", module], stdin=subprocess.PIPE,
             stdout=stdout if stdout is not None else logfile, stderr=logfile,
             start_new_session=new_session, close_fds=True, env=env)
+
+
+def send_boot(proc: subprocess.Popen, boot: dict) -> None:
+    """Write the bootstrap blob, with this process's pid as the parent's, to ``proc``."""
     blob = wire.pack({**boot, "parent": os.getpid()})
     with contextlib.suppress(BrokenPipeError):
         proc.stdin.write(_LEN.pack(len(blob)) + blob)
         proc.stdin.flush()
-    return proc
+
+
+def log_to(path: str | None) -> None:
+    """Send this process's stdout and stderr to ``path`` from now on (a warm spare learns
+    its task, and with it its log file, only from its boot); None: leave them."""
+    if path is None:
+        return
+    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o666)  # as open() makes it
+    for target in (1, 2):
+        os.dup2(fd, target)
+    os.close(fd)
 
 
 def read_boot() -> dict:

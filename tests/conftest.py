@@ -115,6 +115,19 @@ def tupleflow_processes(topology_guard):
 
 
 @pytest.fixture
+def without_spares():
+    """A function: of a running topology's processes, those that are its master, its
+    stream managers or its instances, leaving out the stream managers' warm spares
+    (interpreters waiting for a task to replace, runtime/processes/children.py)."""
+    def keep(running, procs: list[psutil.Process]) -> list[psutil.Process]:
+        status = running.status()
+        known = {status["pid"], *status["containers"].values(),
+                 *(s.pid for s in running.statistics())}
+        return [p for p in procs if p.pid in known]
+    return keep
+
+
+@pytest.fixture
 def offline_master(tmp_path):
     """A factory of topology masters with no processes behind them: the clock is a
     FakeClock at 1000 s, and what a master would send is recorded in ``master.sent`` as

@@ -23,6 +23,9 @@ log = logging.getLogger("tupleflow.stmgr")
 
 STABLE_AFTER = 30.0  # seconds an incarnation must live for the back-off to reset
 FIRST_BACKOFF = 0.05  # seconds before a dead instance is restarted; doubles while it keeps dying
+# seconds after an instance starts before the next warm spare is started: its imports must
+# not compete for the CPU with the start it is meant to make faster
+SPARE_AFTER = 2.0
 
 
 @dataclass
@@ -39,6 +42,44 @@ class Child:
     kill_reason: str | None = None  # why the master had it killed, if it did
 
 
+class Spare:
+    """A warm spare: an instance interpreter started ahead of need, its imports done,
+    waiting on its stdin for a task's boot. A restart hands the boot to it, so the time
+    from a death to a working replacement is not spent importing (measured in
+    docs/reliability.md, "Where recovery time goes"). Owns that one process and when the
+    next may be started; ``make()`` starts one."""
+
+    def __init__(self, make: Callable[[], subprocess.Popen]) -> None:
+        self.make = make
+        self.proc: subprocess.Popen | None = None
+        self.due = 0.0  # not before: a start is still under way
+
+    def take(self) -> subprocess.Popen | None:
+        """The spare, now yours, if one waits alive; else None (start one afresh)."""
+        proc, self.proc = self.proc, None
+        if proc is not None and proc.poll() is not None:
+            _procs.close_pipe(proc)
+            return None
+        return proc
+
+    def later(self, now: float) -> None:
+        """An instance is starting: the next spare waits until it has had the CPU."""
+        self.due = now + SPARE_AFTER
+
+    def keep(self, now: float) -> None:
+        """Start a spare if none waits and no start is under way."""
+        if self.proc is not None and self.proc.poll() is not None:
+            self.take()  # it died waiting: another, but not at once (one that cannot even
+            self.later(now)  # import must not be started every 50 ms)
+        if self.proc is None and now >= self.due:
+            self.proc = self.make()
+
+    def stop(self) -> list[subprocess.Popen]:
+        """The spare to terminate with the instances (none if none waits)."""
+        proc = self.take()
+        return [] if proc is None else [proc]
+
+
 class Children:
     """Owns this container's instance processes: each task's process, incarnation,
     restart count, back-off streak and pending restart, and why the master had it
@@ -47,9 +88,10 @@ class Children:
 
     def __init__(self, plan: PhysicalPlan, container: int, incarnations: dict,
                  spawn: Callable[[Child], subprocess.Popen | None],
-                 gone: Callable[[int], None], tell: Callable[[wire.Control], None]) -> None:
+                 gone: Callable[[int], None], tell: Callable[[wire.Control], None],
+                 spare: Spare | None = None) -> None:
         self.plan, self.container = plan, container
-        self.spawn, self.gone, self.tell = spawn, gone, tell
+        self.spawn, self.gone, self.tell, self.spare = spawn, gone, tell, spare
         self.children = {t.task: Child(t.task, incarnation=incarnations.get(t.task, 0))
                          for t in plan.tasks_in(container)}
 
@@ -61,6 +103,8 @@ class Children:
         self.gone(child.task)
         child.proc = self.spawn(child)
         child.started, child.restart_at = now, None
+        if self.spare is not None:
+            self.spare.later(now)
 
     def supervise(self, now: float) -> None:
         for child in self.children.values():
@@ -68,6 +112,12 @@ class Children:
                 self._schedule_restart(child, now)
             elif child.proc is None and child.restart_at is not None and now >= child.restart_at:
                 self.start(child, now)
+        self._keep_spare(now)
+
+    def _keep_spare(self, now: float) -> None:
+        """A warm spare, unless a restart is pending (it would take the CPU from it)."""
+        if self.spare is not None and all(c.restart_at is None for c in self.children.values()):
+            self.spare.keep(now)
 
     def _schedule_restart(self, child: Child, now: float) -> None:
         code = child.proc.returncode
@@ -114,7 +164,8 @@ class Children:
         self.tell(wire.LogsReply(request=msg.request, ok=ok, value=value))
 
     def stop(self) -> None:
-        _procs.terminate([c.proc for c in self.children.values() if c.proc is not None],
+        spare = self.spare.stop() if self.spare is not None else []
+        _procs.terminate([c.proc for c in self.children.values() if c.proc is not None] + spare,
                          timeout=1.0)
 
 

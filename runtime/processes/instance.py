@@ -463,7 +463,10 @@ def paced(calls: int, took: float, budget: float) -> int:
 def main() -> None:
     boot = _procs.read_boot()
     _procs.die_with_parent(boot.get("parent"))
+    _procs.log_to(boot.get("log_path"))  # a warm spare's output went to the spare's log
     _procs.setup_logging("")
+    log.info("task %d, incarnation %d: started (pid %d)", boot["task"], boot["incarnation"],
+             os.getpid())
     sys.path[:0] = [p for p in boot.get("sys_path", []) if p not in sys.path]
     instance = Instance(boot)
     signal.signal(signal.SIGTERM, lambda *_: setattr(instance, "stopping", True))

@@ -26,7 +26,7 @@ from runtime.model.constants import STATS_INTERVAL
 from runtime.model.plan import PhysicalPlan
 
 from . import curve as _curve
-from .children import STABLE_AFTER, Child, Children, read_tail
+from .children import STABLE_AFTER, Child, Children, Spare, read_tail
 from .routing import QUEUE_FRAMES, Reads, Router, endpoint
 
 __all__ = ["QUEUE_FRAMES", "STABLE_AFTER", "StreamManager", "read_tail"]
@@ -95,15 +95,22 @@ class StreamManager:
 
     def _wire(self, welcome: wire.Welcome) -> None:
         self.plan = PhysicalPlan.from_data(welcome.plan)
+        log.info("container %d: welcomed by the master", self.container)
         self.router.wire(self.plan, welcome.inbound or {})
         # remote: the master says, as a restarted container cannot know
         incarnations = welcome.incarnations or self.boot.get("incarnations", {})
         self.children = Children(self.plan, self.container, incarnations,
                                  lambda child: self.start(child), self.router.disconnect,
-                                 self.tell)
+                                 self.tell, Spare(self.start_spare))
+
+    def start_spare(self) -> subprocess.Popen:
+        """An instance interpreter that waits for its task (see :class:`Spare`)."""
+        path = os.path.join(_procs.log_dir(self.run_dir), f"spare-{self.container}.log")
+        return _procs.start("runtime.processes.instance", log_path=path)
 
     def start(self, child: Child) -> subprocess.Popen | None:
-        """Start the instance process of ``child``'s task."""
+        """Start the instance process of ``child``'s task: hand it to the warm spare if
+        one waits, else start a new one."""
         boot = {"secret": self.secret, "tm": self.boot["tm"],
                 "sm": endpoint(self.router.task_socks[child.task]),
                 "sm_spouts": endpoint(self.router.spouts),
@@ -111,7 +118,12 @@ class StreamManager:
                 "sys_path": self.boot.get("sys_path", []), "keys": self.boot.get("keys")}
         info = self.plan.task(child.task)
         path = os.path.join(_procs.log_dir(self.run_dir), f"{info.component}-{child.task}.log")
-        return _procs.spawn("runtime.processes.instance", boot, log_path=path)
+        spare = self.children.spare.take()
+        if spare is None:
+            return _procs.spawn("runtime.processes.instance", boot, log_path=path)
+        log.info("task %d: handed to the warm spare (pid %d)", child.task, spare.pid)
+        _procs.send_boot(spare, {**boot, "log_path": path})
+        return spare
 
     def from_master(self) -> None:
         while self.ctl.poll(0):
@@ -183,6 +195,8 @@ def main() -> None:
     boot = _procs.read_boot()
     _procs.die_with_parent(boot.get("parent"))
     _procs.setup_logging("")
+    log.info("container %d, generation %d: started (pid %d)", boot["container"],
+             boot.get("generation", 0), os.getpid())
     sm = StreamManager(boot)
     signal.signal(signal.SIGTERM, lambda *_: setattr(sm, "stopping", True))
     sm.run()

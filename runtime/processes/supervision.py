@@ -171,7 +171,15 @@ class Supervision:
         if task is not None:
             self.tasks.made_ready(msg.task)
             self.heard[msg.task] = self.clock()
+            self._back(msg.task, msg.incarnation)
         return task
+
+    def _back(self, task_id: int, incarnation: int) -> None:
+        """A restarted incarnation is ready: the event that closes its restart, so that
+        the time from a fault to a working replacement can be read off the events."""
+        if incarnation > 0:
+            self.event("ready_again", task=task_id, incarnation=incarnation,
+                       component=self.tasks[task_id]["component"])
 
     def activate(self, ident: bytes) -> None:
         """A new instance is ready: activate it, or everyone once all are ready (never

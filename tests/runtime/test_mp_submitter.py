@@ -150,7 +150,9 @@ SUBMIT_AND_WAIT = """
 def topology_processes(master_pid: int) -> list[psutil.Process]:
     master = psutil.Process(master_pid)
     procs = [master, *master.children(recursive=True)]
-    assert len(procs) == 1 + 2 + 2, procs  # master, two stream managers, two instances
+    # master, two stream managers, two instances, and a warm spare per stream manager
+    # once it has started one (runtime/processes/children.py)
+    assert 1 + 2 + 2 <= len(procs) <= 1 + 2 + 2 + 2, procs
     return procs
 
 

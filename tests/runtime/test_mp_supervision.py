@@ -120,3 +120,45 @@ def test_backpressure_is_not_taken_for_a_hang(batch_size):
     assert of_kind(events, "restarted") == []
     assert [s.restarts for s in stats] == [0, 0, 0]
     assert one(stats, "sink").executed == TUPLES
+
+
+# -- warm spares --------------------------------------------------------------------------
+
+def spares_of(running, container: int) -> list[psutil.Process]:
+    """The stream manager's children that run no task: its warm spare, if it has one."""
+    stats = running.statistics()
+    if not all(s.state == "running" and s.pid for s in stats):
+        return []  # an instance's pid not known yet: it could be taken for a spare
+    pids = {s.pid for s in stats}
+    sm = psutil.Process(running.status()["containers"][container])
+    return [p for p in sm.children() if p.pid not in pids and not gone(p)]
+
+
+def test_a_killed_instance_is_replaced_by_the_warm_spare_and_logs_to_its_own_file():
+    topo = Topology("spare", spout_wait=0.005)
+    topo.spout("numbers", PacedSpout(rate=200))
+    topo.bolt("sink", ListSink).shuffle_grouping("numbers")
+    with topo.submit(containers=1) as running:
+        old = one(running.wait_until(lambda s: one(s, "sink").executed > 0, timeout=30), "sink")
+        (spare,) = wait_for(lambda: spares_of(running, 0), 30, "a warm spare")
+        os.kill(old.pid, signal.SIGKILL)
+        stats = running.wait_until(lambda s: one(s, "sink").incarnation > old.incarnation
+                                   and one(s, "sink").state == "running"
+                                   and one(s, "sink").pid != old.pid, timeout=30)
+        new = one(stats, "sink")
+        # the next spare is a new process, once the replacement has started
+        (after,) = wait_for(lambda: spares_of(running, 0), 30, "the next warm spare")
+        logs = os.path.join(running.run_dir, "logs")
+        sink_log = read(os.path.join(logs, f"sink-{new.task}.log"))
+        spare_log = read(os.path.join(logs, "spare-0.log"))
+        container_log = read(os.path.join(logs, "container-0.log"))
+    assert new.pid == spare.pid  # the spare became the sink: no interpreter started for it
+    assert after.pid not in (spare.pid, old.pid)
+    assert f"task {new.task}: handed to the warm spare (pid {spare.pid})" in container_log
+    started = f"task {new.task}, incarnation {new.incarnation}: started (pid {spare.pid})"
+    assert started in sink_log and started not in spare_log
+
+
+def read(path: str) -> str:
+    with open(path) as f:
+        return f.read()

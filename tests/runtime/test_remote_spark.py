@@ -226,7 +226,8 @@ def send_raw(endpoint: str, blob: bytes) -> None:
 
 
 def test_strangers_are_refused_and_logged_and_no_pickle_is_loaded(spark, tmp_path,
-                                                                  tupleflow_processes):
+                                                                  tupleflow_processes,
+                                                                  without_spares):
     marker = str(tmp_path / "unpickled")
     payload = pickle.dumps(Mkdir(marker))
     topo = Topology("spark-hostile", **QUIET)
@@ -235,7 +236,7 @@ def test_strangers_are_refused_and_logged_and_no_pickle_is_loaded(spark, tmp_pat
     with topo.submit(scheduler="spark", master=spark, containers=2) as running:
         running.wait_until(lambda s: total(s, "sink", "executed") > 0, timeout=90)
         keys, status = running._keys, running.status()
-        procs = tupleflow_processes()
+        procs = without_spares(running, tupleflow_processes())
         assert status["pid"] in [p.pid for p in procs]
         inbound = status["inbound"][1]
         plan = running.plan
