@@ -10,6 +10,8 @@ SHELL := bash
 PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
+# Workers for `make test` (pytest-xdist; 0 runs the suite in this process, serially).
+PYTEST_WORKERS ?= 2
 # Extra arguments for pytest, e.g. `make test PYTEST_ARGS='-m "not slow" -x'`.
 PYTEST_ARGS ?=
 # pip older than this cannot install a pyproject.toml-only project in editable mode (PEP 660).
@@ -70,7 +72,7 @@ lint: $(VENV)/.stamp-test
 
 # pytest's exit code 5 means it collected no test: a failure here, never a silent pass.
 test: $(VENV)/.stamp-test system-deps lint
-	@status=0; $(PY) -m pytest $(PYTEST_ARGS) || status=$$?; \
+	@status=0; $(PY) -m pytest -n $(PYTEST_WORKERS) --dist loadgroup $(PYTEST_ARGS) || status=$$?; \
 	if [ "$$status" -eq 5 ]; then \
 	  echo "make test: FAILED: pytest collected no tests (exit code 5)" >&2; exit 1; \
 	fi; \

@@ -262,3 +262,16 @@ def spark_cluster(tmp_path_factory):
     cluster = module.SparkCluster(tmp_path_factory.mktemp("spark"))
     yield cluster
     cluster.stop()
+
+
+# `make test` runs the suite on two xdist workers (`-n 2 --dist loadgroup`): most tests wait
+# on processes and sockets, not on a core. A process holds one SparkContext, so every test
+# that asks for a Spark session (local or the standalone cluster) runs in one worker, in
+# collection order, as it would in a serial run.
+SPARK_FIXTURES = frozenset({"spark", "spark_cluster"})
+
+
+def pytest_collection_modifyitems(config, items):
+    for item in items:
+        if SPARK_FIXTURES & set(getattr(item, "fixturenames", ())):
+            item.add_marker(pytest.mark.xdist_group("spark"))
