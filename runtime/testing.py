@@ -38,7 +38,7 @@ from runtime.acking._acker import AckerExecutor
 from runtime.engine.driven import TaskExecutor
 from runtime.engine.errors import UserCodeError
 from runtime.engine.executor import Executor
-from runtime.model.api import Bolt, Spout
+from runtime.model.api import Bolt, Context, Spout
 from runtime.model.constants import ACKER, MESSAGE_TIMEOUT, STATE_STORE, TRACE_STORE
 from runtime.model.controls import check_trace
 from runtime.observe.traces import Trace
@@ -58,8 +58,8 @@ from runtime.state._store import forget_memory
 
 __all__ = ["Doubler", "FakeClock", "InMemoryCluster", "KeepsWord", "ListSink", "ListSpout",
            "PacedLogSpout", "PacedSpout", "PassOn", "SequenceChecker", "SequenceReport",
-           "SlowBolt", "SplitSentence", "StatefulWordCount", "WordCount", "gone", "read_sink",
-           "replaced", "wait_for"]
+           "SlowBolt", "SplitSentence", "StatefulWordCount", "WordCount", "gone", "open_routed",
+           "read_sink", "replaced", "wait_for"]
 
 from . import wire
 
@@ -317,6 +317,17 @@ def replaced(victim) -> Callable[[list], bool]:
     """
     return lambda stats: any(s.task == victim.task and s.incarnation > victim.incarnation
                              and s.state == "running" for s in stats)
+
+
+def open_routed(spout, run_dir, tasks=(7, 8)) -> list:
+    """Open a spout that routes with ``emit_direct`` (a Trident batch spout) as the only task
+    of a topology whose ``count`` component has ``tasks``, outside any cluster: returns the
+    list its ``emit_direct`` calls append ``(task, values, msg_id)`` to."""
+    emitted: list = []
+    spout.emit_direct = lambda task, values, msg_id=None: emitted.append((task, values,
+                                                                         msg_id))
+    spout.open({}, Context("t", "words", 1, 0, 1, {"count": tasks}, 0, str(run_dir)))
+    return emitted
 
 
 def wait_for(predicate: Callable[[], Any], timeout: float, what: str) -> Any:

@@ -23,9 +23,8 @@ from runtime import (
     Topology,
     TopologyError,
 )
-from runtime.model.api import Context
 from runtime.sources import EmbeddedLog
-from runtime.testing import InMemoryCluster, ListSink, ListSpout
+from runtime.testing import InMemoryCluster, ListSink, ListSpout, open_routed
 from runtime.trident._agg import BatchAggregation
 from runtime.trident._spout import BatchLedger
 from runtime.trident._state import TxValue
@@ -218,14 +217,6 @@ def test_sqlite_multi_put_is_all_or_nothing(tmp_path):
 # -- the spouts alone ----------------------------------------------------------------------
 
 
-def opened(spout, run_dir, tasks=(7, 8)):
-    """Open a routed spout as the only task, recording emit_direct calls."""
-    emitted = []
-    spout.emit_direct = lambda task, values, msg_id=None: emitted.append((task, values,
-                                                                         msg_id))
-    spout.open({}, Context("t", "words", 1, 0, 1, {"count": tasks}, 0, str(run_dir)))
-    return emitted
-
 
 def batches(emitted):
     """{msg_id of each marker: the data tuples its task got}, from a recording."""
@@ -243,7 +234,7 @@ def batches(emitted):
 def test_a_restarted_spout_replays_its_unfinished_batch_identically(tmp_path):
     words = [[w] for w in "abcdefghij"]
     spout = ListBatchSpout(words, fields=["word"], batch_size=4).with_route("count", ["word"])
-    first = opened(spout, tmp_path)
+    first = open_routed(spout, tmp_path)
     spout.next_tuple()
     spout.next_tuple()  # batch 1 is in flight: nothing more
     one = batches(first)
@@ -254,7 +245,7 @@ def test_a_restarted_spout_replays_its_unfinished_batch_identically(tmp_path):
     two = batches(first[len(one) + 4:])
     spout.close()  # the spout "crashes" with batch 2 unfinished
     again = ListBatchSpout(words, fields=["word"], batch_size=4).with_route("count", ["word"])
-    emitted = opened(again, tmp_path)
+    emitted = open_routed(again, tmp_path)
     again.next_tuple()
     replayed = batches(emitted)
     assert {m[0] for m in replayed} == {2}
@@ -271,7 +262,7 @@ def test_a_restarted_spout_replays_its_unfinished_batch_identically(tmp_path):
 def test_a_failed_marker_makes_the_spout_emit_the_batch_again(tmp_path):
     spout = ListBatchSpout([[w] for w in "abcabc"], fields=["word"], batch_size=6)
     spout = spout.with_route("count", ["word"])
-    emitted = opened(spout, tmp_path)
+    emitted = open_routed(spout, tmp_path)
     spout.next_tuple()
     first = batches(emitted)
     spout.fail(next(iter(first)))
@@ -313,7 +304,7 @@ def test_the_log_spout_records_ranges_and_skips_bad_records_the_same_way(log_roo
                              ledger=tmp_path / "ledger.sqlite").with_route("count", ["word"])
 
     s = spout()
-    emitted = opened(s, tmp_path)
+    emitted = open_routed(s, tmp_path)
     words = Counter()
     while True:
         before = len(emitted)
@@ -331,7 +322,7 @@ def test_the_log_spout_records_ranges_and_skips_bad_records_the_same_way(log_roo
     assert s.ledger.completed() == s.ledger.last()[0]
     s.close()
     again = spout()  # resumes after the last completed batch: nothing new
-    emitted = opened(again, tmp_path)
+    emitted = open_routed(again, tmp_path)
     again.next_tuple()
     assert emitted == []
 
@@ -485,7 +476,7 @@ def test_tuples_that_cannot_travel_are_skipped_the_same_way_every_time(tmp_path)
     rows = [["a"], ["b", 2], [{1, 2}], [object()], ["a"]]
     spout = ListBatchSpout(rows, fields=["word"], batch_size=10,
                            each=lambda v: [v]).with_route("count", ["word"])
-    emitted = opened(spout, tmp_path)
+    emitted = open_routed(spout, tmp_path)
     spout.next_tuple()
     sent = batches(emitted)
     assert sorted(v for vs in sent.values() for v in vs) == [["a"], ["a"]]

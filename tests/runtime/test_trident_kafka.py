@@ -19,8 +19,7 @@ import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 
 from runtime import Count, KafkaBatchSpout, MemoryMap, SQLiteMap, Topology, TopologyError
-from runtime.model.api import Context
-from runtime.testing import InMemoryCluster, wait_for
+from runtime.testing import InMemoryCluster, open_routed, wait_for
 from runtime.trident import read_statistics
 from runtime.trident._spout import BatchLedger
 
@@ -44,14 +43,6 @@ def split(values):
     return [[w, values[1]] for w in values[0].split()]
 
 
-def opened(spout, run_dir, tasks=(7, 8)):
-    """Open a routed spout as the only task, recording its emit_direct calls."""
-    emitted = []
-    spout.emit_direct = lambda task, values, msg_id=None: emitted.append((task, values,
-                                                                         msg_id))
-    spout.open({}, Context("t", "words", 1, 0, 1, {"count": tasks}, 0, str(run_dir)))
-    return emitted
-
 
 def one_batch(spout, emitted) -> tuple[int, Counter, list]:
     """next_tuple until a batch is out: its txid, its words, its markers' msg_ids."""
@@ -71,7 +62,7 @@ def test_a_batch_is_a_recorded_range_read_again_identically_after_a_crash(kafka_
                                ledger=tmp_path / "ledger.sqlite").with_route("count", ["word"])
 
     first = spout()
-    emitted = opened(first, tmp_path)
+    emitted = open_routed(first, tmp_path)
     txid, words, _ = one_batch(first, emitted)
     assert txid == 1 and first.ledger.meta(1) == [[0, 0, 2], [1, 0, 2], [2, 0, 1], [3, 0, 1]]
     assert words == Counter(w for s in SENTENCES[:6] for w in s.split())
@@ -79,7 +70,7 @@ def test_a_batch_is_a_recorded_range_read_again_identically_after_a_crash(kafka_
     produce(producer, "s", SENTENCES[6:80], first=6)  # a new plan would now take 3 each
 
     again = spout()
-    emitted = opened(again, tmp_path)
+    emitted = open_routed(again, tmp_path)
     txid, replayed, markers = one_batch(again, emitted)
     assert txid == 1 and replayed == words
     for msg_id in markers:
@@ -157,7 +148,7 @@ def test_bad_arguments_and_a_missing_topic_are_clear_errors(kafka_cluster, tmp_p
     spout = KafkaBatchSpout("nope", brokers, ledger=tmp_path / "l.sqlite",
                             config={"allow.auto.create.topics": False})
     with pytest.raises(ValueError, match=r"KafkaBatchSpout\('nope'\): no such topic"):
-        opened(spout.with_route("count", ["value"]), tmp_path)
+        open_routed(spout.with_route("count", ["value"]), tmp_path)
     spout.close_reader()
 
 
