@@ -72,7 +72,7 @@ lint: $(VENV)/.stamp-test
 
 # pytest's exit code 5 means it collected no test: a failure here, never a silent pass.
 test: $(VENV)/.stamp-test system-deps lint
-	@status=0; $(PY) -m pytest -n $(PYTEST_WORKERS) --dist loadgroup $(PYTEST_ARGS) || status=$$?; \
+	@status=0; $(PY) -m pytest -n $(PYTEST_WORKERS) --dist loadgroup --durations=25 $(PYTEST_ARGS) || status=$$?; \
 	if [ "$$status" -eq 5 ]; then \
 	  echo "make test: FAILED: pytest collected no tests (exit code 5)" >&2; exit 1; \
 	fi; \

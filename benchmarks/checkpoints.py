@@ -190,6 +190,11 @@ def chaos(n: int, kills: int, seed: int, interval: float) -> None:
             except psutil.NoSuchProcess:
                 continue
             running.wait_until(replaced(victim), timeout=60)
+        # The log may be counted and committed before the last kill; the state that counts
+        # is the one committed after the last rollback (the start, then one per kill).
+        rolled = 1 + len(done)
+        wait_for(lambda: (running.checkpoint() or {"epoch": 0})["epoch"] >= rolled, 120,
+                 "a checkpoint committed after the last kill's rollback")
         wait_for(lambda: sum(running.state("count").values()) >= n, 600,
                  "the whole log committed")
         state, checkpoint = running.state("count"), running.checkpoint()
