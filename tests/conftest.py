@@ -271,6 +271,7 @@ def spark_cluster(tmp_path_factory):
 SPARK_FIXTURES = frozenset({"spark", "spark_cluster"})
 
 
+@pytest.hookimpl(tryfirst=True)  # before xdist's own hook reads the groups
 def pytest_collection_modifyitems(config, items):
     for item in items:
         if SPARK_FIXTURES & set(getattr(item, "fixturenames", ())):

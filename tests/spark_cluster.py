@@ -95,8 +95,10 @@ class SparkCluster:
             try:
                 if self.status().get("aliveworkers", 0) >= self.workers:
                     return
-            except OSError:
-                pass  # the master's web UI is not up yet
+            except (OSError, ValueError):
+                # its web UI is not up yet, or answers with an HTML page instead of JSON
+                # while the master is not yet the elected leader (seen on a loaded machine)
+                pass
             time.sleep(0.25)  # polling the cluster's own status page
         raise RuntimeError(f"the Spark cluster was not ready in {START_TIMEOUT:.0f} s; see "
                            f"{self.workdir / 'logs'}")
