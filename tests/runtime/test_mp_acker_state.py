@@ -8,13 +8,12 @@ The test waits on conditions with deadlines; nothing sleeps to synchronise.
 from __future__ import annotations
 
 import sys
-import time
 
 import cloudpickle
 import pytest
 
 from runtime import BasicBolt, Bolt, Topology
-from runtime.testing import ListSpout
+from runtime.testing import ListSpout, wait_for
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(120)]
 
@@ -50,17 +49,6 @@ class Stall(Bolt):
             self.ack(tup)
 
 
-def wait_for(condition, timeout: float = 60.0):
-    deadline = time.monotonic() + timeout
-    while True:
-        value = condition()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise TimeoutError("condition not met")
-        time.sleep(0.05)
-
-
 def test_stuck_roots_age_and_are_named_by_spout_task_and_msg_id():
     topo = Topology("acker-state", spout_wait=0.005)
     topo.spout("numbers", ListSpout([[i] for i in range(N)], fields=["n"]), parallelism=2)
@@ -80,7 +68,7 @@ def test_stuck_roots_age_and_are_named_by_spout_task_and_msg_id():
                 return state
             return None
 
-        state = wait_for(aged)
+        state = wait_for(aged, 60, "every stuck root named at its acker")
     assert [a["task"] for a in state] == sorted(ackers)
     for acker in state:
         assert sum(bar["count"] for bar in acker["ages"]) == len(acker["oldest"])
