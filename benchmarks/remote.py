@@ -28,7 +28,6 @@ The Spark cluster is a loopback one started here from the installed pyspark
 
 from __future__ import annotations
 
-import contextlib
 import os
 import sys
 import tempfile
@@ -40,7 +39,7 @@ import psutil
 import wordcount
 from _common import BenchmarkError, Measurement, base_parser, selected
 
-from runtime.processes.spark_scheduler import CONTAINER_ENV, spark_session
+from runtime.processes.spark_scheduler import spark_session
 
 cloudpickle.register_pickle_by_value(wordcount)  # its spout and bolt go by value
 
@@ -100,36 +99,34 @@ def rate_meter():
     return rate
 
 
-def stream_manager(container: int, run_root: str) -> psutil.Process:
-    for proc in psutil.process_iter():
-        with contextlib.suppress(psutil.Error):
-            env = proc.environ()
-            if ("runtime.processes.stmgr" in " ".join(proc.cmdline())
-                    and env.get(CONTAINER_ENV) == str(container)
-                    and env.get("TUPLEFLOW_RUN_ROOT") == run_root):
-                return proc
-    raise BenchmarkError(f"spark-recovery: no stream manager for container {container}")
+def stream_manager(running, container: int) -> psutil.Process:
+    """The container's stream manager as its master knows it (the pid of its hello): a
+    command-line match could also find its child between fork and exec."""
+    pid = running.status()["containers"].get(container)
+    if pid is None:
+        raise BenchmarkError(f"spark-recovery: no stream manager for container {container}")
+    return psutil.Process(pid)
 
 
-def recovery(args, master, run_root: str) -> str:
+def recovery(args, master) -> str:
     topology = wordcount.build_topology(args.spouts, args.bolts, acking=False)
     config = {"tuples": 10**12, "master": master, **wordcount.engine_options(args)}
     with topology.submit(scheduler="spark", containers=args.containers,
                          config=config) as running:
         try:
-            return measure_recovery(args, running, run_root)
+            return measure_recovery(args, running)
         except TimeoutError as exc:
             log = Path(running.run_dir, "logs", "master.log").read_text()[-3000:]
             raise BenchmarkError(f"spark-recovery: {exc}; the master's log ends:\n{log}"
                                  ) from None
 
 
-def measure_recovery(args, running, run_root: str) -> str:
+def measure_recovery(args, running) -> str:
     running.wait_until(lambda s: wordcount.total(s, "count", "executed") > 0, timeout=120)
     samples = poll(running, rate_meter(), SETTLE)
     before = sorted(samples)[len(samples) // 2]  # the median 1 s rate
     c = args.containers - 1
-    victim = stream_manager(c, run_root)
+    victim = stream_manager(running, c)
     killed = time.monotonic()
     victim.kill()
     rate = rate_meter()  # windows start after the kill
@@ -197,7 +194,7 @@ def main(argv: list[str] | None = None) -> int:
         spark = spark_session(master, {"bind_host": "127.0.0.1",
                                        "advertise_host": "127.0.0.1"}) if master else None
         try:
-            return run(args, names, spark, run_root)
+            return run(args, names, spark)
         finally:
             if spark is not None:
                 spark.stop()
@@ -205,7 +202,7 @@ def main(argv: list[str] | None = None) -> int:
                 cluster.stop()
 
 
-def run(args, names: list[str], spark, run_root: str) -> int:
+def run(args, names: list[str], spark) -> int:
     results: dict[str, list[Measurement]] = {}
     try:
         for _ in range(args.repeat):  # interleaved, so that a busy spell hits both
@@ -216,7 +213,7 @@ def run(args, names: list[str], spark, run_root: str) -> int:
         if len(results) == 2:
             print(ratio_line(median(results["local"]), median(results["spark"])), flush=True)
         if "recovery" in names:
-            print(recovery(args, spark, run_root), flush=True)
+            print(recovery(args, spark), flush=True)
     except BenchmarkError as exc:
         print(f"FAILED {exc}", file=sys.stderr)
         return 1

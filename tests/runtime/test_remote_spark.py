@@ -84,14 +84,20 @@ def settled(stats) -> bool:
     return total(stats, "sentences", "pending") == 0 and total(stats, "__acker", "pending") == 0
 
 
-def stream_managers(processes) -> dict[int, psutil.Process]:
-    """This test's stream manager processes, by container (from their environment)."""
-    found = {}
-    for proc in processes():
-        with contextlib.suppress(psutil.Error):
-            if "runtime.processes.stmgr" in " ".join(proc.cmdline()):
-                found[int(proc.environ()[CONTAINER_ENV])] = proc
-    return found
+def stream_managers(running) -> dict[int, psutil.Process]:
+    """The running topology's stream manager processes, by container, as the master knows
+    them: the pid each gave in its hello. (Matching command lines would also find a
+    stream manager's child between its fork and its exec, e.g. a warm spare being
+    started, which has the stream manager's command line and environment.)"""
+    return {int(c): psutil.Process(pid) for c, pid in running.status()["containers"].items()}
+
+
+def restarted_stream_manager(running, container: int, old: psutil.Process) -> psutil.Process:
+    """Wait until the master has heard from a new stream manager for ``container``."""
+    def new():
+        pid = running.status()["containers"].get(container)
+        return pid is not None and pid != old.pid and psutil.Process(pid)
+    return wait_for(new, 30, f"a new stream manager for container {container}")
 
 
 def all_acked(stats) -> bool:
@@ -100,7 +106,7 @@ def all_acked(stats) -> bool:
 
 # -- (a) ---------------------------------------------------------------------------------------
 
-def test_two_containers_on_spark_ack_every_sentence(spark, spark_cluster, tupleflow_processes):
+def test_two_containers_on_spark_ack_every_sentence(spark, spark_cluster):
     topo = word_count("spark-wc")
     running = topo.submit(scheduler="spark", master=spark_cluster.master_url, containers=2,
                           ackers=1)
@@ -114,8 +120,9 @@ def test_two_containers_on_spark_ack_every_sentence(spark, spark_cluster, tuplef
         sent = running._ask(wire.AskLogs, component="split", task=split_task)
         assert f"split {split_task} ready" in sent
         assert running.logs("split", split_task).startswith(sent)  # a log only grows
-        sms = stream_managers(tupleflow_processes)
+        sms = stream_managers(running)
         parents = {c: " ".join(sm.parent().cmdline()) for c, sm in sms.items()}
+        named = {c: sm.environ()[CONTAINER_ENV] for c, sm in sms.items()}
     assert total(stats, "sentences", "failed") == 0
     assert {s.container for s in stats} == {0, 1}
     assert status["spark_job"]["running"] and status["spark_job"]["last_error"] is None
@@ -126,6 +133,7 @@ def test_two_containers_on_spark_ack_every_sentence(spark, spark_cluster, tuplef
     # the containers are Spark's: each stream manager is a child of a pyspark worker
     assert sorted(sms) == [0, 1]
     assert all("pyspark" in parent for parent in parents.values()), parents
+    assert named == {0: "0", 1: "1"}  # each started with its container in its environment
     # killing the topology ended the Spark job: each task returned its summary
     assert not running.job.is_alive() and running.job.error is None
     assert sorted(r["container"] for r in running.job.result) == [0, 1]
@@ -133,17 +141,16 @@ def test_two_containers_on_spark_ack_every_sentence(spark, spark_cluster, tuplef
 
 # -- (b) ---------------------------------------------------------------------------------------
 
-def test_a_killed_container_is_restarted_and_nothing_is_lost(spark, tupleflow_processes):
+def test_a_killed_container_is_restarted_and_nothing_is_lost(spark):
     topo = word_count("spark-kill")
     with topo.submit(scheduler="spark", master=spark, containers=2, ackers=1,
                      max_spout_pending=20, message_timeout=3.0) as running:
         spout_container = running.plan.task(running.plan.component_tasks()["sentences"][0])
         victim = 1 - spout_container.container
         running.wait_until(lambda s: total(s, "sentences", "acked") >= 200, timeout=90)
-        old = stream_managers(tupleflow_processes)[victim]
+        old = stream_managers(running)[victim]
         old.send_signal(signal.SIGKILL)
-        new = wait_for(lambda: (sm := stream_managers(tupleflow_processes).get(victim))
-                       and sm.pid != old.pid and sm, 30, "a new stream manager")
+        new = restarted_stream_manager(running, victim, old)
         stats = running.wait_until(all_acked, timeout=120)
         events = running.events()
     assert new.pid != old.pid
@@ -158,7 +165,7 @@ def test_a_killed_container_is_restarted_and_nothing_is_lost(spark, tupleflow_pr
 
 # -- (b') a lost Spark task --------------------------------------------------------------------
 
-def test_a_lost_spark_task_makes_the_driver_submit_the_job_again(spark, tupleflow_processes):
+def test_a_lost_spark_task_makes_the_driver_submit_the_job_again(spark):
     """Spark does not retry a failed barrier result stage: the whole job fails and Spark
     kills the other task. The driver submits the job again; every container restarts (a
     newer generation), the spout replays, and every sentence is acked."""
@@ -166,7 +173,7 @@ def test_a_lost_spark_task_makes_the_driver_submit_the_job_again(spark, tupleflo
     with topo.submit(scheduler="spark", master=spark, containers=2, ackers=1,
                      max_spout_pending=20, message_timeout=3.0) as running:
         running.wait_until(lambda s: total(s, "sentences", "acked") >= 200, timeout=90)
-        worker = stream_managers(tupleflow_processes)[1].parent()  # the task's Python worker
+        worker = stream_managers(running)[1].parent()  # the task's Python worker
         assert "pyspark" in " ".join(worker.cmdline())
         worker.kill()
         stats = running.wait_until(lambda s: all_acked(s) and all(
