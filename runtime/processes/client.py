@@ -9,32 +9,29 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from runtime import state as _state
 from runtime import wire
 from runtime.model import controls as _controls
-from runtime.model.constants import RECORD_DIR, STATE_STORE, TAP_SECONDS
-from runtime.model.controls import check_keep, check_tap
 from runtime.model.plan import PhysicalPlan
-from runtime.observe import diagnosis as _diagnosis
 from runtime.observe import series as _series
-from runtime.observe.flame import Profile
 from runtime.observe.stats import InstanceStats
-from runtime.observe.traces import TRACE_STATUSES, Trace
-from runtime.observe.tracestore import trace_from_plain
 
-from . import profiling as _profiling
+from .handle_data import DataQuestions
+from .handle_slowness import SlownessQuestions
+from .handle_traces import TraceQuestions
 from .master_link import MasterLink, TopologyDead
 
 __all__ = ["RunningTopology", "TopologyDead"]  # TopologyDead: raised by MasterLink
 
 
-
-class RunningTopology:
+class RunningTopology(TraceQuestions, DataQuestions, SlownessQuestions):
     """A running topology. Ask it questions; leaving a ``with`` block kills it.
 
     The submitting process only ever talks to the topology master, over a loopback
     socket whose every message is signed with the topology's secret
-    (:class:`~runtime.processes.master_link.MasterLink` owns that end).
+    (:class:`~runtime.processes.master_link.MasterLink` owns that end). Here: its life,
+    its statistics and metrics, the live controls and waiting; the questions of one
+    concern each are in their own parts: traces and taps (``handle_traces``), recordings,
+    state and DataFrames (``handle_data``), profiles and diagnosis (``handle_slowness``).
     """
 
     def __init__(self, name: str, plan: PhysicalPlan, run_dir: str, secret: bytes,
@@ -150,35 +147,6 @@ class RunningTopology:
         before their first report. See :mod:`runtime.observe.ackers`."""
         return self._ask(wire.AskAckerState)
 
-    # -- profiling (runtime/processes/profiling.py) ----------------------------------------
-    def profile(self, component: str, seconds: float = 2.0, task: int | None = None, *,
-                rate: int = 100) -> Profile:
-        """Sample the Python stacks of ``component``'s instances (of one ``task`` if
-        given) for ``seconds`` at ``rate`` samples per second, without stopping them, and
-        return a :class:`~runtime.observe.flame.Profile`: shown in a notebook as a flame
-        graph (warm: on a CPU, blue: waiting), with the folded stacks as data (``cpu``,
-        ``waiting``, ``folded``, ``top()``). It works for an instance stuck in user code
-        or in ``open``/``prepare``. Needs py-spy and ptrace permission
-        (``docs/internals/profiling.md``); ValueError for an unknown component or task,
-        or a task not started yet."""
-        tasks = self._profiled_tasks(component, task)
-        known = {s.task: s.pid for s in self.statistics() if s.task in tasks}
-        missing = [t for t in tasks if not known.get(t)]
-        if missing:
-            raise ValueError(f"task(s) {missing} of {component!r} have not started yet")
-        return _profiling.profile(component, {t: known[t] for t in tasks}, seconds, rate)
-
-    def _profiled_tasks(self, component: str, task: int | None) -> tuple[int, ...]:
-        tasks = self.plan.component_tasks().get(component)
-        if tasks is None:
-            raise ValueError(f"no component {component!r} in topology {self.name!r}")
-        if task is None:
-            return tasks
-        if task not in tasks:
-            raise ValueError(f"task {task!r} is not a task of {component!r} (its tasks: "
-                             f"{list(tasks)})")
-        return (task,)
-
     # -- live controls ------------------------------------------------------------------
     def pause(self) -> bool:
         """Pause every spout (Storm's *deactivate*): each calls ``Spout.deactivate()``
@@ -213,172 +181,6 @@ class RunningTopology:
             raise
         except RuntimeError as exc:  # refused by the master (a bolt, say): say so plainly
             raise ValueError(str(exc)) from None
-
-    # -- traces (issue 20; docs/internals/tracing.md) ---------------------------------------
-    def set_trace(self, rate: float | str) -> list[int]:
-        """Trace this fraction (0.0..1.0) of spout tuples from now on, in every spout; 0.0
-        turns tracing off. Text is read as ``%topology trace`` reads it. A restarted spout
-        traces at it too. Records a ``trace`` event and returns the tasks told; ValueError
-        for a rate outside 0.0..1.0."""
-        rate = _controls.check_trace(rate)
-        return self._ask(wire.AskSetTrace, value=rate)
-
-    def traces(self, status: str | None = None, limit: int = 100) -> list[Trace]:
-        """The newest traced trees, newest first: :class:`~runtime.observe.traces.Trace`
-        records (``.msg_id``, ``.status``, ``.complete_ms``, ``.hops``, ``.held_by``), of
-        ``status`` ("acked", "failed", "timed_out", "pending") if given, at most
-        ``limit``. Instances report with their statistics, so a tree shows up, and
-        grows, every ``stats_interval``."""
-        if status is not None and status not in TRACE_STATUSES:
-            raise ValueError(f"status must be one of {TRACE_STATUSES} or None, not {status!r}")
-        if type(limit) is not int or limit < 1:
-            raise ValueError(f"limit must be an int >= 1, not {limit!r}")
-        return [trace_from_plain(t)
-                for t in self._ask(wire.AskTraces, status=status, limit=limit)]
-
-    def lineage(self, msg_id: Any) -> Trace | None:
-        """The trace of the spout tuple ``msg_id`` (the newest, if it was replayed), or
-        None if it was not traced (or was dropped from the store, oldest first)."""
-        found = self._ask(wire.AskTraces, msg_id=msg_id, by_msg=True)
-        return None if found is None else trace_from_plain(found)
-
-    def traces_frame(self, status: str | None = None, limit: int = 100, spark=None):
-        """:meth:`traces` as a Spark DataFrame, one row per hop
-        (``runtime.recording.frames.traces_frame``)."""
-        from runtime.recording import frames
-
-        return frames.traces_frame(self, status, limit, spark=spark)
-
-    def sample(self, component: str, stream: str = "default", n: int = 100, *,
-               wait: bool = False, timeout: float = 2.0,
-               keep: float = TAP_SECONDS) -> list[dict]:
-        """The newest ``n`` tuples the instances of ``component`` sent on ``stream``,
-        newest last: a tap on that edge.
-
-        Each is ``{"values", "fields", "task" (the sending task), "stream", "ids" ({root id:
-        edge id} of a tracked tuple, else None), "to" (the tasks it was sent to),
-        "time" (wall clock, when its batch was sent)}``. A tuple sent to two subscribers
-        appears once for each.
-
-        A stream is tapped only while someone asks: each call keeps the tap on for
-        ``keep`` seconds (10 by default; a live view refreshing faster keeps it on), and
-        the instances report what they saw with their statistics (every
-        ``stats_interval``). So the first call usually returns ``[]``; with ``wait=True``
-        it asks again until some tuple arrives or ``timeout`` seconds pass. Sampling
-        costs the instances nothing once the tap is off. ValueError for an unknown
-        component or stream (naming the closest), an ``n`` outside 1..10000, or a
-        ``keep`` outside (0, 600].
-        """
-        check_tap(self.plan.streams, component, stream, n)
-        check_keep(keep)
-        deadline = time.monotonic() + timeout
-        while True:
-            found = self._ask(wire.AskSample, component=component, stream=stream, n=n, keep=keep)
-            if found or not wait or time.monotonic() > deadline:
-                return found
-            time.sleep(0.05)
-
-    # -- recordings (runtime/recording/) and the Spark bridge (runtime/recording/frames.py) ----
-    def record(self, component: str, stream: str = "default") -> list[int]:
-        """Start recording ``component``'s ``stream`` to Parquet segments under
-        ``run_dir/recordings/<component>/<stream>/``: values under the declared field
-        names, plus ``_root_id``, ``_task`` and ``_emit_ts``. A restarted instance keeps
-        recording. Returns the tasks told (an instance not ready yet is told when it is);
-        ValueError for an unknown component or stream."""
-        return self._set_recording(component, stream, True)
-
-    def stop_recording(self, component: str, stream: str = "default") -> list[int]:
-        """Stop recording ``component``'s ``stream``; the instances write what they hold."""
-        return self._set_recording(component, stream, False)
-
-    def _set_recording(self, component: str, stream: str, on: bool) -> list[int]:
-        from runtime.recording._parquet import check_stream
-
-        check_stream(self.plan.streams, component, stream)
-        return self._ask(wire.AskRecord, component=component, stream=stream, on=on)
-
-    @property
-    def record_base(self) -> str:
-        """Where recordings go: this run's own folder in the ``record_dir`` option, when
-        given (a folder the containers and this machine share), else the run directory."""
-        return self.plan.config.get(RECORD_DIR) or self.run_dir
-
-    def recording_dir(self, component: str, stream: str = "default") -> str:
-        """The folder a stream's Parquet segments are written to (it may not exist yet)."""
-        from runtime.recording._parquet import recording_dir
-
-        return recording_dir(self.record_base, component, stream)
-
-    def to_spark(self, component: str, stream: str = "default", spark=None):
-        """What was recorded of ``component``'s ``stream``, as a ``pyspark.sql.DataFrame``
-        (see ``runtime.recording.frames.to_spark``; the SparkSession starts on first use)."""
-        from runtime.recording import frames  # here, with the bridge: few runs use Spark
-
-        return frames.to_spark(self, component, stream, spark=spark)
-
-    def spark_stream(self, component: str, stream: str = "default", spark=None,
-                     timeout: float = 30.0):
-        """A streaming DataFrame (Structured Streaming file source) over the growing
-        recording of ``component``'s ``stream`` (see ``runtime.recording.frames.spark_stream``)."""
-        from runtime.recording import frames
-
-        return frames.spark_stream(self, component, stream, spark=spark, timeout=timeout)
-
-    # -- checkpointed state (runtime/state/, docs/internals/checkpoints.md) -----------------
-    def state(self, component: str) -> dict:
-        """The last committed state of the StatefulBolt ``component``, merged over its
-        tasks (each holds its own keys); empty before the first checkpoint commits."""
-        with contextlib.closing(self._state_store()) as store:
-            return _state.committed_state(store, component)[1]
-
-    def checkpoint(self) -> dict | None:
-        """The last committed checkpoint: ``{"id", "epoch", "duration", "time"}`` (seconds,
-        and the wall time of the commit), or None before the first."""
-        with contextlib.closing(self._state_store()) as store:
-            committed = store.committed()
-        return None if committed is None else {"id": committed[0], **committed[1]}
-
-    def _state_store(self):
-        if not _state.checkpointing(self.plan.config):
-            raise ValueError(f"topology {self.name!r} was not submitted with "
-                             "checkpoint_interval: it keeps no checkpointed state")
-        return _state.open_store(str(self.plan.config[STATE_STORE]), self.run_dir)
-
-    def state_frame(self, component: str, spark=None):
-        """:meth:`state` as a Spark DataFrame of rows ``(key, value)``."""
-        from runtime.recording import frames
-
-        return frames.state_frame(self.state(component), spark=spark)
-
-    def metrics_frame(self, window: str = "10m", spark=None):
-        """The per-component rate series of :meth:`metrics` as a Spark DataFrame."""
-        from runtime.recording import frames
-
-        return frames.metrics_frame(self, window, spark=spark)
-
-    def events_frame(self, spark=None):
-        """The topology's :meth:`events` as a Spark DataFrame."""
-        from runtime.recording import frames
-
-        return frames.events_frame(self, spark=spark)
-
-    # -- why is it slow (runtime/observe/diagnosis.py) -------------------------------------
-    def explain(self, window: str = "1m") -> list:
-        """Why the topology is slow: :class:`~runtime.observe.diagnosis.Finding` records
-        (``.component``, ``.task`` or None, ``.kind``, ``.evidence``, ``.advice``), most
-        important first; empty when nothing stands out. Read from ``metrics(window)``,
-        the backpressure causes and this machine's cores (docs/internals/diagnosis.md)."""
-        metrics = self.metrics(window)
-        causes = [c.get("component") for c in self.status().get("backpressure") or ()]
-        return _diagnosis.diagnose(metrics, config=self.plan.config, cores=os.cpu_count(),
-                                   backpressure=[c for c in causes if c])
-
-    def explain_frame(self, window: str = "1m", spark=None):
-        """:meth:`explain` as a Spark DataFrame, one row per finding (see
-        ``runtime.recording.frames.explain_frame``)."""
-        from runtime.recording import frames
-
-        return frames.explain_frame(self, window, spark=spark)
 
     def logs(self, component: str, task: int) -> str:
         """The log file of one instance (its prints, warnings and tracebacks)."""
