@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 import signal
 import sys
-from collections import Counter
+from collections import Counter, deque
 
 import cloudpickle
 import pytest
@@ -69,7 +69,10 @@ def pump(spout, out: list, count: int, timeout: float = 20.0) -> list:
     def enough():
         spout.next_tuple()
         return len(out) >= count
-    wait_for(enough, timeout, f"{count} records from the Kafka spout (have {len(out)})")
+    try:
+        wait_for(enough, timeout, f"{count} records from the Kafka spout")
+    except TimeoutError as exc:
+        raise TimeoutError(f"{exc} (have {len(out)})") from None
     return out
 
 
@@ -100,6 +103,75 @@ def read_topic(brokers: str, topic: str, count: int) -> list[bytes]:
 
 
 # -- the spout alone -------------------------------------------------------------------------
+
+class _Record:
+    def __init__(self, partition: int, offset: int) -> None:
+        self._p, self._o = partition, offset
+
+    def partition(self) -> int:
+        return self._p
+
+    def offset(self) -> int:
+        return self._o
+
+    def value(self) -> bytes:
+        return json.dumps({"p": self._p, "o": self._o}).encode()
+
+    def error(self) -> None:
+        return None
+
+
+class ScriptedFetcher:
+    """Plays librdkafka's part in the spout's flow control, in an order chosen by the test.
+    Fetched records wait in one queue, in ``chunks`` of ``(partition, count)`` as fetch
+    responses bring them; ``consume`` hands out the next ones. Pausing a partition drops
+    what was fetched of it ahead; resuming fetches it again, at the end of the queue, from
+    the first offset the spout was not given (librdkafka's behaviour)."""
+
+    def __init__(self, chunks: list[tuple[int, int]], per_partition: int) -> None:
+        self.end, self.queue = per_partition, deque()
+        self.given: dict[int, int] = {}  # partition -> the next offset to hand out
+        fetched: dict[int, int] = {}
+        for p, n in chunks:
+            first = fetched.get(p, 0)
+            fetched[p] = first + n
+            self.queue.extend(_Record(p, o) for o in range(first, first + n))
+        self.paused: set[int] = set()
+
+    def consume(self, num_messages: int, timeout: float) -> list:
+        out = []
+        while self.queue and len(out) < num_messages:
+            record = self.queue.popleft()
+            self.given[record.partition()] = record.offset() + 1
+            out.append(record)
+        return out
+
+    def pause(self, tps) -> None:
+        self.paused.update(tp.partition for tp in tps)
+        self.queue = deque(r for r in self.queue if r.partition() not in self.paused)
+
+    def resume(self, tps) -> None:
+        for p in {tp.partition for tp in tps} & self.paused:
+            self.paused.discard(p)
+            self.queue.extend(_Record(p, o) for o in range(self.given.get(p, 0), self.end))
+
+
+def test_partitions_whose_windows_are_full_do_not_stop_the_others_from_being_read(events):
+    """Records held for partitions that cannot emit (their windows full, nothing acked)
+    once kept the spout from polling at all, so one partition was never read past its
+    first batch: a CI failure. Here the fetcher serves partitions 1, 2 and 3 first."""
+    spout = KafkaSpout("events", events, group_id="g-full", max_uncommitted=20, batch_size=7)
+    out = opened(spout)
+    spout._consumer.close()
+    # as librdkafka fetched them in that run: 16 records of each, then the rest
+    spout._consumer = ScriptedFetcher([(1, 16), (2, 16), (3, 16), (0, 16), (1, 34), (2, 34),
+                                       (3, 34), (0, 34)], PER_PARTITION)
+    pump(spout, out, PARTITIONS * 20, timeout=5.0)  # every window full; nothing acked
+    assert Counter(p for _, (p, _) in out) == dict.fromkeys(range(PARTITIONS), 20)
+    held = {p: len(spout._held[p]) for p in spout.assigned}
+    assert all(n <= 2 * spout.batch_size for n in held.values()), held  # bounded
+
+
 
 def test_log_spout_picks_the_embedded_log_or_kafka_by_one_argument():
     assert type(log_spout("events", fields=("a",))) is LogSpout
