@@ -12,6 +12,7 @@ from __future__ import annotations
 import warnings
 from collections.abc import Mapping
 
+from runtime.model.api import rewindable
 from runtime.model.constants import CHECKPOINT_INTERVAL, CHECKPOINTER, STATE_STORE
 
 from ._bolt import State, StatefulBolt
@@ -21,7 +22,7 @@ from ._spout import CheckpointSpout
 from ._store import open_store
 
 __all__ = ["State", "StatefulBolt", "check_submit", "checkpointing", "committed_state",
-           "executor_for", "open_store", "replayable"]
+           "executor_for", "open_store", "started"]
 
 
 def checkpointing(config: Mapping) -> bool:
@@ -39,6 +40,16 @@ def executor_for(plan, specs: Mapping, task: int, send, run_dir: str, incarnatio
     return Checkpointed(build(), specs, send, store, incarnation)
 
 
+def started(executor, config: Mapping) -> None:
+    """Called by a driver once a task's executor has started (``prepare`` ran). Without
+    checkpoints a StatefulBolt is given an empty state here, never saved: it runs as a
+    plain bolt, its state lost with its process. With them, ``Checkpointed`` gives it the
+    committed state itself."""
+    user = getattr(executor, "user", None)
+    if not checkpointing(config) and isinstance(user, StatefulBolt):
+        user.init_state(State())
+
+
 def committed_state(store, component: str) -> tuple[int | None, dict]:
     """The last committed checkpoint id and ``component``'s state in it, merged over its
     tasks (each task holds its own keys)."""
@@ -50,11 +61,6 @@ def committed_state(store, component: str) -> tuple[int | None, dict]:
     for pairs in store.load_prefix(committed[0], prefix).values():
         merged.update(State.from_snapshot(pairs)._values)
     return committed[0], merged
-
-
-def replayable(spout) -> bool:
-    """Whether a spout can be rewound to a checkpoint's position."""
-    return hasattr(spout, "checkpoint_position") and hasattr(spout, "restore_position")
 
 
 def check_submit(topology, config: Mapping, *, processes: bool) -> None:
@@ -72,7 +78,7 @@ def check_submit(topology, config: Mapping, *, processes: bool) -> None:
                          f"and {' -> '.join(loop)} is a cycle (a bolt would wait for its own "
                          "barrier)")
     for spec in topology.components.values():
-        if spec.kind == "spout" and not replayable(spec.new_instance()):
+        if spec.kind == "spout" and not rewindable(spec.new_instance()):
             warnings.warn(f"topology {topology.name!r}: spout {spec.id!r} cannot be rewound "
                           f"to a checkpoint ({spec.class_name}): a rollback loses the state "
                           "updates its tuples made since the last checkpoint (they are not "
