@@ -13,7 +13,7 @@ import warnings
 from collections.abc import Mapping
 
 from runtime.model.api import rewindable
-from runtime.model.constants import CHECKPOINT_INTERVAL, CHECKPOINTER, STATE_STORE
+from runtime.model.constants import CHECKPOINT_INTERVAL, CHECKPOINTER, STATE_DIR, STATE_STORE
 
 from ._bolt import State, StatefulBolt
 from ._gate import Checkpointed
@@ -32,8 +32,11 @@ def checkpointing(config: Mapping) -> bool:
 def executor_for(plan, specs: Mapping, task: int, send, run_dir: str, incarnation: int,
                  build, clock=None):
     """The executor a driver runs for ``task`` in a checkpointed topology: the checkpoint
-    spout, or ``build()`` (the task's own executor) wrapped in its side of the protocol."""
-    store = open_store(str(plan.config.get(STATE_STORE, "sqlite")), run_dir)
+    spout, or ``build()`` (the task's own executor) wrapped in its side of the protocol.
+    The store is the run's (``state_dir``, set by the scheduler), not ``run_dir``, which on
+    Spark is the container's own."""
+    store = open_store(str(plan.config.get(STATE_STORE, "sqlite")),
+                       str(plan.config.get(STATE_DIR) or run_dir))
     if plan.task(task).component == CHECKPOINTER:
         clocks = {"monotonic": clock, "wall": clock} if clock is not None else {}
         return CheckpointSpout(plan, specs, task, send, store, **clocks)

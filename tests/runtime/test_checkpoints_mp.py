@@ -85,7 +85,8 @@ def run_with_kills(root, name: str, kills: int, seed: int, tupleflow_processes, 
         victims = ["count", "__checkpoint", "words"]
         for i in range(kills):
             before = committed_id(running)
-            wait_for(lambda b=before: committed_id(running) > b, 60, "a checkpoint to commit")
+            wait_for(lambda b=before: committed_id(running) > b, 180 if i == 0 else 60,
+                     "a checkpoint to commit")  # the first after every container started
             time.sleep(rng.uniform(0.0, 0.6))  # paces the chaos; not a synchronisation
             chosen, proc = victim(running, victims[i % len(victims)], rng, tupleflow_processes)
             with contextlib.suppress(psutil.NoSuchProcess):
