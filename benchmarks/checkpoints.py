@@ -12,16 +12,32 @@ Why
 Reading the output (one line each)::
 
     RESULT name=checkpoint-cost pair=1 words=1000000 plain_wps=... checkpointed_wps=...
-           cost=... plain_cpu_us=... checkpointed_cpu_us=... cpu_cost=... checkpoints=...
+           cost=... plain_cpu_us=... checkpointed_cpu_us=... cpu_cost=...
+           plain_task_cpu_us=... checkpointed_task_cpu_us=... task_cpu_cost=... checkpoints=...
     RESULT name=checkpoint-cost pairs=3 median_cost=... median_cpu_cost=...
+           median_task_cpu_cost=...
 
 ``cost`` is the throughput lost (1 - checkpointed / plain words per second); ``cpu_cost``
-the CPU per word added (checkpointed / plain - 1), both over the middle 80 % of each run.
+the CPU per word added (checkpointed / plain - 1) over every instance process (from their
+reports); ``task_cpu_cost`` the same for the stateful counter tasks alone, from psutil's
+``cpu_times`` of their pids (user + system), the figure least at the mercy of the other
+processes on a loaded machine: CPU time is charged to the task whatever waits it had.
+All over the middle 80 % of each run.
+    RESULT name=checkpoint-cost-inprocess rep=1 words=300000 plain_cpu_us=...
+           checkpointed_cpu_us=... cpu_cost=... every_rounds=...
+    RESULT name=checkpoint-cost-inprocess reps=5 median_cpu_cost=...
+
+``checkpoint-cost-inprocess`` runs the same topology in the in-memory cluster (every task
+in this one process, the same executors, the checkpoint wrapper and store included, the
+fake clock advanced so that each run makes about six checkpoints, as a process run does
+in its measured stretch), and compares this process's CPU time per word: no scheduling,
+no batching that depends on the load, so the wrapper's own cost is what differs.
     RESULT name=checkpoint-recovery kill=count words_per_s_before=... recovery_s=...
     RESULT name=checkpoint-chaos kills=20 words=... exact=1 checkpoints=... rollbacks=...
            seconds=...
 
     python benchmarks/checkpoints.py --only cost --pairs 3 --words 1000000
+    python benchmarks/checkpoints.py --only inprocess --reps 5 --words 300000
     python benchmarks/checkpoints.py --only recovery
     python benchmarks/checkpoints.py --only chaos --kills 20
 """
@@ -41,7 +57,14 @@ from _common import BenchmarkError
 
 from runtime import Topology
 from runtime.sources import EmbeddedLog, LogSpout
-from runtime.testing import PacedLogSpout, PassOn, StatefulWordCount, replaced, wait_for
+from runtime.testing import (
+    InMemoryCluster,
+    PacedLogSpout,
+    PassOn,
+    StatefulWordCount,
+    replaced,
+    wait_for,
+)
 
 INTERVAL = 1.0  # checkpoint_interval of the cost and recovery runs (the issue's figure)
 OPTIONS = {"stats_interval": 0.1, "spout_wait": 0.002}
@@ -80,44 +103,120 @@ def cpu(running) -> float:
     return sum(s.cpu_seconds for s in running.statistics())
 
 
-def throughput(root: str, n: int, name: str, **submit) -> tuple[float, float, dict | None]:
+def counter_processes(running) -> list[psutil.Process]:
+    """The stateful counter tasks' processes."""
+    return [psutil.Process(s.pid) for s in running.statistics() if s.component == "count"]
+
+
+def cpu_seconds(procs: list[psutil.Process]) -> float:
+    """User + system CPU seconds of ``procs`` so far (psutil: the kernel's own account)."""
+    return sum(t.user + t.system for t in (p.cpu_times() for p in procs))
+
+
+def throughput(root: str, n: int, name: str, **submit) -> tuple[float, float, float,
+                                                                dict | None]:
     """Words per second through the counters in the steady middle of the run, from a tenth
-    of the log counted to nine tenths (start-up and the tail are not what is compared),
-    and the instances' CPU microseconds per word over the same stretch (less at the mercy
-    of the other processes on a shared machine than the rate)."""
+    of the log counted to nine tenths (start-up and the tail are not what is compared);
+    the instances' CPU microseconds per word over the same stretch (from their reports),
+    and the counter tasks' own (psutil, per word they executed)."""
     with topology(root, name).submit(**submit) as running:
         wait_for(lambda: executed(running) >= n // 10, 300, f"{name}: a tenth counted")
+        counters = counter_processes(running)
         start, cpu0, n0 = time.monotonic(), cpu(running), executed(running)
+        task0 = cpu_seconds(counters)
         wait_for(lambda: executed(running) >= n * 9 // 10, 600, f"{name}: nine tenths counted")
+        task1 = cpu_seconds(counters)
         took, cpu1, n1 = time.monotonic() - start, cpu(running), executed(running)
+        if [p.pid for p in counter_processes(running)] != [p.pid for p in counters]:
+            raise BenchmarkError(f"{name}: a counter task restarted during the measurement")
         checkpoint = running.checkpoint() if submit else None
-    return (n1 - n0) / took, (cpu1 - cpu0) / (n1 - n0) * 1e6, checkpoint
+    words = n1 - n0
+    return words / took, (cpu1 - cpu0) / words * 1e6, (task1 - task0) / words * 1e6, checkpoint
 
 
 def cost(n: int, pairs: int) -> None:
     root = tempfile.mkdtemp(prefix="ckpt-cost-")
     fill_log(root, n)
-    costs, cpu_costs = [], []
+    costs, cpu_costs, task_costs = [], [], []
     for pair in range(1, pairs + 1):
         order = ["plain", "checkpointed"] if pair % 2 else ["checkpointed", "plain"]
         rates: dict[str, float] = {}
         us: dict[str, float] = {}
+        task_us: dict[str, float] = {}
         for kind in order:  # each run is a new topology name: the log is read from 0
             submit = ({"checkpoint_interval": INTERVAL} if kind == "checkpointed" else {})
-            rates[kind], us[kind], checkpoint = throughput(root, n, f"cost-{kind}-{pair}",
-                                                           **submit)
+            rates[kind], us[kind], task_us[kind], checkpoint = throughput(
+                root, n, f"cost-{kind}-{pair}", **submit)
             if kind == "checkpointed":
                 made = checkpoint["id"] if checkpoint else 0
         c, cc = 1 - rates["checkpointed"] / rates["plain"], us["checkpointed"] / us["plain"] - 1
+        tc = task_us["checkpointed"] / task_us["plain"] - 1
         costs.append(c)
         cpu_costs.append(cc)
+        task_costs.append(tc)
         print(f"RESULT name=checkpoint-cost pair={pair} words={n} "
               f"plain_wps={rates['plain']:.0f} checkpointed_wps={rates['checkpointed']:.0f} "
               f"cost={c:.3f} plain_cpu_us={us['plain']:.2f} "
               f"checkpointed_cpu_us={us['checkpointed']:.2f} cpu_cost={cc:.3f} "
+              f"plain_task_cpu_us={task_us['plain']:.2f} "
+              f"checkpointed_task_cpu_us={task_us['checkpointed']:.2f} task_cpu_cost={tc:.3f} "
               f"checkpoints={made}", flush=True)
     print(f"RESULT name=checkpoint-cost pairs={pairs} median_cost={statistics.median(costs):.3f}"
-          f" median_cpu_cost={statistics.median(cpu_costs):.3f}", flush=True)
+          f" median_cpu_cost={statistics.median(cpu_costs):.3f}"
+          f" median_task_cpu_cost={statistics.median(task_costs):.3f}", flush=True)
+
+
+# -- cost in one process: the in-memory cluster ---------------------------------------------
+CHECKPOINTS_PER_RUN = 6  # as many as a process run makes in its measured stretch
+
+
+def drive(c: InMemoryCluster, every: int | None) -> int:
+    """Step until idle, advancing the clock a checkpoint interval every ``every`` rounds
+    (and once at the end); the rounds it took."""
+    rounds = 0
+    while True:
+        moved = c.step(100)
+        rounds += 1
+        if every and rounds % every == 0:
+            c.advance(INTERVAL)
+        if not moved:
+            c.advance(INTERVAL)  # the timers due at the end (flushes, a last checkpoint)
+            if not c.step(100):
+                return rounds
+
+
+def cpu_per_word(root: str, n: int, name: str, every: int | None,
+                 **options) -> tuple[float, int]:
+    """This process's CPU microseconds per word for one in-memory run, and its rounds; a
+    checkpointed run must have committed every word."""
+    with InMemoryCluster(topology(root, name), **options) as c:
+        start = time.process_time()
+        rounds = drive(c, every)
+        used = time.process_time() - start
+        if options and (counted := sum(c.state("count").values())) != n:
+            raise BenchmarkError(f"{name}: {counted} words committed, not {n}")
+    return used / n * 1e6, rounds
+
+
+def in_process(n: int, reps: int) -> None:
+    root = tempfile.mkdtemp(prefix="ckpt-inproc-")
+    fill_log(root, n)
+    _, rounds = cpu_per_word(root, n, "inproc-warmup", None)
+    every = max(1, rounds // CHECKPOINTS_PER_RUN)
+    costs = []
+    for rep in range(1, reps + 1):
+        order = ["plain", "checkpointed"] if rep % 2 else ["checkpointed", "plain"]
+        us: dict[str, float] = {}
+        for kind in order:
+            options = ({"checkpoint_interval": INTERVAL, "state_store": "memory"}
+                       if kind == "checkpointed" else {})
+            us[kind], _ = cpu_per_word(root, n, f"inproc-{kind}-{rep}", every, **options)
+        costs.append(us["checkpointed"] / us["plain"] - 1)
+        print(f"RESULT name=checkpoint-cost-inprocess rep={rep} words={n} "
+              f"plain_cpu_us={us['plain']:.2f} checkpointed_cpu_us={us['checkpointed']:.2f} "
+              f"cpu_cost={costs[-1]:.3f} every_rounds={every}", flush=True)
+    print(f"RESULT name=checkpoint-cost-inprocess reps={reps} "
+          f"median_cpu_cost={statistics.median(costs):.3f}", flush=True)
 
 
 # -- recovery: from a kill to the rate being back ----------------------------------------------
@@ -211,17 +310,21 @@ def chaos(n: int, kills: int, seed: int, interval: float) -> None:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--only", choices=["cost", "recovery", "chaos"], action="append")
+    parser.add_argument("--only", choices=["cost", "inprocess", "recovery", "chaos"],
+                        action="append")
     parser.add_argument("--words", type=int, default=1_000_000)
     parser.add_argument("--pairs", type=int, default=3)
+    parser.add_argument("--reps", type=int, default=5, help="in-process pairs")
     parser.add_argument("--kills", type=int, default=20)
     parser.add_argument("--chaos-words", type=int, default=100_000)
     parser.add_argument("--interval", type=float, default=0.5, help="chaos checkpoint interval")
     parser.add_argument("--seed", type=int, default=None)
     args = parser.parse_args()
-    only = args.only or ["cost", "recovery", "chaos"]
+    only = args.only or ["cost", "inprocess", "recovery", "chaos"]
     if "cost" in only:
         cost(args.words, args.pairs)
+    if "inprocess" in only:
+        in_process(min(args.words, 300_000), args.reps)
     if "recovery" in only:
         recovery(args.words * 2)
     if "chaos" in only:

@@ -53,6 +53,7 @@ from runtime.state import (
     committed_state,
     executor_for,
     open_store,
+    started,
 )
 from runtime.state._store import forget_memory
 
@@ -428,6 +429,7 @@ class InMemoryCluster:
             ex.on_error = functools.partial(self._report, task, ex)
             try:
                 ex.start()
+                started(ex, self.plan.config)  # a StatefulBolt's state, without checkpoints
                 return ex
             except UserCodeError as exc:
                 self._crashed(task, ex, exc)

@@ -33,15 +33,37 @@ def checkpoint_html(snapshot: Mapping[str, Any], component: str | None) -> str:
         return ""
     spout = next((s.get("checkpoint") or {} for s in stats
                   if s.get("component") == CHECKPOINTER), {})
-    last = (f"last committed: <b>checkpoint {html.escape(str(spout.get('id')))}</b>, took "
+    cid = html.escape(str(spout.get("id")))
+    last = (f'last committed: <b data-key="checkpoint_id" data-value="{cid}">checkpoint {cid}'
+            f"</b>, took "
             f"<span data-key=\"checkpoint_seconds\">{_format.seconds(spout.get('seconds'))}"
             f"</span>; {_format.count(spout.get('committed'))} committed, "
-            f"{_format.count(spout.get('rollbacks'))} rollbacks"
+            f"{_rollbacks(spout.get('rollbacks'))}"
             if spout.get("id") is not None else "no checkpoint committed yet")
     rows = "".join(f'<tr data-task="{html.escape(str(task))}"><td class="tf-name">'
                    f"{html.escape(component)}[{html.escape(str(task))}]</td>"
-                   f"<td>{_format.count(c.get('saved'))}</td>"
-                   f"<td>{_format.count(c.get('epoch'))}</td></tr>" for task, c in mine)
+                   f"{_cell(c, 'saved')}{_cell(c, 'epoch')}</tr>" for task, c in mine)
     return (f'<div class="tupleflow-checkpoints"><b>checkpoints</b> <small>{last}</small>'
             f'<table class="tf-table"><tr><th>task</th><th>saved</th><th>epoch</th></tr>'
             f"{rows}</table></div>")
+
+
+def _rollbacks(n: Any) -> str:
+    """The rollbacks after the one every run (and every restart of the checkpoint spout,
+    whose counts start again) begins with, which a learner would read as a failure.
+
+    >>> _rollbacks(1), _rollbacks(3), _rollbacks(None)
+    ('no rollback since the start', '2 rollbacks since the start', '–')
+    """
+    if not isinstance(n, int):
+        return _format.MISSING
+    after = max(0, n - 1)
+    return ("no rollback" if after == 0 else f"{_format.count(after)} rollback"
+            + ("s" if after > 1 else "")) + " since the start"
+
+
+def _cell(report: Mapping[str, Any], key: str) -> str:
+    """A count, its exact value in ``data-value`` (the text reads "1.2k")."""
+    value = report.get(key)
+    return (f'<td data-key="{key}" data-value="{html.escape(str(value))}">'
+            f"{_format.count(value)}</td>")

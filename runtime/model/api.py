@@ -76,6 +76,33 @@ class Spout(Component):
         """
         return None
 
+    # -- rewinding (checkpoints: docs/internals/checkpoints.md) -------------------------
+    def checkpoint_position(self) -> Any:
+        """Where this spout has read up to (msgpack types), saved with each checkpoint. A
+        spout that can go back there overrides this and :meth:`restore_position`; the
+        default, None, says it cannot (see :func:`rewindable`)."""
+        return None
+
+    def restore_position(self, position: Any) -> None:
+        """Go back to ``position`` (one that :meth:`checkpoint_position` returned, or None
+        for where this run first opened it): read again from there, nothing in flight."""
+
+
+def rewindable(spout: Spout) -> bool:
+    """Whether ``spout`` can be rewound to a checkpoint: its class overrides both
+    ``checkpoint_position`` and ``restore_position`` (asked of the class, so a spout not
+    yet opened answers too).
+
+    >>> class Log(Spout):
+    ...     def checkpoint_position(self): return {0: 12}
+    ...     def restore_position(self, position): pass
+    >>> rewindable(Log()), rewindable(Spout())
+    (True, False)
+    """
+    kind = type(spout)
+    return (kind.checkpoint_position is not Spout.checkpoint_position
+            and kind.restore_position is not Spout.restore_position)
+
 
 class Bolt(Component):
     """Processes tuples. Override ``process``; emit with ``self.emit(values, anchors=[tup])``

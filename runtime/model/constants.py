@@ -42,6 +42,9 @@ CHECKPOINT_INTERVAL = "checkpoint_interval"  # seconds between two checkpoints o
 #                                             StatefulBolts' state (None: no checkpoints)
 STATE_STORE = "state_store"  # where checkpoints go: "sqlite" (run dir), "memory" (the
 #                              in-memory cluster only) or a redis:// URL
+STATE_DIR = "state_dir"  # set by the scheduler, not the user: the run directory that holds
+#                          the "sqlite" store and names the Redis one, the same for every
+#                          container (on Spark each container has a run directory of its own)
 METRICS_ENABLED = "metrics"  # False: no latency histograms, CPU or RSS (bare counters)
 TRACE = "trace"  # fraction of spout tuples traced, 0.0..1.0 (0.0: off; docs/internals/tracing.md)
 TRACE_STORE = "trace_store"  # traces the master keeps, newest; older ones are dropped, counted

@@ -64,7 +64,9 @@ class InstanceStats:
     # {name: {bounds, counts, sum, count}}} (runtime/observe/user_metrics.py); None: none
     user_metrics: dict | None = None
     # a windowed bolt (docs/windows.md): {watermark, oldest_window_start (ms or None),
-    # open_windows (or None), open_tuples, late_tuples, evaluated}; None for other tasks
+    # open_windows (or None), open_tuples, late_tuples, evaluated, last_window_start,
+    # last_window_end (ms, or None in processing time), last_window_tuples (None before the
+    # first window)}; None for other tasks
     window: dict | None = None
     # checkpointed state (docs/internals/checkpoints.md): a task's {"epoch", "saved",
     # "rollbacks", "discarded_frames" (dropped as sent before a rollback), "stateful"};

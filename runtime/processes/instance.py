@@ -48,7 +48,7 @@ from runtime.model.constants import (
 )
 from runtime.model.controls import check_trace
 from runtime.model.plan import PhysicalPlan
-from runtime.state import checkpointing, executor_for
+from runtime.state import checkpointing, executor_for, started
 
 from . import curve as _curve
 from .zmqio import messages, send_pair
@@ -84,6 +84,7 @@ class Instance:
         self.held_since: float | None = None  # when the current hold began
         self.process = psutil.Process()  # read by the reports only, never on the tuple path
         self.metrics_on = True  # the plan's "metrics" option, once the plan is known
+        self.config: dict = {}  # the topology options, once the plan is known
         self.executor: Executor | None = None  # made from the master's welcome
         self.handlers = {wire.Activate: lambda _: self.set_active(True),
                          wire.Deactivate: lambda _: self.set_active(False),
@@ -121,6 +122,7 @@ class Instance:
     def _executor(self, welcome: wire.Welcome) -> TaskExecutor:
         plan = PhysicalPlan.from_data(welcome.plan)
         self.metrics_on = bool(plan.config.get(METRICS_ENABLED, True))  # CPU, RSS per report
+        self.config = plan.config  # the topology options (checkpoints: runtime.state.started)
         ex: TaskExecutor
         if plan.task(self.task).component == ACKER:
             ex = AckerExecutor(plan, self.task, self._send, run_dir=self.boot["run_dir"])
@@ -178,6 +180,7 @@ class Instance:
         tune_interpreter()
         try:
             ex.start()
+            started(ex, self.config)  # a StatefulBolt's state, without checkpoints
             self.tell(wire.Ready(task=self.task, incarnation=self.incarnation))
             self.loop(ex)
         except UserCodeError as exc:

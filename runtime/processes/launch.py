@@ -16,7 +16,7 @@ import tempfile
 import cloudpickle
 
 from runtime import _procs
-from runtime.model.constants import RECORD_DIR
+from runtime.model.constants import CHECKPOINT_INTERVAL, RECORD_DIR, STATE_DIR
 from runtime.model.topology import TopologyError
 
 READY_TIMEOUT = 15.0  # seconds for the topology master to start listening
@@ -32,6 +32,16 @@ def with_record_root(plan, run_dir: str):
         return plan
     root = os.path.join(folder, os.path.basename(run_dir))
     return dataclasses.replace(plan, config={**plan.config, RECORD_DIR: root})
+
+
+def with_run_dir(plan, run_dir: str):
+    """``plan`` as this run's processes need it: its recordings' folder
+    (:func:`with_record_root`) and, with checkpoints, the run directory where every
+    container's tasks and the submitter find the one state store."""
+    plan = with_record_root(plan, run_dir)
+    if not plan.config.get(CHECKPOINT_INTERVAL):
+        return plan
+    return dataclasses.replace(plan, config={**plan.config, STATE_DIR: run_dir})
 
 
 def pickle_components(topology) -> bytes:

@@ -26,7 +26,7 @@ from .launch import (  # noqa: F401 (RUN_ROOT_ENV: its documented home, see test
     _sys_path,
     make_run_dir,
     pickle_components,
-    with_record_root,
+    with_run_dir,
 )
 
 
@@ -46,7 +46,7 @@ def submit(topology, *, scheduler: str, containers: int,
     bundle = pickle_components(topology)
     secret = secrets.token_bytes(32)
     run_dir = make_run_dir(topology.name, containers)
-    plan = with_record_root(plan, run_dir)
+    plan = with_run_dir(plan, run_dir)
     boot = {"secret": secret, "run_dir": run_dir, "plan": plan.to_data(), "bundle": bundle,
             "detached": detached, "sys_path": _sys_path()}
     submitted = time.time()

@@ -42,6 +42,7 @@ from typing import Any
 
 from runtime import _procs, wire
 from runtime.model.constants import LOG_WAIT, RECORD_DIR
+from runtime.state import check_submit
 
 from . import launch as _scheduler
 from .children import STABLE_AFTER  # seconds a process must live for its back-off to reset
@@ -69,11 +70,12 @@ def submit(topology, *, containers: int, config: Mapping[str, Any]) -> SparkTopo
         raise ValueError("scheduler='spark': detached=True is not supported: the Spark job "
                          "runs in the submitting process and ends with it")
     plan = topology.physical_plan(containers, **config)
+    check_submit(topology, plan.config, processes=True)
     spark = spark_session(remote.pop("master"), remote)
     bundle = _scheduler.pickle_components(topology)
     secret, keys = secrets.token_bytes(32), TopologyKeys.generate()
     run_dir = _scheduler.make_run_dir(topology.name, containers)
-    plan = _scheduler.with_record_root(plan, run_dir)
+    plan = _scheduler.with_run_dir(plan, run_dir)
     boot = {"secret": secret, "run_dir": run_dir, "plan": plan.to_data(), "bundle": bundle,
             "detached": False, "sys_path": _scheduler._sys_path(),
             "remote": {"keys": keys.to_data(), **remote}}

@@ -12,7 +12,8 @@ from __future__ import annotations
 import warnings
 from collections.abc import Mapping
 
-from runtime.model.constants import CHECKPOINT_INTERVAL, CHECKPOINTER, STATE_STORE
+from runtime.model.api import rewindable
+from runtime.model.constants import CHECKPOINT_INTERVAL, CHECKPOINTER, STATE_DIR, STATE_STORE
 
 from ._bolt import State, StatefulBolt
 from ._gate import Checkpointed
@@ -21,7 +22,7 @@ from ._spout import CheckpointSpout
 from ._store import open_store
 
 __all__ = ["State", "StatefulBolt", "check_submit", "checkpointing", "committed_state",
-           "executor_for", "open_store", "replayable"]
+           "executor_for", "open_store", "started"]
 
 
 def checkpointing(config: Mapping) -> bool:
@@ -31,12 +32,25 @@ def checkpointing(config: Mapping) -> bool:
 def executor_for(plan, specs: Mapping, task: int, send, run_dir: str, incarnation: int,
                  build, clock=None):
     """The executor a driver runs for ``task`` in a checkpointed topology: the checkpoint
-    spout, or ``build()`` (the task's own executor) wrapped in its side of the protocol."""
-    store = open_store(str(plan.config.get(STATE_STORE, "sqlite")), run_dir)
+    spout, or ``build()`` (the task's own executor) wrapped in its side of the protocol.
+    The store is the run's (``state_dir``, set by the scheduler), not ``run_dir``, which on
+    Spark is the container's own."""
+    store = open_store(str(plan.config.get(STATE_STORE, "sqlite")),
+                       str(plan.config.get(STATE_DIR) or run_dir))
     if plan.task(task).component == CHECKPOINTER:
         clocks = {"monotonic": clock, "wall": clock} if clock is not None else {}
         return CheckpointSpout(plan, specs, task, send, store, **clocks)
     return Checkpointed(build(), specs, send, store, incarnation)
+
+
+def started(executor, config: Mapping) -> None:
+    """Called by a driver once a task's executor has started (``prepare`` ran). Without
+    checkpoints a StatefulBolt is given an empty state here, never saved: it runs as a
+    plain bolt, its state lost with its process. With them, ``Checkpointed`` gives it the
+    committed state itself."""
+    user = getattr(executor, "user", None)
+    if not checkpointing(config) and isinstance(user, StatefulBolt):
+        user.init_state(State())
 
 
 def committed_state(store, component: str) -> tuple[int | None, dict]:
@@ -50,11 +64,6 @@ def committed_state(store, component: str) -> tuple[int | None, dict]:
     for pairs in store.load_prefix(committed[0], prefix).values():
         merged.update(State.from_snapshot(pairs)._values)
     return committed[0], merged
-
-
-def replayable(spout) -> bool:
-    """Whether a spout can be rewound to a checkpoint's position."""
-    return hasattr(spout, "checkpoint_position") and hasattr(spout, "restore_position")
 
 
 def check_submit(topology, config: Mapping, *, processes: bool) -> None:
@@ -72,7 +81,7 @@ def check_submit(topology, config: Mapping, *, processes: bool) -> None:
                          f"and {' -> '.join(loop)} is a cycle (a bolt would wait for its own "
                          "barrier)")
     for spec in topology.components.values():
-        if spec.kind == "spout" and not replayable(spec.new_instance()):
+        if spec.kind == "spout" and not rewindable(spec.new_instance()):
             warnings.warn(f"topology {topology.name!r}: spout {spec.id!r} cannot be rewound "
                           f"to a checkpoint ({spec.class_name}): a rollback loses the state "
                           "updates its tuples made since the last checkpoint (they are not "

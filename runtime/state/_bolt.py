@@ -52,19 +52,11 @@ def _key(k):
 class StatefulBolt(Bolt):
     """A bolt whose key-value state is checkpointed (``submit(checkpoint_interval=...)``).
 
-    ``init_state(state)`` is called before the first tuple and again after each rollback,
-    with the state of the last committed checkpoint (empty before the first). Updates made
-    through ``state.put`` count once, whatever crashes: see docs/internals/checkpoints.md."""
+    ``init_state(state)`` is called after ``prepare``, before the first tuple, and again
+    after each rollback, with the state of the last committed checkpoint (empty before the
+    first). Updates made through ``state.put`` count once, whatever crashes: see
+    docs/internals/checkpoints.md. Without checkpoints it is called once, with an empty
+    state that is never saved (``runtime.state.started``)."""
 
     def init_state(self, state: State) -> None:
         self.state = state
-
-    def __getattr__(self, name: str):
-        """Without checkpoints nothing calls ``init_state``: the first attribute it would
-        have set is asked for, so it is called now, once, with an empty state that is never
-        saved (the bolt then runs as a plain bolt, its state lost with its process)."""
-        if name.startswith("__") or self.__dict__.get("_state_given"):
-            raise AttributeError(name)
-        self.__dict__["_state_given"] = True
-        self.init_state(State())
-        return getattr(self, name)

@@ -23,6 +23,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from runtime import wire
+from runtime.model.api import rewindable
 from runtime.model.constants import CHECKPOINTER
 from runtime.observe.stats import InstanceStats
 
@@ -79,9 +80,8 @@ class Checkpointed:
         self.inner.start()
         user = self.inner.user
         if isinstance(user, StatefulBolt):
-            user.__dict__["_state_given"] = True
             self._give_state(State())
-        if self.kind == "spout" and hasattr(user, "checkpoint_position"):
+        if self.kind == "spout" and rewindable(user):
             key = p.source_key(self.component, self.index)
             self.origin = self.store.origin(key, user.checkpoint_position())
         if self.incarnation > 0:  # what this task held is lost: everyone rolls back
@@ -155,7 +155,7 @@ class Checkpointed:
         if isinstance(user, StatefulBolt):
             pairs = self.store.load(cid, p.state_key(self.component, self.index))
             self._give_state(State.from_snapshot(pairs))
-        elif self.kind == "spout" and hasattr(user, "restore_position"):
+        elif self.kind == "spout" and rewindable(user):
             saved = self.store.load(cid, p.source_key(self.component, self.index))
             user.restore_position(saved if saved is not None else self.origin)
 
@@ -170,7 +170,7 @@ class Checkpointed:
         if isinstance(user, StatefulBolt):
             pairs = self.user_state.snapshot()
             self.store.save(cid, p.state_key(self.component, self.index), pairs)
-        elif self.kind == "spout" and hasattr(user, "checkpoint_position"):
+        elif self.kind == "spout" and rewindable(user):
             self.store.save(cid, p.source_key(self.component, self.index),
                             user.checkpoint_position())
         self.saved += 1

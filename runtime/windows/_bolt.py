@@ -67,14 +67,18 @@ class WindowedBolt(Bolt):
         """What the task reports with its statistics (``InstanceStats.window``): the
         watermark (ms), open windows and the oldest one's start (ms; None where windows
         cannot be named in advance, see :meth:`WindowManager.open_windows`), tuples held,
-        late tuples, windows evaluated. None before ``prepare``."""
+        late tuples, windows evaluated, and the last evaluated window's bounds (ms, None in
+        processing time) and tuples. None before ``prepare``."""
         windows = getattr(self, "_windows", None)
         if windows is None:
             return None
         count, oldest = windows.open_windows() or (None, None)
+        start, end, held = windows.last or (None, None, None)
         return {"watermark": windows.watermark, "open_windows": count,
                 "oldest_window_start": oldest, "open_tuples": windows.queued,
-                "late_tuples": windows.late, "evaluated": windows.evaluated}
+                "late_tuples": windows.late, "evaluated": windows.evaluated,
+                "last_window_start": start, "last_window_end": end,
+                "last_window_tuples": held}
 
     # -- driven by the engine ------------------------------------------------------------
     def process(self, tup: Tuple) -> None:

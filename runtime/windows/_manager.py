@@ -67,6 +67,7 @@ class WindowManager:
     watermark: int | None = None  # the last watermark (ms), event time only
     late: int = 0  # late tuples so far
     evaluated: int = 0  # windows given to process_window so far
+    last: tuple | None = None  # the last evaluated window: (start, end, tuples); ms or None
     _queue: list = field(default_factory=list)  # (ts, seq, item) in (ts, seq) order
     _seq: Any = field(default_factory=count)
     _latest: dict = field(default_factory=dict)  # input stream -> its latest timestamp
@@ -223,6 +224,7 @@ class WindowManager:
         if end is not None:
             start = end - self.window.length.ms if isinstance(
                 self.window.length, Duration) else tuples[0][0]
+        self.last = (start, end, len(tuples))  # shown on the dashboard
         return [WindowView([t for _, _, t in tuples],
                            [t for _, seq, t in tuples if seq not in previous],
                            expired, start, end)]

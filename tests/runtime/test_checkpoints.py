@@ -11,8 +11,9 @@ import cloudpickle
 import pytest
 
 from runtime import Topology, TopologyError, wire
+from runtime.model.api import rewindable
 from runtime.model.constants import CHECKPOINTER
-from runtime.sources import EmbeddedLog, LogSpout
+from runtime.sources import EmbeddedLog, KafkaSpout, LogSpout
 from runtime.state import State, StatefulBolt, _protocol
 from runtime.testing import InMemoryCluster, ListSpout, PassOn, StatefulWordCount
 
@@ -189,6 +190,38 @@ def test_without_checkpoints_a_stateful_bolt_runs_on_an_unsaved_empty_state():
         c.run_until_idle()
         counter = c.user_object(next(t.task for t in c.plan.tasks if t.component == "c"))
         assert dict(counter.state.items()) == {"a": 2, "b": 1}
+
+
+class Ordered(StatefulBolt):
+    """Records the order of its lifecycle calls."""
+
+    outputs = ["word"]
+
+    def prepare(self, config, context):
+        self.calls = ["prepare"]
+
+    def init_state(self, state):
+        self.calls.append(f"init_state({len(state)} keys)")
+        self.state = state
+
+    def process(self, tup):
+        self.calls.append("process")
+
+
+def test_without_checkpoints_the_driver_gives_the_state_once_after_prepare():
+    topo = Topology("plain-order")
+    topo.spout("s", ListSpout([["a"], ["b"]], fields=["word"]))
+    topo.bolt("c", Ordered).shuffle_grouping("s")
+    with InMemoryCluster(topo) as c:
+        c.run_until_idle()
+        bolt = c.user_object(next(t.task for t in c.plan.tasks if t.component == "c"))
+        assert bolt.calls == ["prepare", "init_state(0 keys)", "process", "process"]
+
+
+def test_a_spout_is_rewindable_when_its_class_says_where_it_is_and_goes_back(tmp_path):
+    assert rewindable(LogSpout("words", root=str(tmp_path), fields=["word"]))  # not opened
+    assert rewindable(KafkaSpout.__new__(KafkaSpout))
+    assert not rewindable(ListSpout([["a"]], fields=["w"]))
 
 
 def test_a_cyclic_topology_cannot_be_checkpointed():

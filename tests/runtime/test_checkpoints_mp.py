@@ -20,7 +20,16 @@ import pytest
 
 from runtime import Topology
 from runtime.sources import EmbeddedLog
-from runtime.testing import PacedLogSpout, PassOn, StatefulWordCount, replaced, wait_for
+from runtime.testing import (
+    ListSink,
+    ListSpout,
+    PacedLogSpout,
+    PassOn,
+    StatefulWordCount,
+    read_sink,
+    replaced,
+    wait_for,
+)
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(180)]
 
@@ -76,7 +85,8 @@ def run_with_kills(root, name: str, kills: int, seed: int, tupleflow_processes, 
         victims = ["count", "__checkpoint", "words"]
         for i in range(kills):
             before = committed_id(running)
-            wait_for(lambda b=before: committed_id(running) > b, 60, "a checkpoint to commit")
+            wait_for(lambda b=before: committed_id(running) > b, 180 if i == 0 else 60,
+                     "a checkpoint to commit")  # the first after every container started
             time.sleep(rng.uniform(0.0, 0.6))  # paces the chaos; not a synchronisation
             chosen, proc = victim(running, victims[i % len(victims)], rng, tupleflow_processes)
             with contextlib.suppress(psutil.NoSuchProcess):
@@ -106,3 +116,50 @@ def test_redis_store_holds_the_same_exact_state(tmp_path, redis_server, tupleflo
                                          state_store=redis_server.url)
     assert len(killed) == 2
     assert state == dict(Counter(WORDS))
+
+
+def test_two_containers_count_each_word_once_after_kills(tmp_path, tupleflow_processes):
+    """The barriers, markers and PREPARED messages cross the stream managers: the counters,
+    the checkpoint spout and the log spouts are spread over two containers, each killed
+    once mid-stream; the committed state is still the batch count."""
+    state, killed, checkpoint, stats = run_with_kills(
+        tmp_path, "ckpt-two", 3, 21, tupleflow_processes, containers=2)
+    print(f"\n[checkpoints, 2 containers] killed {killed}; last checkpoint {checkpoint}")
+    assert [c for c, _ in killed] == ["count", "__checkpoint", "words"]
+    assert {s.container for s in stats if s.component == "count"} == {0, 1}
+    assert {s.container for s in stats if s.component == "words"} == {0, 1}
+    assert state == dict(Counter(WORDS))
+
+
+def test_a_killed_container_rolls_back_and_counts_each_word_once(tmp_path, tupleflow_processes):
+    """A whole container (its stream manager, so every task it holds) SIGKILLed between
+    two checkpoints: its tasks come back in a new container, the topology rolls back, and
+    the committed state is still the batch count."""
+    fill_log(tmp_path)
+    with word_count(tmp_path, "ckpt-container").submit(checkpoint_interval=INTERVAL,
+                                                       containers=2) as running:
+        wait_for(lambda: committed_id(running) > 1, 60, "a second checkpoint to commit")
+        before = counted(running)
+        old = psutil.Process(running.status()["containers"][1])
+        old.send_signal(signal.SIGKILL)
+        wait_for(lambda: running.status()["containers"].get(1) not in (None, old.pid), 60,
+                 "a new stream manager for container 1")
+        wait_for(lambda: counted(running) >= len(WORDS), 120, "the whole log to be committed")
+        state = running.state("count")
+        stats = running.statistics()
+    assert before < len(WORDS)  # the kill came mid-stream
+    assert any(s.restarts for s in stats if s.container == 1)
+    assert state == dict(Counter(WORDS))
+
+
+def test_without_checkpoints_a_stateful_bolt_counts_in_its_process(tmp_path):
+    """The instance process gives a StatefulBolt its (unsaved) state after prepare, as the
+    in-memory twin does: the counts reach a sink."""
+    topo = Topology("plain-state")
+    topo.spout("s", ListSpout([["a"], ["b"], ["a"]], fields=["word"]))
+    topo.bolt("count", StatefulWordCount).shuffle_grouping("s")
+    topo.bolt("sink", ListSink).shuffle_grouping("count")
+    with topo.submit() as running:
+        wait_for(lambda: len(read_sink(running.run_dir, "sink")) == 3, 60, "three counts")
+        counts = read_sink(running.run_dir, "sink")
+    assert sorted(map(tuple, counts)) == [("a", 1), ("a", 2), ("b", 1)]

@@ -17,6 +17,7 @@ import pickle
 import signal
 import socket
 import sys
+from collections import Counter
 from pathlib import Path
 
 import cloudpickle
@@ -28,6 +29,8 @@ from runtime import BasicBolt, Topology, wire
 from runtime.processes.curve import TopologyKeys, make_client
 from runtime.processes.spark_scheduler import CONTAINER_ENV, spark_session
 from runtime.testing import ListSink, ListSpout, PacedSpout, WordCount, wait_for
+
+from .test_checkpoints_mp import WORDS, run_with_kills
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(400)]  # the first test starts Spark
 
@@ -323,3 +326,20 @@ def test_a_record_dir_brings_the_containers_recordings_to_spark(spark, spark_clu
     tasks = {r["_task"] for r in frame.select("_task").distinct().collect()}
     assert tasks == set(running.plan.component_tasks()["split"])  # both containers'
     assert os.listdir(tmp_path) == [os.path.basename(running.run_dir)]
+
+
+# -- checkpointed state (issue 21) -------------------------------------------------------------
+
+@pytest.mark.timeout(600)  # Spark starts first, then three kills and the whole log
+def test_checkpointed_state_is_exact_after_kills_on_the_spark_scheduler(
+        spark, tmp_path, tupleflow_processes):
+    """The stateful word count of test_checkpoints_mp.py with its two containers as Spark
+    barrier tasks: a counter, the checkpoint spout and a log spout SIGKILLed in turn; the
+    committed state (SQLite in the run directory, which the containers share) is still the
+    batch count."""
+    state, killed, _, stats = run_with_kills(
+        tmp_path, "spark-ckpt", 3, 22, tupleflow_processes, scheduler="spark", master=spark,
+        containers=2)
+    assert [c for c, _ in killed] == ["count", "__checkpoint", "words"]
+    assert {s.container for s in stats if s.component == "count"} == {0, 1}
+    assert state == dict(Counter(WORDS))

@@ -39,7 +39,9 @@ def test_a_windowed_task_reports_its_watermark_open_windows_and_late_tuples():
         # no watermark yet: every window holding a tuple is open, ends 10 s .. 50 s
         assert window_of(cluster) == {"watermark": None, "open_windows": 5,
                                       "oldest_window_start": -10_000, "open_tuples": 4,
-                                      "late_tuples": 0, "evaluated": 0}
+                                      "late_tuples": 0, "evaluated": 0,
+                                      "last_window_start": None, "last_window_end": None,
+                                      "last_window_tuples": None}
         cluster.advance(1.0)  # watermark 31 s: ends 10, 20, 30 s evaluated
         spout = cluster.user_object(cluster.plan.component_tasks()["events"][0])
         spout.tuples.append(event("late", "k", 12))
@@ -48,7 +50,10 @@ def test_a_windowed_task_reports_its_watermark_open_windows_and_late_tuples():
         # ends 40 and 50 s hold e4; e3 (18 s) left with the window ending 30 s
         assert window_of(cluster) == {"watermark": 31_000, "open_windows": 2,
                                       "oldest_window_start": 20_000, "open_tuples": 1,
-                                      "late_tuples": 1, "evaluated": 3}
+                                      "late_tuples": 1, "evaluated": 3,
+                                      # the last evaluated, (10, 30], held e3
+                                      "last_window_start": 10_000, "last_window_end": 30_000,
+                                      "last_window_tuples": 1}
         assert window_of(cluster, "sink") is None and window_of(cluster, "events") is None
 
 

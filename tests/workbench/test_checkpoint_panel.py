@@ -31,7 +31,7 @@ def test_a_stateful_bolt_shows_its_last_committed_checkpoint(tmp_path):
 
         def drawn():
             shown = checkpoint_html(_dashboard.collect(running, slow=False), "count")
-            return shown if "last committed: <b>checkpoint" in shown else None
+            return shown if 'data-key="checkpoint_id"' in shown else None
 
         shown = wait_for(drawn, 30, "the checkpoint spout's report of a commit")
         assert len(re.findall(r'<tr data-task="\d+">', shown)) == 2  # both counter tasks
