@@ -48,6 +48,7 @@ USAGE = {
     "record": "NAME COMPONENT [STREAM]",
     "stop_recording": "NAME COMPONENT [STREAM]",
     "profile": "NAME COMPONENT [SECONDS] [task=N]",
+    "lineage": "NAME MSG_ID",
 }
 DETACHED = "--detached"  # submit flag: the topology outlives the kernel
 NO_DASHBOARD = "--no-dashboard"  # submit flag: do not show the live dashboard
@@ -221,6 +222,20 @@ class TopologyMagics(Magics):
         except ValueError as err:  # unknown component or task, bad seconds: the user's words
             raise UsageError(f"%topology profile: {err}") from None
 
+    def _lineage(self, name: str, msg_id: str) -> None:
+        """The tree of one traced spout tuple: ``running.lineage(msg_id)``, drawn. MSG_ID
+        is read as a Python literal (``42``, ``'a b'``; a bare word is a string)."""
+        running = self._running(name)
+        wanted = _literal(msg_id)
+        trace = running.lineage(wanted)
+        if trace is None and wanted != msg_id:  # "42" may be a string msg_id too
+            trace = running.lineage(msg_id)
+        if trace is None:
+            print(f"{name}: msg_id {wanted!r} was not traced (or its trace was dropped); "
+                  f"trace more with `running.set_trace(rate)`")
+            return
+        display(workbench.TraceView(trace))
+
     def _list(self) -> None:
         self.handles.update()
         if not self.registry.entries:
@@ -321,10 +336,19 @@ def _option(word: str, sub: str = "submit") -> tuple[str, Any]:
     key, eq, text = word.partition("=")
     if not eq or not key:
         raise UsageError(f"usage: %topology {sub} {USAGE[sub]} (got `{word}`)")
+    return key, _literal(text)
+
+
+def _literal(word: str) -> Any:
+    """A word as a Python literal, or the word itself (a bare word is a string).
+
+    >>> _literal("42"), _literal("'a b'"), _literal("cow")
+    (42, 'a b', 'cow')
+    """
     try:
-        return key, ast.literal_eval(text)
+        return ast.literal_eval(word)
     except (ValueError, SyntaxError):
-        return key, text
+        return word
 
 
 def _tap_args(rest: tuple[str, ...]) -> tuple[str, int]:

@@ -47,7 +47,8 @@ import msgpack
 
 __all__ = [
     "ACKED", "ACKED_FAILED", "ACKED_OK", "ACKED_RENEWED", "ACKED_TIMEOUT", "ACKS",
-    "ACK_ACK", "ACK_FAIL", "ACK_INIT", "ACK_RESET", "ANCHORED", "Activate", "AskEvents",
+    "ACK_ACK", "ACK_FAIL", "ACK_INIT", "ACK_RESET", "ANCHORED", "Activate", "AskAckerState",
+    "AskEvents",
     "AskExceptions", "AskKill", "AskLogs", "AskMetrics", "AskPause", "AskRecord",
     "AskResume", "AskSample", "AskSetMaxSpoutPending", "AskSetTrace", "AskStatistics",
     "AskStatus", "AskTraces", "BACKPRESSURE", "BackpressureChange", "Bye", "COMPLETED",
@@ -474,6 +475,12 @@ class AskExceptions(Question):
 @dataclass(frozen=True, slots=True)
 class AskEvents(Question):
     """Restarts, activation and other events."""
+
+
+@_message("ask_acker_state")
+@dataclass(frozen=True, slots=True)
+class AskAckerState(Question):
+    """Each acker task's pending roots by age, and its oldest roots named by the spouts."""
 
 
 @_message("ask_pause")

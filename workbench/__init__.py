@@ -19,6 +19,7 @@ import runtime
 
 from ._dsl import TopologySyntaxError
 from ._dsl_build import ParsedTopology, parse_topology
+from ._lineage import TraceView, trace_svg
 from ._lists import TupleTable
 from ._tap import names as task_names
 from ._tap import sample as sample_tap
@@ -35,6 +36,7 @@ __all__ = [
     "ParsedTopology",
     "TopologySyntaxError",
     "TopologyView",
+    "TraceView",
     "TupleTable",
     "batch_aggregate",
     "parse_topology",
@@ -44,6 +46,7 @@ __all__ = [
     "tap_why_empty",
     "task_names",
     "topology_svg",
+    "trace_svg",
     "verdict",
 ]
 

@@ -35,20 +35,22 @@ import ipywidgets as widgets
 from runtime.options import DEFAULTS, MESSAGE_TIMEOUT, STATS_INTERVAL, check_max_spout_pending
 from runtime.tuning import replay
 
-from . import _panels, _tap
+from . import _lineage_tab, _panels, _tap
 from ._history import History
 from ._parts import Parts
 
 WHAT_IF = {"similarity": 0.2}  # the tuner tab's default what-if: a wider similarity band
 SLOW_EVERY = 5  # ticks between two asks for events and exceptions (they only grow)
 TAP_ROWS = 20
+TRACE_ROWS = 50  # recent traces the lineage tab lists
 NO_TAP = "(no tap)"
 STOPPED = ("killed", "dead", "closed")
 LIVE = ("running", "paused")
 
 
 def collect(running: Any, *, window: str = "1m", slow: bool = True,
-            tap: tuple | None = None, tap_rows: int = TAP_ROWS, graph: Any = None) -> dict:
+            tap: tuple | None = None, tap_rows: int = TAP_ROWS, graph: Any = None,
+            lineage: tuple | None = None) -> dict:
     """One snapshot of ``running`` for :mod:`workbench._panels` (see its docstring).
 
     ``tap`` is ``(component, stream)`` (an output), or ``("out", component, stream)`` /
@@ -56,6 +58,10 @@ def collect(running: Any, *, window: str = "1m", slow: bool = True,
     Never raises for the topology's sake: a dead master gives ``state="dead"`` (or
     ``"killed"`` when it was killed through its handle), a master that does not answer
     in time gives ``state="not answering"`` with the error.
+
+    ``lineage`` is ``(status, chosen)``: the recent traces of that status (None: all) go
+    in ``traces``, the chosen trace, asked again, in ``trace``, the acker's state in
+    ``acker`` (a handle without tracing or acker view leaves them out).
     """
     snap: dict[str, Any] = {"name": running.name, "time": time.time(),
                             "config": _config(running), "cores": os.cpu_count()}
@@ -71,6 +77,8 @@ def collect(running: Any, *, window: str = "1m", slow: bool = True,
             snap["exceptions"] = running.exceptions()
         if tap is not None:
             snap["tap"] = _tapped(running, graph, tap, tap_rows)
+        if lineage is not None:
+            snap.update(_lineage(running, *lineage))
     except Exception as err:  # the master died or stalled while we asked
         snap["error"] = f"{type(err).__name__}: {err}"
         if running.killed or not running.alive:
@@ -88,6 +96,20 @@ def _tapped(running: Any, graph: Any, tap: tuple, rows: int) -> dict:
     return {"direction": tap[0], "component": tap[1], "stream": tap[2] or "default",
             "tuples": _tap.sample(running, graph, tap, rows),
             "names": _tap.names(running.plan.component_tasks())}
+
+
+def _lineage(running: Any, status: str | None, chosen: Any) -> dict:
+    """The lineage part of a snapshot: recent traces, the chosen one, the acker's state."""
+    out: dict[str, Any] = {}
+    if callable(getattr(running, "traces", None)):
+        out["traces"] = running.traces(status=status or None, limit=TRACE_ROWS)
+    if chosen is not None and callable(getattr(running, "lineage", None)):
+        out["trace"] = running.lineage(chosen.msg_id) or chosen
+    elif chosen is not None:
+        out["trace"] = chosen
+    if callable(getattr(running, "acker_state", None)):
+        out["acker"] = running.acker_state()
+    return out
 
 
 def _config(running: Any) -> dict:
@@ -175,6 +197,7 @@ class Dashboard(widgets.VBox):
                                "interval": self.interval}
         self.last_live: dict | None = None  # the last snapshot with real numbers in it
         self.ticks, self.tap_since = 0, None
+        self.chosen: Any = None  # the trace the lineage tab draws (a Trace), if any
         self._wake, self._done = threading.Event(), threading.Event()  # tick; stop asked
         self._over = threading.Event()  # stopped, and the last picture drawn and sent
         self._thread: threading.Thread | None = None
@@ -211,8 +234,10 @@ class Dashboard(widgets.VBox):
         if self._done.is_set():
             return self.snapshot
         slow = self.ticks % SLOW_EVERY == 0
+        lineage = (self._parts.trace_status(), self.chosen)  # asked every tick when shown
         snap = collect(self.running, window=self.window, slow=slow, tap=self._parts.tap(),
-                       graph=self.graph)
+                       graph=self.graph,
+                       lineage=lineage if slow or self._parts.lineage_shown() else None)
         if self._done.is_set():  # closed while we asked: draw nothing more
             return self.snapshot
         self.ticks += 1
@@ -230,13 +255,18 @@ class Dashboard(widgets.VBox):
         if not slow and snap["state"] != self.snapshot.get("state") and \
                 snap["state"] not in STOPPED and "error" not in snap:
             snap = {**snap, **_changes(self.running)}  # a new state: its event, at once
-        if not slow:  # keep the last events and exceptions on the screen
-            snap.setdefault("events", self.snapshot.get("events"))
-            snap.setdefault("exceptions", self.snapshot.get("exceptions"))
+        if not slow:  # keep the last events, exceptions and traces on the screen
+            for key in ("events", "exceptions", "traces", "trace", "acker"):
+                snap.setdefault(key, self.snapshot.get(key))
         if snap.get("stats") is not None:
             self.history.add(snap["stats"], snap["time"])
             snap["recent"] = {c: {"capacity": self.history.recent(c, "capacity")}
                               for c in {s.get("component") for s in snap["stats"]}}
+        if snap.get("tap") is not None and snap.get("traces"):
+            for t in snap["tap"]["tuples"]:
+                trace = _lineage_tab.trace_of(t, snap["traces"])
+                if trace is not None:
+                    t["trace"] = _lineage_tab.choice_key(trace)
         if snap.get("tap") is not None and not snap["tap"]["tuples"]:
             snap["tap"]["why"] = _tap.why_empty(snap, self._tap_spec(), self.graph,
                                                 self.tap_since)
@@ -263,6 +293,29 @@ class Dashboard(widgets.VBox):
         replay([(0, 0), (1, 1)], **settings)  # refuse now, not at every refresh
         self.what_if = dict(settings)
         self._draw(self.snapshot)
+
+    def choose_trace(self, key: str | None, *, show: bool = False) -> None:
+        """Draw the trace whose ``repr(msg_id)`` is ``key`` in the lineage tab (None: none);
+        ``show`` also brings the tab to the front (following a tapped tuple)."""
+        traces = list(self.snapshot.get("traces") or ())
+        if self.snapshot.get("trace") is not None:
+            traces.append(self.snapshot["trace"])
+        self.chosen = next((t for t in traces if _lineage_tab.choice_key(t) == key), None)
+        self.snapshot = {**self.snapshot, "trace": self.chosen}
+        if show:
+            self._parts.show_tab("lineage")
+        self._draw(self.snapshot)
+        self.poke()
+
+    def set_trace(self, text: str) -> None:
+        """Trace that share of the spout tuples from now on (``running.set_trace``); the
+        message says what was set, or why the value was refused."""
+        try:
+            rate = float(str(text).strip())
+        except ValueError:
+            self._parts.message.value = f"trace rate {_esc(str(text).strip())!s}: not a number"
+            return
+        self.act(f"trace rate = {rate:g}", lambda: self.running.set_trace(rate))
 
     def poke(self) -> None:
         """Refresh now rather than at the next tick (after a control was used)."""

@@ -42,12 +42,13 @@ def tap_html(tap: Mapping[str, Any] | None) -> str:
     head = "".join(f"<th>{_esc(f)}</th>" for f in fields)
     rows = "".join(_tap_row(t, len(fields), names) for t in tuples)
     why = tap.get("why") or "no tuples seen yet"
-    empty = "" if tuples else f'<tr><td colspan="{len(fields) + 3}">{_esc(why)}</td></tr>'
+    empty = "" if tuples else f'<tr><td colspan="{len(fields) + 5}">{_esc(why)}</td></tr>'
     what = (f"into {_esc(tap.get('component'))} (what it receives)"
             if tap.get("direction") == "in" else
             f"{_esc(tap.get('component'))} [{_esc(tap.get('stream', 'default'))}]")
     return (f'<table class="tf-table"><caption>tap: {what}</caption>'
-            f"<tr><th>time</th><th>from</th>{head}<th>to</th></tr>{rows}{empty}</table>")
+            f"<tr><th>time</th><th>from</th>{head}<th>to</th><th>root → edge</th>"
+            f"<th>traced</th></tr>{rows}{empty}</table>")
 
 
 def task_name(task: Any, names: Mapping[Any, str]) -> str:
@@ -66,8 +67,30 @@ def _tap_row(t: Mapping[str, Any], width: int, names: Mapping[Any, str]) -> str:
     cells = "".join(f"<td>{_esc(_short(v))}</td>" for v in values)
     to = t.get("to")
     to = ", ".join(task_name(x, names) for x in to) if isinstance(to, list | tuple) else to
+    trace = t.get("trace")  # the traced tree it belongs to (workbench._lineage_tab)
+    traced = (f'<td class="tf-traced" data-msg-id="{_esc(trace)}">tree of {_esc(trace)}</td>'
+              if trace is not None else "<td></td>")
     return (f"<tr><td>{_esc(_clock(t.get('time'), ms=True))}</td>"
-            f"<td>{_esc(task_name(t.get('task'), names))}</td>{cells}<td>{_esc(to)}</td></tr>")
+            f"<td>{_esc(task_name(t.get('task'), names))}</td>{cells}<td>{_esc(to)}</td>"
+            f"{ids_cell(t.get('ids'))}{traced}</tr>")
+
+
+def ids_cell(ids: Any) -> str:
+    """A tapped tuple's ``{root: edge}`` ids as a cell: the last 6 hex digits of each
+    (the whole ids in ``title`` and ``data-roots``); empty for an untracked tuple.
+
+    >>> ids_cell({0x8000000000abcdef: 0x123456789})[-22:]
+    '…abcdef → …456789</td>'
+    >>> ids_cell(None)
+    '<td class="tf-ids"></td>'
+    """
+    if not isinstance(ids, dict) or not ids:
+        return '<td class="tf-ids"></td>'
+    pairs = [(int(r), int(e)) for r, e in ids.items()]
+    full = ", ".join(f"{r:x} → {e:x}" for r, e in pairs)
+    short = ", ".join(f"…{r & 0xFFFFFF:06x} → …{e & 0xFFFFFF:06x}" for r, e in pairs)
+    roots = " ".join(str(r) for r, _ in pairs)
+    return f'<td class="tf-ids" data-roots="{roots}" title="{full}">{short}</td>'
 
 
 # -- exceptions -----------------------------------------------------------------------------

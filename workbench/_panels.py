@@ -28,6 +28,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from . import _format, _lists
+from ._lineage_tab import acker_html, lineage_html
 from ._lists import TupleTable, events_html, exceptions_html, tap_html, tasks_html
 from ._sparkline import sparkline
 from ._style import style
@@ -81,6 +82,10 @@ def render(snapshot: Mapping[str, Any], topology: Any = None) -> str:
                ("pending", pending_html(snapshot) + tuner_html(snapshot)),
                ("tap", tap_html(snapshot.get("tap"))),
                ("exceptions", exceptions_html(snapshot)), ("events", events_html(snapshot))]
+    if snapshot.get("traces") or snapshot.get("trace") is not None:
+        panels.append(("lineage", lineage_html(snapshot)))
+    if snapshot.get("acker"):
+        panels.append(("ackers", acker_html(snapshot)))
     body = "".join(f'<div class="tupleflow-{name}">{part}</div>' for name, part in panels)
     return f'<div class="tupleflow-snapshot">{body}</div>'
 

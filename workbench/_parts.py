@@ -17,13 +17,17 @@ from typing import Any
 
 import ipywidgets as widgets
 
-from . import _lists, _panels
+from . import _lineage_tab, _lists, _panels
 from ._style import style
 from ._tuner_tab import tuner_html
 from ._windows_panel import windows_html
 
 WINDOWS = ("1m", "10m", "1h", "all")  # what running.metrics(window) accepts, shortest first
-TABS = ("tasks", "tuple tap", "exceptions", "events", "physical plan", "max spout pending")
+TABS = ("tasks", "tuple tap", "exceptions", "events", "physical plan", "max spout pending",
+        "lineage", "acker")
+STATUSES = ("acked", "failed", "timed_out", "pending")  # runtime.observe.traces.TRACE_STATUSES
+NO_TRACE = ("(choose a trace)", "")
+NO_FOLLOW = ("(follow a traced tuple to its tree)", "")
 WIDE = {"description_width": "initial"}  # a control's label at its full width, never cut
 
 
@@ -69,12 +73,14 @@ class Parts:
         self.status, self.graph, self.metrics = html(), html(), html()
         self.plan, self.pending, self.tap_table = html(), html(), html()
         self.events, self.message, self.tasks = html(), html(), html()
+        self.lineage, self.acker = html(), html()
         self.exceptions = Exceptions()
         for widget, cls in ((self.status, "status"), (self.graph, "graph"),
                             (self.metrics, "metrics"), (self.plan, "plan"),
                             (self.pending, "pending"), (self.tap_table, "tap"),
                             (self.events, "events"), (self.message, "message"),
-                            (self.tasks, "tasks")):
+                            (self.tasks, "tasks"), (self.lineage, "lineage"),
+                            (self.acker, "ackers")):
             widget.add_class(f"tupleflow-{cls}")
         self._controls(board, spouts)
         self.edge = widgets.Dropdown(options=taps, description="tap", style=WIDE)
@@ -83,6 +89,39 @@ class Parts:
         self.edge.observe(lambda _: board.tap_changed(), names="value")
         self.component.observe(lambda _: board.poke(), names="value")  # drawn by the thread
         self.window.observe(lambda change: board.set_window(change["new"]), names="value")
+        self._lineage_controls(board)
+
+    def _lineage_controls(self, board: Any) -> None:
+        """The lineage tab's filter, choice and trace rate; the tap tab's "follow"."""
+        self._drawing = False  # True while the refresh thread sets options (not a choice)
+        self.status_filter = widgets.Dropdown(
+            options=[("all statuses", "")] + [(s, s) for s in STATUSES], description="status",
+            style=WIDE, layout={"width": "auto"})
+        self.trace_pick = widgets.Dropdown(options=[NO_TRACE], description="trace",
+                                           style=WIDE, layout={"width": "auto"})
+        self.follow = widgets.Dropdown(options=[NO_FOLLOW], layout={"width": "auto"})
+        self.rate_box = widgets.Text(placeholder="0.01", description="trace rate", style=WIDE,
+                                     layout={"width": "200px"})
+        self.set_rate = widgets.Button(description="set", layout={"width": "auto"})
+        self.status_filter.observe(lambda _: board.poke(), names="value")
+        self.trace_pick.observe(lambda c: self._chosen(board, c["new"], False), names="value")
+        self.follow.observe(lambda c: self._chosen(board, c["new"], True), names="value")
+        self.set_rate.on_click(lambda _: board.set_trace(self.rate_box.value))
+
+    def _chosen(self, board: Any, key: str, show: bool) -> None:
+        if not self._drawing and (key or not show):
+            board.choose_trace(key or None, show=show)
+
+    def trace_status(self) -> str | None:
+        return self.status_filter.value or None
+
+    def lineage_shown(self) -> bool:
+        """Whether a tab that reads traces or the acker is in front (lineage, acker, tap)."""
+        index = self.tabs.selected_index
+        return index is not None and TABS[index] in ("lineage", "acker", "tuple tap")
+
+    def show_tab(self, title: str) -> None:
+        self.tabs.selected_index = TABS.index(title)
 
     def _controls(self, board: Any, spouts: list[str]) -> None:
         self.kill = widgets.Button(description="kill", button_style="danger", icon="stop",
@@ -114,18 +153,24 @@ class Parts:
         bar.add_class("tupleflow-controls")
         header = widgets.VBox([self.style, self.status, bar, self.message])
         header.add_class("tupleflow-header")
+        lineage_bar = widgets.HBox([self.status_filter, self.trace_pick, self.rate_box,
+                                    self.set_rate], layout={"flex_flow": "row wrap"})
         tabs = widgets.Tab(children=[widgets.VBox([self.component, self.tasks]),
-                                     widgets.VBox([self.edge, self.tap_table]),
+                                     widgets.VBox([self.edge, self.follow, self.tap_table]),
                                      self.exceptions.box, self.events, self.plan,
-                                     self.pending])
+                                     self.pending, widgets.VBox([lineage_bar, self.lineage]),
+                                     self.acker])
         tabs.titles = TABS
-        self.boxes = [bar, header, tabs, *tabs.children[:2]]
+        self.tabs = tabs
+        self.boxes = [bar, header, tabs, lineage_bar, *tabs.children[:2], tabs.children[6]]
         return [header, self.graph, self.metrics, tabs]
 
     def all(self) -> list:
         return [self.style, self.status, self.graph, self.metrics, self.plan, self.pending,
                 self.tap_table, self.events, self.message, self.tasks, self.edge,
-                self.component, *self.exceptions.all(), *self.controls(), *self.boxes]
+                self.component, self.lineage, self.acker, self.status_filter, self.trace_pick,
+                self.follow, self.rate_box, self.set_rate, *self.exceptions.all(),
+                *self.controls(), *self.boxes]
 
     def tap(self) -> Any:
         return self.edge.value
@@ -140,9 +185,36 @@ class Parts:
         self.plan.value = _panels.plan_html(snap)
         self.pending.value = _panels.pending_html(snap) + tuner_html(snap)
         self.tap_table.value = _lists.tap_html(snap.get("tap"))
+        self._draw_lineage(snap)
         self.exceptions.draw(snap)
         self.events.value = _lists.events_html(snap)
 
+    def _draw_lineage(self, snap: dict) -> None:
+        """The lineage tab, the acker panel, and the choices (kept as chosen)."""
+        traces, chosen = list(snap.get("traces") or ()), snap.get("trace")
+        self.lineage.value = _lineage_tab.lineage_html(snap)
+        self.acker.value = _lineage_tab.acker_html(snap)
+        picks = [NO_TRACE] + _lineage_tab.trace_choices(traces)
+        key = _lineage_tab.choice_key(chosen) if chosen is not None else ""
+        if chosen is not None and key not in {k for _, k in picks}:
+            picks += _lineage_tab.trace_choices([chosen])
+        tapped = (snap.get("tap") or {}).get("tuples") or []
+        follows = [NO_FOLLOW] + _lineage_tab.traced_taps(tapped[::-1], traces)
+        self._drawing = True
+        try:
+            self._options(self.trace_pick, picks, key)
+            self._options(self.follow, follows, "")
+        finally:
+            self._drawing = False
+
+    @staticmethod
+    def _options(dropdown: widgets.Dropdown, options: list, value: str) -> None:
+        """New options and value, sent only when they changed."""
+        if list(dropdown.options) != options:
+            dropdown.options = options  # (a new list selects its first option)
+        if dropdown.value != value:
+            dropdown.value = value
+
     def disable(self) -> None:
-        for widget in (*self.controls(), self.edge):
+        for widget in (*self.controls(), self.edge, self.set_rate, self.rate_box):
             widget.disabled = True

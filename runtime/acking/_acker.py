@@ -23,7 +23,7 @@ from runtime.model.constants import ACKER, FLUSH_INTERVAL, MESSAGE_TIMEOUT
 from runtime.model.plan import PhysicalPlan
 from runtime.observe.stats import InstanceStats
 
-from ._ledger import AckLedger, task_bits
+from ._ledger import OLDEST_REPORTED, AckLedger, task_bits
 
 log = logging.getLogger("tupleflow.acker")
 
@@ -159,7 +159,17 @@ class AckerExecutor:
                 "failed": ledger.failed + ledger.timed_out, "pending": ledger.pending,
                 "dropped": self.dropped, "errors": self.errors,
                 "busy_seconds": self.busy_seconds,
-                "first_executed": self.first_executed, "last_executed": self.last_executed}
+                "first_executed": self.first_executed, "last_executed": self.last_executed,
+                **self.ages_report()}
+
+    def ages_report(self) -> dict:
+        """The live view of the ledger (``running.acker_state``): pending roots per rotation
+        slot, ``[youngest_s, oldest_s, count]``, newest first, and the oldest roots,
+        ``[root, spout task, slot]``. O(slots + OLDEST_REPORTED): the XOR loop is untouched."""
+        ledger = self.ledger
+        return {"acker_ages": [[round(lo, 3), round(hi, 3), n]
+                               for lo, hi, n in ledger.ages(self.monotonic())],
+                "acker_oldest": [list(r) for r in ledger.oldest(OLDEST_REPORTED)]}
 
     def statistics(self) -> InstanceStats:
         return InstanceStats.from_record({**self.report(), "state": "running"})

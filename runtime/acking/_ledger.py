@@ -50,6 +50,7 @@ _KEEP_ON_INIT = _XOR_BITS | _FAILED_BIT  # what an init leaves of an early entry
 # init at all (docs/internals/acker.md, "Self-initialising roots").
 SELF_INIT = 1 << 63
 TASK_BITS = 16  # the width of the spout task field, unless the topology needs fewer
+OLDEST_REPORTED = 10  # oldest roots each acker and spout task reports (running.acker_state)
 
 
 _ids = random.Random(os.urandom(32))
@@ -414,6 +415,43 @@ class AckLedger:
             len(self._pending), self._completed, self._failed, self._timed_out, self._orphaned
         )
 
+    # -- read-only views (the live acker view; never on the hot path) --------------------
+    def ages(self, now: float) -> list[tuple[float, float, int]]:
+        """The pending roots by age, one ``(youngest, oldest, count)`` per rotation slot,
+        newest first: a root in slot ``i`` was last (re)started between ``youngest`` and
+        ``oldest`` seconds before ``now``. Counts are as :meth:`statistics` counts
+        pending (roots awaiting their init, and tombstones, included). O(buckets).
+
+        >>> ledger = AckLedger(30.0)                 # rotations every 15 s
+        >>> _ = ledger.init(root_id=7, spout_task=3, xor_val=5, now=1.0)
+        >>> _ = ledger.expire(now=16.0)              # one rotation: root 7 is 1-16 s old
+        >>> ledger.ages(now=16.0)
+        [(0.0, 1.0, 0), (1.0, 16.0, 1), (16.0, 31.0, 0)]
+        """
+        since = max(0.0, now - self._slot * self.rotation_secs) if self._slot > -math.inf else 0.0
+        rot = self.rotation_secs
+        return [(since + (i - 1) * rot if i else 0.0, since + i * rot, len(bucket))
+                for i, bucket in enumerate(self._pending.buckets)]
+
+    def oldest(self, n: int) -> list[tuple[int, int, int]]:
+        """Up to ``n`` of the oldest roots that have a spout task: ``(root, spout task,
+        slot)``, oldest first (``slot`` indexes :meth:`ages`; within a slot, in the order
+        they arrived). Costs ``n`` steps, not one per pending root; safe to call from
+        another thread (a bucket changed meanwhile gives a shorter list, never an error).
+
+        >>> ledger = AckLedger(30.0)
+        >>> _ = ledger.init(root_id=7, spout_task=3, xor_val=5, now=1.0)
+        >>> ledger.oldest(5)
+        [(7, 3, 0)]
+        """
+        found: list[tuple[int, int, int]] = []
+        buckets = list(self._pending.buckets)
+        for slot in range(len(buckets) - 1, -1, -1):
+            found += _with_task(buckets[slot], slot, n - len(found))
+            if len(found) >= n:
+                break
+        return found
+
     def _advance(self, now: float, out: list) -> None:
         """Rotate once per ``rotation_secs`` boundary crossed since the last call."""
         slot = math.floor(now / self.rotation_secs)
@@ -437,6 +475,20 @@ class AckLedger:
                     newest[root] = _FAILED_BIT
             elif root >> 63 != 1:
                 self._orphaned += 1
+
+
+def _with_task(bucket: dict[int, int], slot: int, n: int) -> list[tuple[int, int, int]]:
+    """The first ``n`` roots of ``bucket`` that have a spout task, with it and ``slot``."""
+    found: list[tuple[int, int, int]] = []
+    try:
+        for root, entry in bucket.items():
+            if len(found) >= n:
+                break
+            if entry >> _TASK_SHIFT:
+                found.append((root, (entry >> _TASK_SHIFT) - 1, slot))
+    except RuntimeError:  # the acker's thread changed the bucket: what was read stands
+        pass
+    return found
 
 
 _INT = {int}

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from bisect import bisect_left
 from collections.abc import Sized
-from itertools import repeat
+from itertools import islice, repeat
 from operator import itemgetter
 from typing import Any
 
@@ -25,7 +25,7 @@ from runtime.observe.metrics import LatencyHistogram
 from runtime.wire import ACKED_OK, ACKED_RENEWED, ACKED_TIMEOUT
 
 from ._bound import BIG_CHANGE, LatencyBound
-from ._ledger import RotatingMap
+from ._ledger import OLDEST_REPORTED, RotatingMap
 from ._tuner import MaxSpoutPendingTuner
 
 BUCKETS = 3  # a root times out between timeout and 1.5 x timeout after it was emitted
@@ -269,6 +269,31 @@ class SpoutTracker:
         self.timed_out += len(expired)
         return expired
 
+    def oldest(self, n: int, now: float) -> list[tuple[int, Any, float]]:
+        """Up to ``n`` of the oldest roots in flight: ``(root, msg_id, age in seconds)``,
+        oldest first, for the live acker view (``running.acker_state``), which names the
+        acker's oldest roots by their msg_id. Reads ``n`` entries per bucket at most;
+        safe from another thread (an entry changed meanwhile is left out).
+
+        >>> t = SpoutTracker(timeout=30.0, now=0.0)
+        >>> t.emitted(root=11, msg_id="a", now=1.0); t.add_run(20, ["b", "c"], [2.0, 2.0])
+        >>> t.oldest(2, now=5.0)
+        [(11, 'a', 4.0), (20, 'b', 3.0)]
+        """
+        found: list[tuple[int, Any, float]] = []
+        for age in range(BUCKETS - 1, -1, -1):
+            found += _first_roots(self.pending.buckets[age], self.runs.buckets[age], n)
+            if len(found) >= n:
+                break
+        found.sort(key=itemgetter(2))
+        return [(root, msg_id, now - stamp) for root, msg_id, stamp in found[:n]]
+
+    def roots_report(self, now: float) -> dict:
+        """The oldest roots in flight, for the reports: ``[root, msg_id, age_s]`` each (a
+        msg_id msgpack cannot carry is sent as its repr)."""
+        return {"oldest_roots": [[root, _plain(msg_id), round(age, 3)]
+                                 for root, msg_id, age in self.oldest(OLDEST_REPORTED, now)]}
+
     def snapshot(self) -> None:
         """Take ``pending_seen`` for the reports: another thread reads them, and the sum
         of ``in_flight`` and ``unsent`` is only whole between two steps of the spout's."""
@@ -281,6 +306,25 @@ class SpoutTracker:
                 "stale_acks": self.stale, "tuner_action": self.tuner_action,
                 "tuner_turns": self.tuner_turns, "tuner_turn": self.tuner_turn,
                 "latency_bounded": self.bounded}
+
+
+def _plain(msg_id: Any) -> Any:
+    """``msg_id`` as the reports can carry it: itself if plain data, else its repr."""
+    return msg_id if isinstance(msg_id, (str, int, float, bool, type(None))) else repr(msg_id)
+
+
+def _first_roots(pending: dict, runs: dict, n: int) -> list[tuple[int, Any, float]]:
+    """Up to ``n`` roots of one bucket of singles and one of runs, as ``(root, msg_id,
+    emit time)``; what another thread changes during the read is left out."""
+    found: list[tuple[int, Any, float]] = []
+    try:
+        for root, (msg_id, stamp) in list(islice(pending.items(), n)):
+            found.append((root, msg_id, stamp))
+        for first, (msg_ids, stamps) in list(islice(runs.items(), n)):
+            found += zip(range(first, first + n), msg_ids[:n], stamps[:n])
+    except RuntimeError:
+        pass
+    return found
 
 
 def _turn_record(turn, total: int, in_flight: int) -> dict:

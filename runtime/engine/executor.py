@@ -323,6 +323,7 @@ class Executor:
                 **counts.report(), **watched_report(self.streams),
                 **counts.latency_report(tracker.latency if tracker is not None else None),
                 **(tracker.report() if tracker is not None else {}),
+                **(tracker.roots_report(self.monotonic()) if tracker is not None else {}),
                 **user_report(self.user_metrics), **window_report(self.user)}
 
     def statistics(self) -> InstanceStats:

@@ -138,6 +138,17 @@ class RunningTopology:
         """Restarts, activation and other events, oldest first."""
         return self._ask(wire.AskEvents)
 
+    def acker_state(self) -> list[dict]:
+        """The acker, live: per acker task (as of its last report, every
+        ``stats_interval``), ``pending`` roots, ``ages`` (the ledger's rotation slots,
+        newest first, each ``{"youngest_s", "oldest_s", "count"}``: a root's age is known
+        to within one slot, ``message_timeout / 2`` wide) and ``oldest``, up to 10 roots
+        oldest first, each ``{"root", "spout", "spout_task", "msg_id", "age_s", "slot"}``:
+        the msg_id and exact age come from the spout task's own report of its oldest roots
+        in flight (None when that root is not among them). ``[]`` without ackers, or
+        before their first report. See :mod:`runtime.observe.ackers`."""
+        return self._ask(wire.AskAckerState)
+
     # -- profiling (runtime/processes/profiling.py) ----------------------------------------
     def profile(self, component: str, seconds: float = 2.0, task: int | None = None, *,
                 rate: int = 100) -> Profile:

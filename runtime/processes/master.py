@@ -128,6 +128,7 @@ class TopologyMaster:
                    wire.AskPause: lambda _: sup.pause(), wire.AskResume: lambda _: sup.resume(),
                    wire.AskSetMaxSpoutPending: settings.answer_set_max_spout_pending,
                    wire.AskRecord: settings.answer_record,
+                   wire.AskAckerState: obs.answer_acker_state,
                    wire.AskSetTrace: settings.answer_set_trace,
                    wire.AskTraces: self.traces.answer}
         return {wire.Hello: self.on_hello, wire.Ready: self.on_ready,

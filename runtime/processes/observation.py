@@ -20,6 +20,7 @@ from runtime.model.controls import check_keep, check_tap
 from runtime.model.plan import PhysicalPlan
 from runtime.observe import health as _health
 from runtime.observe import series as _series
+from runtime.observe.ackers import acker_state
 from runtime.observe.exceptions import ExceptionLog
 
 from .tasks import TaskTable
@@ -139,6 +140,9 @@ class Observation:
 
     def answer_exceptions(self, msg: wire.AskExceptions) -> list[dict]:
         return self.exceptions.records()
+
+    def answer_acker_state(self, msg: wire.AskAckerState) -> list[dict]:
+        return acker_state(self.tasks.values())
 
     def answer_events(self, msg: wire.AskEvents) -> list[dict]:
         return list(self.events)

@@ -183,11 +183,16 @@ def test_a_notebook_shows_a_live_dashboard_in_jupyterlab(lab, page, tupleflow_pr
     page.screenshot(path=str(SCREENSHOT))
     assert SCREENSHOT.stat().st_size > 0
 
+    kill_and_stop(page, lab, tupleflow_processes)
+
+
+def kill_and_stop(page, lab, tupleflow_processes) -> None:
+    """A typed ``%topology kill demo``: it says so, the dashboard says killed, every
+    topology process exits; then the server stops and leaves no process behind."""
     kill = run_new_cell(page, "%topology kill demo")
     kill.locator(".jp-OutputArea-output", has_text="killed demo").wait_for(timeout=KERNEL_WORK)
     page.wait_for_function(STATE_IS, arg=[STATUS, "demo", "killed"], timeout=REFRESH)
     wait_for(lambda: not tupleflow_processes(), 30, "the topology's processes to exit")
-
     leftovers = lab.stop()
     assert not leftovers, f"JupyterLab left processes behind: {leftovers}"
 

@@ -819,3 +819,25 @@ def test_apply_skips_and_counts_malformed_messages():
                          INIT, self_root, 1, ACK, 7], 0.0, 2) == [Completed(5, 2)]
     assert ledger.rejected == 6  # junk op, op 9, unhashable root, bad value, an init
     assert ledger.statistics().pending == 0  # of a self-initialising root, a short tail
+
+
+# -- the live view: ages and oldest (running.acker_state) ------------------------------------
+
+def test_ages_follow_the_rotations_and_oldest_come_first():
+    ledger = AckLedger(10.0)  # rotations every 5 s
+    ledger.init(root_id=1, spout_task=4, xor_val=11, now=0.0)
+    ledger.init(root_id=2, spout_task=5, xor_val=12, now=1.0)
+    ledger.expire(now=6.0)  # one rotation: 1 and 2 are 1-6 s old
+    ledger.init(root_id=3, spout_task=4, xor_val=13, now=6.5)
+    assert ledger.ages(now=7.0) == [(0.0, 2.0, 1), (2.0, 7.0, 2), (7.0, 12.0, 0)]
+    assert ledger.oldest(2) == [(1, 4, 1), (2, 5, 1)]
+    assert ledger.oldest(10) == [(1, 4, 1), (2, 5, 1), (3, 4, 0)]
+    ledger.ack(1, 11, now=7.5)  # completed: no longer pending, no longer oldest
+    assert ledger.oldest(10) == [(2, 5, 1), (3, 4, 0)]
+
+
+def test_oldest_leaves_out_roots_without_a_spout_task():
+    ledger = AckLedger(10.0)
+    ledger.ack(9, 5, now=0.0)  # an ack before its init: no spout task known yet
+    assert ledger.oldest(5) == []
+    assert sum(n for _, _, n in ledger.ages(now=0.0)) == 1  # but pending, as statistics says
