@@ -18,6 +18,7 @@ from runtime.processes.client import RunningTopology, TopologyDead
 
 from .groupings import Grouping, stable_hash
 from .model.windowing import Duration, Window
+from .state import State, StatefulBolt
 from .trident import (
     BatchLogSpout,
     CombinerAggregator,
@@ -51,6 +52,8 @@ __all__ = [
     "RunningTopology",
     "SQLiteMap",
     "Spout",
+    "State",
+    "StatefulBolt",
     "Subscription",
     "Sum",
     "Topology",

@@ -39,16 +39,26 @@ from runtime.engine.driven import TaskExecutor
 from runtime.engine.errors import UserCodeError
 from runtime.engine.executor import Executor
 from runtime.model.api import Bolt, Spout
-from runtime.model.constants import ACKER, MESSAGE_TIMEOUT, TRACE_STORE
+from runtime.model.constants import ACKER, MESSAGE_TIMEOUT, STATE_STORE, TRACE_STORE
 from runtime.model.controls import check_trace
 from runtime.observe.traces import Trace
 from runtime.observe.tracestore import TraceStore
 from runtime.processes.scheduler import pickle_components
+from runtime.sources import LogSpout
 from runtime.sources._retry import Backoff, ReplaySchedule
+from runtime.state import (
+    StatefulBolt,
+    check_submit,
+    checkpointing,
+    committed_state,
+    executor_for,
+    open_store,
+)
+from runtime.state._store import forget_memory
 
-__all__ = ["Doubler", "FakeClock", "InMemoryCluster", "ListSink", "ListSpout", "PacedSpout",
-           "SequenceChecker", "SequenceReport", "SlowBolt", "WordCount", "gone", "read_sink",
-           "replaced", "wait_for"]
+__all__ = ["Doubler", "FakeClock", "InMemoryCluster", "ListSink", "ListSpout", "PacedLogSpout",
+           "PacedSpout", "PassOn", "SequenceChecker", "SequenceReport", "SlowBolt",
+           "StatefulWordCount", "WordCount", "gone", "read_sink", "replaced", "wait_for"]
 
 from . import wire
 
@@ -200,6 +210,53 @@ class WordCount(Bolt):
         self.ack(tup)
 
 
+class StatefulWordCount(StatefulBolt):
+    """:class:`WordCount` with its counts in checkpointed state (issue 21): run it with
+    ``submit(checkpoint_interval=...)``, read them with ``running.state(component)``."""
+
+    outputs = ["word", "count"]
+
+    def process(self, tup):
+        word = tup["word"]
+        count = self.state.get(word, 0) + 1
+        self.state.put(word, count)
+        self.emit([word, count], anchors=[tup])
+        self.ack(tup)
+
+
+class PacedLogSpout(LogSpout):
+    """A :class:`~runtime.sources.LogSpout` reading at most ``rate`` records a second (for
+    as long as it runs), so that the faults of a chaos run land mid-stream."""
+
+    def __init__(self, *args, rate: float, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self.rate = rate
+
+    def open(self, config, context) -> None:
+        super().open(config, context)
+        self._t0, self._taken = time.monotonic(), 0
+
+    def next_tuple(self) -> None:
+        if self._taken < (time.monotonic() - self._t0) * self.rate:
+            before = self._position()
+            super().next_tuple()
+            self._taken += max(0, self._position() - before)  # a rewind reads again
+
+    def _position(self) -> int:
+        return sum(self.tracker.next_offset(p) for p in self.assigned)
+
+
+class PassOn(Bolt):
+    """Emits each input's first value again, on a stream of one field ``word``: a
+    stateless step between a spout and a keyed bolt (so that bolt has many input tasks)."""
+
+    outputs = ["word"]
+
+    def process(self, tup):
+        self.emit([tup.values[0]], anchors=[tup])
+        self.ack(tup)
+
+
 class SlowBolt(Bolt):
     """Spends ``seconds`` of CPU on each tuple (a busy wait, as real work would), then
     passes it on unchanged: a bottleneck for backpressure and latency experiments."""
@@ -288,6 +345,7 @@ class InMemoryCluster:
     def __init__(self, topology, *, containers: int = 1, clock: FakeClock | None = None,
                  eager_flush: bool = True, **config: Any) -> None:
         self.plan = topology.physical_plan(containers, **config)
+        check_submit(topology, self.plan.config, processes=False)
         self._bundle = pickle_components(topology)
         self.clock = clock or FakeClock()
         self.eager_flush = eager_flush
@@ -311,8 +369,14 @@ class InMemoryCluster:
             return AckerExecutor(self.plan, task, self._send, run_dir=self.run_dir,
                                  monotonic=self.clock, wall=self.clock)
         specs = cloudpickle.loads(self._bundle)  # the trip user code takes to processes
-        return Executor(self.plan, specs, task, self._send, run_dir=self.run_dir,
-                        monotonic=self.clock, wall=self.clock)
+
+        def build() -> Executor:
+            return Executor(self.plan, specs, task, self._send, run_dir=self.run_dir,
+                            monotonic=self.clock, wall=self.clock)
+        if not checkpointing(self.plan.config):
+            return build()
+        return executor_for(self.plan, specs, task, self._send, self.run_dir,
+                            self.restarts[task], build, clock=self.clock)
 
     def _start(self, task: int) -> TaskExecutor:
         """A new, started executor for ``task``; a failed open/prepare is retried."""
@@ -439,6 +503,17 @@ class InMemoryCluster:
     def sink(self, component: str, *, with_source: bool = False) -> list:
         return read_sink(self.run_dir, component, with_source=with_source)
 
+    def kill(self, task: int) -> None:
+        """A SIGKILL's twin: the task's executor is dropped as it is (nothing flushed) and
+        a new incarnation started; frames on their way to it go to the new one."""
+        self.restarts[task] += 1
+        self.executors[task] = self._start(task)
+
+    def state(self, component: str) -> dict:
+        """A StatefulBolt component's last committed state, merged over its tasks."""
+        store = open_store(str(self.plan.config[STATE_STORE]), self.run_dir)
+        return committed_state(store, component)[1]
+
     def user_object(self, task: int) -> Spout | Bolt:
         """The live spout/bolt object of a task (for assertions on its state)."""
         return self.executors[task].user
@@ -451,6 +526,7 @@ class InMemoryCluster:
                 except UserCodeError as exc:  # its last flush failed: record, stop the rest
                     self._record(task, str(exc), exc.cause, fatal=True)
         finally:
+            forget_memory(self.run_dir)
             shutil.rmtree(self.run_dir, ignore_errors=True)
 
     def __enter__(self) -> InMemoryCluster:

@@ -48,11 +48,10 @@ import msgpack
 __all__ = [
     "ACKED", "ACKED_FAILED", "ACKED_OK", "ACKED_RENEWED", "ACKED_TIMEOUT", "ACKS",
     "ACK_ACK", "ACK_FAIL", "ACK_INIT", "ACK_RESET", "ANCHORED", "Activate", "AskAckerState",
-    "AskEvents",
-    "AskExceptions", "AskKill", "AskLogs", "AskMetrics", "AskPause", "AskRecord",
+    "AskEvents", "AskExceptions", "AskKill", "AskLogs", "AskMetrics", "AskPause", "AskRecord",
     "AskResume", "AskSample", "AskSetMaxSpoutPending", "AskSetTrace", "AskStatistics",
-    "AskStatus", "AskTraces", "BACKPRESSURE", "BackpressureChange", "Bye", "COMPLETED",
-    "Control", "DATA", "Deactivate", "ExceptionReport", "HEADER_SIZE", "HELLO", "Header",
+    "AskStatus", "AskTraces", "BACKPRESSURE", "BackpressureChange", "Bye", "CHECKPOINT",
+    "COMPLETED", "Control", "DATA", "Deactivate", "ExceptionReport", "HEADER_SIZE", "HELLO", "Header",
     "Hello", "KINDS", "Kill", "Logs", "LogsReply", "MAX_FRAME", "MESSAGES", "Question",
     "ROUTED", "RUN", "Ready", "Recording", "Reply", "Restart", "Restarted", "Samples",
     "Setting", "SmStats", "Stats", "TRACED", "TRACKED", "Tap", "TraceReport", "Welcome",
@@ -81,8 +80,10 @@ TRACED = 8  # body: [[kind, inner body, trace id, [hop id, ...], emit time], ...
 # (docs/internals/tracing.md)
 HELLO = 9  # instance -> its stream manager, once connected: "route my frames to me"
 BACKPRESSURE = 10  # stream manager -> peers: src is the cause task; stream 1 = start, 0 = stop
+CHECKPOINT = 11  # body: [op, epoch, checkpoint id]: the checkpoint protocol between the
+# checkpoint spout and the tasks (runtime/state/, docs/internals/checkpoints.md)
 # what a stream manager forwards to a task, and every kind there is
-ROUTED = frozenset({DATA, TRACKED, ACKS, ACKED, RUN, COMPLETED, ANCHORED, TRACED})
+ROUTED = frozenset({DATA, TRACKED, ACKS, ACKED, RUN, COMPLETED, ANCHORED, TRACED, CHECKPOINT})
 KINDS = ROUTED | {HELLO, BACKPRESSURE}
 
 # ACKS ops: what a spout or bolt tells the acker about a root (Storm's __ack_* streams)

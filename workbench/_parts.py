@@ -18,6 +18,8 @@ from typing import Any
 import ipywidgets as widgets
 
 from . import _lineage_tab, _lists, _panels
+from . import _lists, _panels
+from ._checkpoint_panel import checkpoint_html
 from ._style import style
 from ._tuner_tab import tuner_html
 from ._windows_panel import windows_html
@@ -181,7 +183,8 @@ class Parts:
         self.graph.value = _panels.graph_html(topology, snap)
         self.metrics.value = _panels.metrics_html(snap, history, _panels.graph_order(topology))
         self.tasks.value = (_lists.tasks_html(snap, self.component.value)
-                            + windows_html(snap, self.component.value))
+                            + windows_html(snap, self.component.value)
+                            + checkpoint_html(snap, self.component.value))
         self.plan.value = _panels.plan_html(snap)
         self.pending.value = _panels.pending_html(snap) + tuner_html(snap)
         self.tap_table.value = _lists.tap_html(snap.get("tap"))

@@ -38,13 +38,43 @@ def _acks_body(batch) -> list:
     return batch
 
 
-class AckerExecutor:
+class SystemTask:
+    """What only spouts and bolts do, done as nothing by a system task (the acker, and the
+    checkpoint spout of runtime/state/): the drivers' one interface stays whole."""
+
+    leftover: tuple = ()  # it never sets input aside
+    output_waiting: Sized = ()  # read by nothing here: a system task's output never waits
+
+    def step(self, calls: int) -> int:
+        return 0
+
+    def run_leftover(self) -> None:
+        pass
+
+    def activate(self, active: bool) -> None:
+        pass
+
+    def set_max_spout_pending(self, value) -> None:
+        pass
+
+    def tap(self, stream: str, n: int, seconds: float) -> None:
+        pass  # it declares no stream
+
+    def tap_samples(self) -> dict[str, list[dict]]:
+        return {}
+
+    def set_recording(self, stream: str, on: bool) -> bool:
+        return False  # it declares no stream
+
+    def close_recordings(self) -> None:
+        pass
+
+
+class AckerExecutor(SystemTask):
     """One acker task: it owns the XOR ledger of the roots kept here, the outcomes waiting
     to go to each spout task, and its counters."""
 
     kind = "acker"
-    leftover: tuple = ()  # it never sets input aside
-    output_waiting: Sized = ()  # read by nothing here: the acker's output never waits
 
     def __init__(self, plan: PhysicalPlan, task: int, send: Send, *, run_dir: str = "",
                  monotonic=time.monotonic, wall=time.time) -> None:
@@ -72,31 +102,6 @@ class AckerExecutor:
 
     def stop(self) -> None:
         self.flush()
-
-    # -- what only spouts and bolts do: nothing here (the drivers' one interface) ---------
-    def step(self, calls: int) -> int:
-        return 0
-
-    def run_leftover(self) -> None:
-        pass
-
-    def activate(self, active: bool) -> None:
-        pass
-
-    def set_max_spout_pending(self, value) -> None:
-        pass
-
-    def tap(self, stream: str, n: int, seconds: float) -> None:
-        pass  # it declares no stream
-
-    def tap_samples(self) -> dict[str, list[dict]]:
-        return {}
-
-    def set_recording(self, stream: str, on: bool) -> bool:
-        return False  # it declares no stream
-
-    def close_recordings(self) -> None:
-        pass
 
     # -- messages -----------------------------------------------------------------------
     def on_frame(self, header: bytes, body: bytes) -> None:

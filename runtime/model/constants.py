@@ -10,6 +10,7 @@ RESERVED_PREFIX = "__"  # ids with this prefix are the runtime's own
 
 # --- system components and streams -----------------------------------------------------
 ACKER = "__acker"  # the acker bolt's component id (at-least-once)
+CHECKPOINTER = "__checkpoint"  # the checkpoint spout's component id (checkpointed state)
 SYSTEM = "__system"  # the component that tick tuples come from
 TICK = "__tick"  # the stream of tick tuples
 METRICS = "__metrics"  # the metrics stream (instances -> topology master)
@@ -37,6 +38,10 @@ RECORD_SECONDS = "record_segment_seconds"  # seconds after which an open segment
 RECORD_DIR = "record_dir"  # a folder every container and the submitter share: recordings
 #                            go there, a folder per run (default: the run directory)
 WINDOW = "window"  # per component: a windowed bolt's Window (runtime/model/windowing.py)
+CHECKPOINT_INTERVAL = "checkpoint_interval"  # seconds between two checkpoints of the
+#                                             StatefulBolts' state (None: no checkpoints)
+STATE_STORE = "state_store"  # where checkpoints go: "sqlite" (run dir), "memory" (the
+#                              in-memory cluster only) or a redis:// URL
 METRICS_ENABLED = "metrics"  # False: no latency histograms, CPU or RSS (bare counters)
 TRACE = "trace"  # fraction of spout tuples traced, 0.0..1.0 (0.0: off; docs/internals/tracing.md)
 TRACE_STORE = "trace_store"  # traces the master keeps, newest; older ones are dropped, counted
@@ -63,6 +68,8 @@ DEFAULTS: dict[str, object] = {
     METRICS_ENABLED: True,
     TRACE: 0.0,
     TRACE_STORE: 10_000,
+    CHECKPOINT_INTERVAL: None,
+    STATE_STORE: "sqlite",
 }
 
 # Submit options the schedulers take (not engine options; they never reach the plan).

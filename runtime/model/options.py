@@ -91,6 +91,10 @@ def _streams(x: Any) -> str | None:
 
 def _fraction(x: Any) -> str | None:
     return None if _number(x) and 0.0 <= x <= 1.0 else "a fraction 0.0..1.0 (0.0: off)"
+def _store(x: Any) -> str | None:
+    if x in ("sqlite", "memory") or (isinstance(x, str) and x.startswith("redis://")):
+        return None
+    return '"sqlite", "memory" or a redis:// URL'
 
 
 CHECKS: dict[str, Callable[[Any], str | None]] = {
@@ -116,4 +120,6 @@ CHECKS: dict[str, Callable[[Any], str | None]] = {
     c.METRICS_PORT: _port,
     c.TRACE: _fraction,
     c.TRACE_STORE: _int_from(1),
+    c.CHECKPOINT_INTERVAL: _seconds(positive=True, none_ok=True),
+    c.STATE_STORE: _store,
 }

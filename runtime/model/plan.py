@@ -20,7 +20,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from .constants import ACKER, ACKERS, DEFAULTS, SYSTEM, TICK
+from .constants import ACKER, ACKERS, CHECKPOINT_INTERVAL, CHECKPOINTER, DEFAULTS, SYSTEM, TICK
 from .errors import TopologyError
 from .options import option_problem
 
@@ -55,6 +55,12 @@ class PhysicalPlan:
         for spec in specs:
             check_config(f"component {spec.id!r}", spec.config)
         components = [(s.id, s.parallelism) for s in specs] + [(ACKER, int(config[ACKERS]))]
+        if config.get(CHECKPOINT_INTERVAL):  # one checkpoint spout drives every checkpoint
+            if int(config[ACKERS]):
+                raise TopologyError(f"topology {topology.name!r}: checkpoint_interval needs "
+                                    "ackers=0: with checkpoints, recovery is a rollback, and "
+                                    "a per-tuple replay would apply updates twice")
+            components.append((CHECKPOINTER, 1))
         tasks, n = [], 0
         for comp, parallelism in components:
             for index in range(parallelism):

@@ -66,6 +66,10 @@ class InstanceStats:
     # a windowed bolt (docs/windows.md): {watermark, oldest_window_start (ms or None),
     # open_windows (or None), open_tuples, late_tuples, evaluated}; None for other tasks
     window: dict | None = None
+    # checkpointed state (docs/internals/checkpoints.md): a task's {"epoch", "saved",
+    # "rollbacks", "stateful"}; the checkpoint spout's {"id", "seconds", "time" of the last
+    # committed checkpoint, "committed", "rollbacks", "epoch"}; None without checkpoints
+    checkpoint: dict | None = None
     # a fields-grouped bolt's sampled input keys: {"total", "top": [[key, tuples], ...]}
     # (observe/hotkeys.py; estimated tuples, since this incarnation started)
     hot_keys: dict | None = None

@@ -9,9 +9,10 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from runtime import state as _state
 from runtime import wire
 from runtime.model import controls as _controls
-from runtime.model.constants import RECORD_DIR, TAP_SECONDS
+from runtime.model.constants import RECORD_DIR, STATE_STORE, TAP_SECONDS
 from runtime.model.controls import check_keep, check_tap
 from runtime.model.plan import PhysicalPlan
 from runtime.observe import diagnosis as _diagnosis
@@ -322,6 +323,32 @@ class RunningTopology:
         from runtime.recording import frames
 
         return frames.spark_stream(self, component, stream, spark=spark, timeout=timeout)
+
+    # -- checkpointed state (runtime/state/, docs/internals/checkpoints.md) -----------------
+    def state(self, component: str) -> dict:
+        """The last committed state of the StatefulBolt ``component``, merged over its
+        tasks (each holds its own keys); empty before the first checkpoint commits."""
+        with contextlib.closing(self._state_store()) as store:
+            return _state.committed_state(store, component)[1]
+
+    def checkpoint(self) -> dict | None:
+        """The last committed checkpoint: ``{"id", "epoch", "duration", "time"}`` (seconds,
+        and the wall time of the commit), or None before the first."""
+        with contextlib.closing(self._state_store()) as store:
+            committed = store.committed()
+        return None if committed is None else {"id": committed[0], **committed[1]}
+
+    def _state_store(self):
+        if not _state.checkpointing(self.plan.config):
+            raise ValueError(f"topology {self.name!r} was not submitted with "
+                             "checkpoint_interval: it keeps no checkpointed state")
+        return _state.open_store(str(self.plan.config[STATE_STORE]), self.run_dir)
+
+    def state_frame(self, component: str, spark=None):
+        """:meth:`state` as a Spark DataFrame of rows ``(key, value)``."""
+        from runtime.recording import frames
+
+        return frames.state_frame(self.state(component), spark=spark)
 
     def metrics_frame(self, window: str = "10m", spark=None):
         """The per-component rate series of :meth:`metrics` as a Spark DataFrame."""

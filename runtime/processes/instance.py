@@ -48,6 +48,7 @@ from runtime.model.constants import (
 )
 from runtime.model.controls import check_trace
 from runtime.model.plan import PhysicalPlan
+from runtime.state import checkpointing, executor_for
 
 from . import curve as _curve
 from .zmqio import messages, send_pair
@@ -125,13 +126,23 @@ class Instance:
             ex = AckerExecutor(plan, self.task, self._send, run_dir=self.boot["run_dir"])
         else:
             specs = cloudpickle.loads(welcome.bundle)  # verified: sealed with our secret
-            ex = Executor(plan, specs, self.task, self._send, run_dir=self.boot["run_dir"])
+            ex = self._user_executor(plan, specs)
         ex.on_error = self.report_error
         ex.output_waiting = self.pending_emits  # a held spout stops calling next_tuple
         endpoint = self.boot["sm_spouts"] if ex.kind == "spout" else self.boot["sm"]
         self.data = _dealer(self.zctx, endpoint, b"t%d" % self.task, hwm=QUEUE_FRAMES)
         self.data.send_multipart([wire.data_header(wire.HELLO, 0, 0, self.task), b""])
         return ex
+
+    def _user_executor(self, plan: PhysicalPlan, specs) -> TaskExecutor:
+        """The task's executor; with checkpoints on, inside its side of the protocol (or
+        the checkpoint spout's own)."""
+        def build() -> Executor:
+            return Executor(plan, specs, self.task, self._send, run_dir=self.boot["run_dir"])
+        if not checkpointing(plan.config):
+            return build()
+        return executor_for(plan, specs, self.task, self._send, self.boot["run_dir"],
+                            self.incarnation, build)
 
     def _send(self, header: bytes, body: bytes) -> None:
         if not self.pending_emits:

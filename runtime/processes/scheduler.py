@@ -16,6 +16,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from runtime import _procs
+from runtime.state import check_submit
 
 from .client import RunningTopology
 from .launch import (  # noqa: F401 (RUN_ROOT_ENV: its documented home, see tests/conftest.py)
@@ -41,6 +42,7 @@ def submit(topology, *, scheduler: str, containers: int,
     config = dict(config)
     detached = bool(config.pop("detached", False))
     plan = topology.physical_plan(containers, **config)
+    check_submit(topology, plan.config, processes=True)
     bundle = pickle_components(topology)
     secret = secrets.token_bytes(32)
     run_dir = make_run_dir(topology.name, containers)

@@ -169,6 +169,24 @@ def metrics_frame(running, window: str = "10m", *, spark=None):
     return spark.createDataFrame(rows, schema)
 
 
+def state_frame(state: dict, *, spark=None):
+    """A committed state (``running.state(component)``) as rows ``(key, value)``: the key
+    as text; the value a long or a double when every value is a number, else JSON."""
+    from pyspark.sql import types as T
+
+    spark = spark or spark_session()
+    values = list(state.values())
+    if all(type(v) is int for v in values):
+        kind, convert = T.LongType(), int
+    elif all(type(v) in (int, float) for v in values):
+        kind, convert = T.DoubleType(), float
+    else:
+        kind, convert = T.StringType(), lambda v: json.dumps(v, default=str)
+    rows = [(str(k), convert(v)) for k, v in state.items()]
+    schema = T.StructType([T.StructField("key", T.StringType()), T.StructField("value", kind)])
+    return spark.createDataFrame(rows, schema)
+
+
 def events_frame(running, *, spark=None):
     """``running.events()`` as rows ``(kind, time, component, task, details)``; details
     is the rest of the event as JSON (events of different kinds carry different fields)."""

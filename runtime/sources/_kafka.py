@@ -127,6 +127,14 @@ class KafkaSpout(OffsetSpout):
         super().next_tuple()
         self._flow_control()
 
+    def _rewound(self) -> None:
+        """Back to a checkpoint: what was fetched ahead goes, the consumer seeks there."""
+        self._consumer.assign([self._tp(p, o)
+                               for p, o in self.tracker.committed_offsets().items()])
+        for p in self.assigned:
+            self._buffer[p].clear()
+            self._held[p].clear()
+
     def _poll(self) -> None:
         """Move what the consumer has fetched (no waiting) to the per-partition queues."""
         for msg in self._consumer.consume(num_messages=self.batch_size, timeout=0):

@@ -287,6 +287,23 @@ class OffsetSpout(Spout):
             self._commit(offsets)
             self._saved = offsets
 
+    # -- checkpoints (submit(checkpoint_interval=...): runtime/state/) ---------------------
+
+    def checkpoint_position(self) -> dict[int, int]:
+        """The next offset to read, per assigned partition: everything before it has been
+        emitted (the checkpoint's barrier follows it)."""
+        return {p: self.tracker.next_offset(p) for p in self.assigned}
+
+    def restore_position(self, position) -> None:
+        """Rewind to a checkpoint's position: reading starts again there, nothing is in
+        flight any more."""
+        saved = {int(p): int(o) for p, o in (position or {}).items()}
+        self._start_offsets({p: saved.get(p, 0) for p in self.assigned})
+        self._rewound()
+
+    def _rewound(self) -> None:
+        """A subclass that reads ahead drops what it read (the log reads by offset)."""
+
     # -- the I/O a subclass supplies ------------------------------------------------------
 
     def _fetch(self, partition: int, n: int) -> list[tuple[int, bytes]]:

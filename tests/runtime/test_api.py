@@ -34,7 +34,8 @@ def test_every_public_class_and_function_is_in_all():
 PUBLIC_MODULES = ["runtime", "runtime.testing", "runtime.tuning", "runtime.options",
                   "runtime.diagnosis",
                   "runtime.acking", "runtime.sources", "runtime.trident", "runtime.recording",
-                  "runtime.wire", "runtime.groupings", "runtime.windows", "workbench",
+                  "runtime.wire", "runtime.groupings", "runtime.windows", "runtime.state",
+                  "workbench",
                   "kernel_ext"]
 # Names a public module defines without exporting them, on purpose.
 NOT_EXPORTED = {

@@ -16,6 +16,7 @@ import pytest
 from runtime.testing import Doubler, ListSink, ListSpout
 from workbench import (
     TupleTable,
+    _checkpoint_panel,
     _dashboard,
     _format,
     _history,
@@ -237,6 +238,7 @@ def test_importing_workbench_imports_no_widgets():
 
 
 @pytest.mark.parametrize("module", [_panels, _sparkline, _history, _dashboard, _format,
-                                    _verdict, _lists, _tap, _user_metrics])
+                                    _verdict, _lists, _tap, _user_metrics,
+                                    _checkpoint_panel])
 def test_doctests(module):
     assert doctest.testmod(module).failed == 0

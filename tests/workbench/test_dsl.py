@@ -163,6 +163,14 @@ def test_header_options_literals_aliases_and_containers():
     assert parsed.containers == 4
 
 
+def test_checkpoint_options_on_the_header():
+    parsed = build("nums: numbers", header="t checkpoint_interval=0.5 state_store=sqlite")
+    assert parsed.topology.config == {"checkpoint_interval": 0.5, "state_store": "sqlite"}
+    parsed = build("nums: numbers", header="t checkpoint_interval=1 "
+                   "state_store='redis://127.0.0.1:6379/0'")
+    assert parsed.topology.config["state_store"] == "redis://127.0.0.1:6379/0"
+
+
 def test_the_header_may_start_with_the_magic_itself():
     assert build("nums: numbers", header="%%topology  demo").name == "demo"
     assert build("nums: numbers", header="demo").name == "demo"
@@ -247,6 +255,8 @@ def test_bad_parallelism(body, word):
      "'auto' or None, not 0", "0"),
     ("t", "nums: numbers tick=0", "`tick` must be a number of seconds > 0 or None, not 0", "0"),
     ("t batch_size=1+", "nums: numbers", "`1+` is not a Python literal", "1+"),
+    ("t state_store=disk", "nums: numbers", "`state_store` must be \"sqlite\", \"memory\" or "
+     "a redis:// URL, not 'disk'", "disk"),
 ])
 def test_bad_option_value(header, body, problem, word):
     message = error(body, header)

@@ -186,3 +186,21 @@ def test_traces_as_a_dataframe_one_row_per_hop(spark):
         '["a"]', '["b"]', '["c"]', '["d"]', '["e"]']
     assert {r.parent for r in rows if r.component == "sink"} == {0}
     assert all(r.parent is None for r in rows if r.component == "split")
+def test_the_committed_state_as_a_dataframe(spark, tmp_path):
+    from runtime.sources import EmbeddedLog, LogSpout
+    from runtime.testing import StatefulWordCount
+
+    words = [f"w{i % 17}" for i in range(3000)]
+    with EmbeddedLog(tmp_path) as log:
+        log.create_topic("words", 2)
+        log.append_many("words", [f'"{w}"'.encode() for w in words], partition=0)
+    topo = Topology("spark-state", **FAST)
+    topo.spout("words", LogSpout("words", root=str(tmp_path), fields=["word"]))
+    topo.bolt("count", StatefulWordCount, parallelism=2).fields_grouping("words", ["word"])
+    with topo.submit(checkpoint_interval=0.2) as running:
+        wait_for(lambda: sum(running.state("count").values()) == len(words), 60,
+                 "the whole log in a committed checkpoint")
+        frame = running.state_frame("count")
+        assert frame.schema == T.StructType([T.StructField("key", T.StringType()),
+                                             T.StructField("value", T.LongType())])
+        assert {r.key: r.value for r in frame.collect()} == dict(Counter(words))

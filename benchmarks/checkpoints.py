@@ -1,0 +1,213 @@
+"""What checkpointed state costs, how fast it recovers, and whether it stays exact under
+SIGKILLs (issue 21's targets), on a stateful word count from the embedded log.
+
+Why
+    A checkpoint every ``checkpoint_interval`` seconds saves each counter task's whole
+    key-value map and each log spout's offsets in SQLite, and makes each bolt align on
+    barriers; a kill rolls the whole topology back. This measures the throughput with and
+    without checkpoints in interleaved pairs of the same run (the ratio is what to read on
+    this noisy shared machine), the time from a kill to the processing rate being back,
+    and the exactness of the committed state after many kills.
+
+Reading the output (one line each)::
+
+    RESULT name=checkpoint-cost pair=1 words=200000 plain_wps=... checkpointed_wps=...
+           cost=0.05 checkpoints=...
+    RESULT name=checkpoint-cost pairs=3 median_cost=...
+    RESULT name=checkpoint-recovery kill=count words_per_s_before=... recovery_s=...
+    RESULT name=checkpoint-chaos kills=20 words=... exact=1 checkpoints=... rollbacks=...
+           seconds=...
+
+    python benchmarks/checkpoints.py --only cost --pairs 3 --words 200000
+    python benchmarks/checkpoints.py --only recovery
+    python benchmarks/checkpoints.py --only chaos --kills 20
+"""
+
+from __future__ import annotations
+
+import argparse
+import random
+import signal
+import statistics
+import tempfile
+import time
+from collections import Counter
+
+import psutil
+from _common import BenchmarkError
+
+from runtime import Topology
+from runtime.sources import EmbeddedLog, LogSpout
+from runtime.testing import PacedLogSpout, PassOn, StatefulWordCount, replaced, wait_for
+
+INTERVAL = 1.0  # checkpoint_interval of the cost and recovery runs (the issue's figure)
+OPTIONS = {"stats_interval": 0.1, "spout_wait": 0.002}
+
+
+def words(n: int) -> list[str]:
+    return [f"w{(i * 7919) % 1009}" for i in range(n)]
+
+
+def fill_log(root: str, n: int) -> list[str]:
+    ws = words(n)
+    with EmbeddedLog(root) as log:
+        log.create_topic("words", 4)
+        for i in range(0, n, 5000):
+            log.append_many("words", [f'"{w}"'.encode() for w in ws[i:i + 5000]],
+                            partition=(i // 5000) % 4)
+    return ws
+
+
+def topology(root: str, name: str, spout=LogSpout, **spout_options) -> Topology:
+    topo = Topology(name, **OPTIONS)
+    topo.spout("words", spout("words", root=root, fields=["word"], batch_size=500,
+                              **spout_options), parallelism=2)
+    topo.bolt("upper", PassOn, parallelism=2).shuffle_grouping("words")
+    topo.bolt("count", StatefulWordCount, parallelism=2).fields_grouping("upper", ["word"])
+    return topo
+
+
+def executed(running, component: str = "count") -> int:
+    return sum(s.executed for s in running.statistics() if s.component == component)
+
+
+# -- cost: interleaved pairs -------------------------------------------------------------------
+def throughput(root: str, n: int, name: str, **submit) -> tuple[float, dict | None]:
+    """Words per second through the counters in the steady middle of the run, from a tenth
+    of the log counted to nine tenths (start-up and the tail are not what is compared)."""
+    with topology(root, name).submit(**submit) as running:
+        wait_for(lambda: executed(running) >= n // 10, 300, f"{name}: a tenth counted")
+        start = time.monotonic()
+        wait_for(lambda: executed(running) >= n * 9 // 10, 600, f"{name}: nine tenths counted")
+        took = time.monotonic() - start
+        checkpoint = running.checkpoint() if submit else None
+    return (n * 8 // 10) / took, checkpoint
+
+
+def cost(n: int, pairs: int) -> None:
+    root = tempfile.mkdtemp(prefix="ckpt-cost-")
+    fill_log(root, n)
+    costs = []
+    for pair in range(1, pairs + 1):
+        order = ["plain", "checkpointed"] if pair % 2 else ["checkpointed", "plain"]
+        rates: dict[str, float] = {}
+        for kind in order:  # each run is a new topology name: the log is read from 0
+            submit = ({"checkpoint_interval": INTERVAL} if kind == "checkpointed" else {})
+            rates[kind], checkpoint = throughput(root, n, f"cost-{kind}-{pair}", **submit)
+            if kind == "checkpointed":
+                made = checkpoint["id"] if checkpoint else 0
+        c = 1 - rates["checkpointed"] / rates["plain"]
+        costs.append(c)
+        print(f"RESULT name=checkpoint-cost pair={pair} words={n} "
+              f"plain_wps={rates['plain']:.0f} checkpointed_wps={rates['checkpointed']:.0f} "
+              f"cost={c:.3f} checkpoints={made}", flush=True)
+    print(f"RESULT name=checkpoint-cost pairs={pairs} median_cost={statistics.median(costs):.3f}",
+          flush=True)
+
+
+# -- recovery: from a kill to the rate being back ----------------------------------------------
+def rate_over(samples: list[tuple[float, int]], seconds: float) -> float:
+    """Counted words per second over the last ``seconds`` of (time, total) samples."""
+    t1, n1 = samples[-1]
+    t0, n0 = next(((t, n) for t, n in reversed(samples) if t1 - t >= seconds), samples[0])
+    return (n1 - n0) / (t1 - t0) if t1 > t0 else 0.0
+
+
+class Progress:
+    """The counters' executed total, summed over incarnations (a new one starts at 0)."""
+
+    def __init__(self, running) -> None:
+        self.running, self.last, self.total = running, {}, 0
+        self.samples: list[tuple[float, int]] = []
+
+    def sample(self) -> None:
+        for s in self.running.statistics():
+            if s.component == "count":
+                key = (s.task, s.incarnation)
+                self.total += s.executed - self.last.get(key, 0)
+                self.last[key] = s.executed
+        self.samples.append((time.monotonic(), self.total))
+
+
+def recovery(n: int) -> None:
+    root = tempfile.mkdtemp(prefix="ckpt-recovery-")
+    fill_log(root, n)
+    with topology(root, "recovery").submit(checkpoint_interval=INTERVAL) as running:
+        p = Progress(running)
+        wait_for(lambda: (p.sample(), p.total > n // 5)[1], 300, "a fifth of the log counted")
+        for _ in range(20):  # two seconds of the steady rate
+            p.sample()
+            time.sleep(0.1)  # sampling pace, not a synchronisation
+        before = rate_over(p.samples, 2.0)
+        victim = next(s for s in running.statistics() if s.component == "count")
+        psutil.Process(victim.pid).send_signal(signal.SIGKILL)
+        killed = time.monotonic()
+        running.wait_until(replaced(victim), timeout=60)
+        while rate_over(p.samples, 1.0) < 0.9 * before or p.samples[-1][0] < killed + 1.0:
+            if time.monotonic() > killed + 120:
+                raise BenchmarkError("the rate did not come back within 120 s")
+            p.sample()
+            time.sleep(0.05)
+        back = p.samples[-1][0] - 1.0 - killed  # the window that reached it started then
+        print(f"RESULT name=checkpoint-recovery kill=count words_per_s_before={before:.0f} "
+              f"recovery_s={max(0.0, back):.2f}", flush=True)
+
+
+# -- chaos: many kills, the committed state exact ----------------------------------------------
+def chaos(n: int, kills: int, seed: int, interval: float) -> None:
+    root = tempfile.mkdtemp(prefix="ckpt-chaos-")
+    expected = dict(Counter(fill_log(root, n)))
+    rng, done = random.Random(seed), []
+    started = time.monotonic()
+    topo = topology(root, "chaos", spout=PacedLogSpout, rate=max(500, n // (kills * 2)))
+    with topo.submit(checkpoint_interval=interval) as running:
+        for i in range(kills):
+            last = (running.checkpoint() or {"id": 0})["id"]
+            wait_for(lambda last=last: (running.checkpoint() or {"id": 0})["id"] > last, 120,
+                     "a checkpoint to commit")
+            time.sleep(rng.uniform(0.0, 2 * interval))  # paces the chaos
+            component = ("count", "__checkpoint", "words")[i % 3]
+            victim = rng.choice([s for s in running.statistics()
+                                 if s.component == component and s.state == "running"])
+            try:
+                psutil.Process(victim.pid).send_signal(signal.SIGKILL)
+                done.append(f"{component}[{victim.task}]")
+            except psutil.NoSuchProcess:
+                continue
+            running.wait_until(replaced(victim), timeout=60)
+        wait_for(lambda: sum(running.state("count").values()) >= n, 600,
+                 "the whole log committed")
+        state, checkpoint = running.state("count"), running.checkpoint()
+    exact = state == expected
+    print(f"RESULT name=checkpoint-chaos kills={len(done)} words={n} exact={int(exact)} "
+          f"checkpoints={checkpoint['id']} epoch={checkpoint['epoch']} seed={seed} "
+          f"seconds={time.monotonic() - started:.1f}", flush=True)
+    print(f"# killed: {' '.join(done)}", flush=True)
+    if not exact:
+        wrong = {k: (state.get(k), v) for k, v in expected.items() if state.get(k) != v}
+        raise BenchmarkError(f"state differs from the batch count on {len(wrong)} keys: "
+                             f"{list(wrong.items())[:5]}")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--only", choices=["cost", "recovery", "chaos"], action="append")
+    parser.add_argument("--words", type=int, default=200_000)
+    parser.add_argument("--pairs", type=int, default=3)
+    parser.add_argument("--kills", type=int, default=20)
+    parser.add_argument("--chaos-words", type=int, default=100_000)
+    parser.add_argument("--interval", type=float, default=0.5, help="chaos checkpoint interval")
+    parser.add_argument("--seed", type=int, default=None)
+    args = parser.parse_args()
+    only = args.only or ["cost", "recovery", "chaos"]
+    if "cost" in only:
+        cost(args.words, args.pairs)
+    if "recovery" in only:
+        recovery(args.words * 2)
+    if "chaos" in only:
+        seed = args.seed if args.seed is not None else random.randrange(1 << 30)
+        chaos(args.chaos_words, args.kills, seed, args.interval)
+
+
+if __name__ == "__main__":
+    main()

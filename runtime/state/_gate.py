@@ -1,0 +1,184 @@
+"""One task's side of the checkpoint protocol: a wrapper round its executor.
+
+``Checkpointed`` stands between the driver (instance process or in-memory cluster) and a
+spout's or bolt's executor, and is driven through the same interface. It
+
+- holds the task until the checkpoint spout's first ``ROLLBACK`` names the epoch (a spout
+  emits nothing, a bolt drops its input);
+- on ``ROLLBACK`` (or a ``MARKER`` of a newer epoch, which may overtake it), drops what
+  the task had buffered, restores the committed state or source position, sends a
+  ``MARKER`` to each downstream task, and drops each input task's frames until that
+  task's ``MARKER`` comes: what arrives before it was sent before the rollback;
+- on ``PREPARE`` (a spout) or once ``BARRIER`` came from every input task (a bolt;
+  frames from a task that already sent it are held meanwhile: alignment), saves its part
+  of the checkpoint, flushes, sends ``BARRIER`` downstream and ``PREPARED`` to the
+  checkpoint spout.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections import deque
+from collections.abc import Mapping
+from typing import Any
+
+from runtime import wire
+from runtime.model.constants import CHECKPOINTER
+from runtime.observe.stats import InstanceStats
+
+from . import _protocol as p
+from ._bolt import State, StatefulBolt
+
+log = logging.getLogger("tupleflow.state")
+
+# what a driver sets on its executor: passed through to the one inside
+_FORWARDED = frozenset({"on_error", "output_waiting", "errors", "dropped", "busy_seconds"})
+
+
+def neighbours(plan, specs: Mapping, component: str) -> tuple[tuple[int, ...], frozenset]:
+    """The tasks ``component`` sends to, and the tasks it reads from."""
+    tasks = plan.component_tasks()
+    down = sorted({t for s in specs.values() for i in s.inputs if i.source == component
+                   for t in tasks.get(s.id, ())})
+    up = frozenset(t for i in specs[component].inputs if i.source in specs
+                   for t in tasks.get(i.source, ()))
+    return tuple(down), up
+
+
+class Checkpointed:
+    """A spout's or bolt's executor, taking part in checkpoints (see the module's doc)."""
+
+    def __init__(self, inner, specs: Mapping, send, store, incarnation: int) -> None:
+        object.__setattr__(self, "inner", inner)
+        self.send = send
+        plan, self.task, self.kind = inner.plan, inner.task, inner.kind
+        self.store, self.incarnation = store, incarnation
+        self.component, self.index = inner.spec.id, inner.info.index
+        self.coordinator = plan.component_tasks()[CHECKPOINTER][0]
+        self.downstream, self.upstream = neighbours(plan, specs, self.component)
+        self.epoch = 0  # none yet: hold everything
+        self.waiting: set[int] = set(self.upstream)  # input tasks whose MARKER is awaited
+        self.arrived: set[int] = set()  # input tasks whose BARRIER came (aligning)
+        self.held: deque = deque()  # their frames since, in order
+        self.backlog: deque = deque()  # held frames let go, not yet processed
+        self.saved = self.rollbacks = 0
+        self.origin = None
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.inner, name)
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        if name in _FORWARDED:
+            setattr(self.inner, name, value)
+        else:
+            object.__setattr__(self, name, value)
+
+    # -- lifecycle ------------------------------------------------------------------------
+    def start(self) -> None:
+        self.inner.start()
+        user = self.inner.user
+        if isinstance(user, StatefulBolt):
+            user.__dict__["_state_given"] = True
+            user.init_state(State())
+        if self.kind == "spout" and hasattr(user, "checkpoint_position"):
+            key = p.source_key(self.component, self.index)
+            self.origin = self.store.origin(key, user.checkpoint_position())
+        if self.incarnation > 0:  # what this task held is lost: everyone rolls back
+            self._send(p.NEW, 0, None, self.coordinator)
+
+    def step(self, calls: int) -> int:
+        return self.inner.step(calls) if self.epoch else 0
+
+    # -- frames ---------------------------------------------------------------------------
+    def on_frame(self, header: bytes, body: bytes) -> None:
+        h = wire.parse_header(header)
+        if h.kind == wire.CHECKPOINT:
+            return self._on_message(h.src, *p.parse(body))
+        if h.src in self.upstream:
+            if not self.epoch or h.src in self.waiting:
+                return  # sent before the rollback: its effects are undone
+            if h.src in self.arrived:
+                return self.held.append((header, body))
+        self.inner.on_frame(header, body)
+
+    def _on_message(self, src: int, op: int, epoch: int, cid: int | None) -> None:
+        if op in (p.ROLLBACK, p.MARKER) and epoch > self.epoch:
+            self._rollback(epoch, cid)
+        if epoch != self.epoch:
+            return  # of an older epoch
+        if op == p.MARKER:
+            self.waiting.discard(src)
+        elif op == p.PREPARE and self.kind == "spout":
+            self._checkpoint(cid)
+        elif op == p.BARRIER and src in self.upstream and src not in self.waiting:
+            self.arrived.add(src)
+            if self.arrived >= self.upstream:
+                self._checkpoint(cid)
+                self.arrived.clear()
+                self.backlog.extend(self.held)
+                self.held.clear()
+                self.run_leftover()
+
+    @property
+    def leftover(self) -> tuple:
+        return self.inner.leftover or tuple(self.backlog)
+
+    def run_leftover(self) -> None:
+        self.inner.run_leftover()
+        while self.backlog and not self.inner.leftover and not self.inner.output_waiting:
+            self.on_frame(*self.backlog.popleft())
+
+    # -- the protocol ---------------------------------------------------------------------
+    def _rollback(self, epoch: int, cid: int | None) -> None:
+        self.epoch, self.rollbacks = epoch, self.rollbacks + 1
+        self._discard_buffered()
+        self.waiting, self.arrived = set(self.upstream), set()
+        self.held.clear()
+        self.backlog.clear()
+        self._restore(cid)
+        for task in self.downstream:
+            self._send(p.MARKER, epoch, cid, task)
+
+    def _discard_buffered(self) -> None:
+        """Tuples emitted but not sent, and input set aside: all from before the rollback."""
+        for out in self.inner.streams.values():
+            out.items.clear()
+            for _, pending in out.direct.values():
+                pending.clear()
+        if self.inner.bolt is not None:
+            self.inner.bolt.leftover = ()
+
+    def _restore(self, cid: int | None) -> None:
+        user = self.inner.user
+        if isinstance(user, StatefulBolt):
+            pairs = self.store.load(cid, p.state_key(self.component, self.index))
+            user.init_state(State.from_snapshot(pairs))
+        elif self.kind == "spout" and hasattr(user, "restore_position"):
+            saved = self.store.load(cid, p.source_key(self.component, self.index))
+            user.restore_position(saved if saved is not None else self.origin)
+
+    def _checkpoint(self, cid: int) -> None:
+        user = self.inner.user
+        if isinstance(user, StatefulBolt):
+            state = getattr(user, "state", None)
+            pairs = state.snapshot() if isinstance(state, State) else []
+            self.store.save(cid, p.state_key(self.component, self.index), pairs)
+        elif self.kind == "spout" and hasattr(user, "checkpoint_position"):
+            self.store.save(cid, p.source_key(self.component, self.index),
+                            user.checkpoint_position())
+        self.saved += 1
+        self.inner.flush()  # what came before the barrier goes before it
+        for task in self.downstream:
+            self._send(p.BARRIER, self.epoch, cid, task)
+        self._send(p.PREPARED, self.epoch, cid, self.coordinator)
+
+    def _send(self, op: int, epoch: int, cid: int | None, dest: int) -> None:
+        self.send(*p.frame(op, epoch, cid, dest, self.task))
+
+    def report(self) -> dict:
+        return {**self.inner.report(), "checkpoint": {
+            "epoch": self.epoch, "saved": self.saved, "rollbacks": self.rollbacks,
+            "stateful": isinstance(self.inner.user, StatefulBolt)}}
+
+    def statistics(self):
+        return InstanceStats.from_record({**self.report(), "state": "running"})

@@ -1,0 +1,44 @@
+"""``benchmarks/checkpoints.py`` on small runs, as a script (the way it is run): the
+many-kill run's RESULT line parses and says the committed state equals the batch count,
+and a cost pair's line parses. The full runs and their figures are in
+docs/internals/checkpoints.md."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+SCRIPT = ROOT / "benchmarks" / "checkpoints.py"
+
+
+def run(*options: str) -> list[dict[str, str]]:
+    env = dict(os.environ, PYTHONPATH=str(ROOT))  # runtime from this tree
+    done = subprocess.run([sys.executable, str(SCRIPT), *options], capture_output=True,
+                          text=True, env=env, timeout=280)
+    assert done.returncode == 0, done.stderr[-3000:]
+    lines = [line.split()[1:] for line in done.stdout.splitlines() if line.startswith("RESULT ")]
+    return [dict(pair.split("=", 1) for pair in words) for words in lines]
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(300)
+def test_a_small_many_kill_run_keeps_the_state_exact():
+    (result,) = run("--only", "chaos", "--kills", "3", "--chaos-words", "20000", "--seed", "3")
+    assert result["name"] == "checkpoint-chaos"
+    assert (result["kills"], result["exact"]) == ("3", "1")
+    assert int(result["epoch"]) >= 4  # the start, then one rollback per kill at least
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(300)
+def test_a_cost_pair_prints_both_rates_and_their_ratio():
+    pair, summary = run("--only", "cost", "--pairs", "1", "--words", "40000")
+    assert list(pair) == ["name", "pair", "words", "plain_wps", "checkpointed_wps", "cost",
+                          "checkpoints"]
+    assert float(pair["plain_wps"]) > 0 and float(pair["checkpointed_wps"]) > 0
+    assert abs(float(summary["median_cost"]) - float(pair["cost"])) < 1e-9
