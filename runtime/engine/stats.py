@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from random import random
 
+from runtime.model.api import Bolt, Spout
 from runtime.observe.hotkeys import HotKeys
 from runtime.observe.metrics import LatencyHistogram
 from runtime.observe.user_metrics import UserMetrics
@@ -176,9 +177,11 @@ def user_report(metrics: UserMetrics) -> dict:
     """The user's metrics (``context.register_metric``), only once one is registered:
     a task without any reports no extra key."""
     return {"user_metrics": metrics.report()} if metrics.metrics else {}
-def window_report(user: object) -> dict:
+
+
+def window_report(user: Spout | Bolt) -> dict:
     """A windowed bolt's windows, under ``window`` (docs/windows.md, "Seeing windows
-    live"); nothing for any other task. Asked of the user's object by name, since
-    ``runtime.windows`` is a floor above the engine."""
-    report = getattr(user, "window_report", None)
-    return {"window": report()} if callable(report) else {}
+    live"); nothing for any other task. ``Bolt.window_report`` is the protocol (None by
+    default), since ``runtime.windows`` is a floor above the engine."""
+    report = user.window_report() if isinstance(user, Bolt) else None
+    return {} if report is None else {"window": report}

@@ -97,6 +97,12 @@ class Bolt(Component):
     def cleanup(self) -> None:
         """Called when the topology is killed, if the instance gets the chance."""
 
+    def window_report(self) -> dict | None:
+        """What the task reports of its windows with its statistics
+        (``InstanceStats.window``). ``None`` (the default): a bolt without windows;
+        ``runtime.windows.WindowedBolt`` overrides it."""
+        return None
+
 
 class BasicBolt(Bolt):
     """A bolt whose emits are anchored to the input being processed, and whose input is

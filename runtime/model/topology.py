@@ -254,10 +254,8 @@ class Topology:
         """
         where = f"topology {self.name!r}: submit"
         check_options(where, options, CHECKS.keys() | SCHEDULER_KEYS)
-        running = hooks.call("submit", self, scheduler=scheduler, containers=containers,
-                             config={**_user_config(where, config), **options})
-        running.topology = self
-        return running
+        return hooks.call("submit", self, scheduler=scheduler, containers=containers,
+                          config={**_user_config(where, config), **options})
 
     def _repr_svg_(self) -> str | None:
         """The logical graph as a picture in a notebook, the one ``%%topology`` draws (when

@@ -40,7 +40,7 @@ class RunningTopology:
     def __init__(self, name: str, plan: PhysicalPlan, run_dir: str, secret: bytes,
                  endpoint: str, process: subprocess.Popen, submitted: float) -> None:
         self.name, self.plan, self.run_dir = name, plan, run_dir
-        self.topology = None  # the Topology submitted (set by Topology.submit)
+        self.topology = None  # the Topology submitted (set by the scheduler)
         self.endpoint, self.submitted = endpoint, submitted
         self._secret = secret
         self._metrics_url: str | None = None  # asked once: "" when nothing is served

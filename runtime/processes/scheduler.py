@@ -54,4 +54,6 @@ def submit(topology, *, scheduler: str, containers: int,
                         log_path=os.path.join(_procs.log_dir(run_dir), "master.log"),
                         env=_child_env())
     endpoint = _await_ready(proc, run_dir)
-    return RunningTopology(topology.name, plan, run_dir, secret, endpoint, proc, submitted)
+    running = RunningTopology(topology.name, plan, run_dir, secret, endpoint, proc, submitted)
+    running.topology = topology  # what workbench.reconcile reads a definition from
+    return running

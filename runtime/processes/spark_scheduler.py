@@ -86,6 +86,7 @@ def submit(topology, *, containers: int, config: Mapping[str, Any]) -> SparkTopo
                        task_boot(topology.name, secret, keys, endpoint))
     running = SparkTopology(topology.name, plan, run_dir, secret, endpoint, proc, submitted,
                             keys=keys, job=job)
+    running.topology = topology  # what workbench.reconcile reads a definition from
     job.start()
     return running
 

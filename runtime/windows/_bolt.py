@@ -63,7 +63,7 @@ class WindowedBolt(Bolt):
         """Tuples held in open windows or waiting for the watermark (not yet acked)."""
         return self._manager().queued
 
-    def window_report(self) -> dict | None:
+    def window_report(self) -> dict | None:  # overrides Bolt.window_report
         """What the task reports with its statistics (``InstanceStats.window``): the
         watermark (ms), open windows and the oldest one's start (ms; None where windows
         cannot be named in advance, see :meth:`WindowManager.open_windows`), tuples held,

@@ -161,16 +161,19 @@ class LabServer:
         if self.proc is None:
             return []
         proc, self.proc = self.proc, None
+        killed = []
         if proc.poll() is None:
             with contextlib.suppress(OSError, urllib.error.URLError):
                 self.api("POST", "/api/shutdown")  # also shuts down its kernels
             try:
                 proc.wait(STOP_TIMEOUT)
-            except subprocess.TimeoutExpired:
+            except subprocess.TimeoutExpired:  # a shutdown that failed: say so, not only kill
+                killed.append(f"{proc.pid} the JupyterLab server (still up {STOP_TIMEOUT:.0f} s "
+                              f"after /api/shutdown; see {self.log_path})")
                 with contextlib.suppress(ProcessLookupError):
                     os.killpg(proc.pid, signal.SIGKILL)
                 proc.wait()
-        return self._sweep()
+        return killed + self._sweep()
 
     def _sweep(self) -> list[str]:
         """Give the server's descendants (kernels, their topologies) a grace period, then

@@ -270,6 +270,11 @@ def test_a_learner_can_read_the_dashboard(lab, page, tupleflow_processes):
     status.scroll_into_view_if_needed()
     page.screenshot(path=str(SHOTS / "after-restart.png"))
     wait_for(lambda: not tupleflow_processes(), 30, "the restarted kernel's topologies to exit")
+    # The restarted kernel answers a cell, as a person checks before closing: jupyter_server
+    # fails a shutdown that comes while a restart is still under way (500, InvalidStateError)
+    # and would then have to be killed after STOP_TIMEOUT instead of exiting.
+    probe = run_new_cell(page, "6 * 7")
+    probe.locator(".jp-OutputArea-output", has_text="42").wait_for(timeout=KERNEL_WORK)
     leftovers = lab.stop()
     assert not leftovers, f"JupyterLab left processes behind: {leftovers}"
 

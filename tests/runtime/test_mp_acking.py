@@ -150,6 +150,7 @@ def test_at_least_once_word_count_across_two_containers_acks_everything_once():
     topo.bolt("sink", ListSink, parallelism=2).shuffle_grouping("count")
     expected = Counter(w for s in SENTENCES for w in s.split())
     with topo.submit(containers=2, ackers=2) as running:
+        assert running.topology is topo  # the scheduler's handle keeps its definition
         plan = running.plan
         assert {t.container for t in plan.tasks} == {0, 1}
         assert len(plan.component_tasks()["__acker"]) == 2

@@ -101,8 +101,10 @@ def all_acked(stats) -> bool:
 # -- (a) ---------------------------------------------------------------------------------------
 
 def test_two_containers_on_spark_ack_every_sentence(spark, spark_cluster, tupleflow_processes):
-    running = word_count("spark-wc").submit(scheduler="spark", master=spark_cluster.master_url,
-                                            containers=2, ackers=1)
+    topo = word_count("spark-wc")
+    running = topo.submit(scheduler="spark", master=spark_cluster.master_url, containers=2,
+                          ackers=1)
+    assert running.topology is topo  # what workbench.reconcile reads the definition from
     with running:
         stats = running.wait_until(all_acked, timeout=90)
         status = running.status()

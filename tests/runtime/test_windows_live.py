@@ -7,7 +7,8 @@ from __future__ import annotations
 
 import random
 
-from runtime import Count, Duration, Topology, Window
+from runtime import Bolt, Count, Duration, Topology, Window
+from runtime.engine.stats import window_report
 from runtime.testing import InMemoryCluster, ListSink, ListSpout
 from runtime.windows import WindowManager
 
@@ -88,3 +89,17 @@ def test_open_windows_match_a_count_of_every_end_by_hand():
                        if e - length < ts <= e and e > after})
         oldest = ends[0] - length if ends else None
         assert m.open_windows() == (len(ends), oldest), (stamps, m.watermark)
+
+
+class Reporting(Bolt):
+    """A bolt of one's own that reports windows through the protocol, not a WindowedBolt."""
+
+    def window_report(self) -> dict | None:
+        return {"open_windows": 3}
+
+
+def test_window_report_is_a_bolt_method_the_engine_calls():
+    assert Bolt().window_report() is None
+    assert window_report(Bolt()) == {}  # a bolt without windows adds no key
+    assert window_report(Reporting()) == {"window": {"open_windows": 3}}
+    assert window_report(Summary()) == {}  # a windowed bolt before prepare: no windows yet
