@@ -218,6 +218,20 @@ def redis_url(redis_server):
     return redis_server.url
 
 
+@pytest.fixture
+def kafka_cluster():
+    """librdkafka's mock cluster of one broker: a real Kafka-protocol peer on a loopback
+    port, alive while its producer is. Yields ``(producer, brokers)``; a topic gets 4
+    partitions the first time the producer writes to it."""
+    from confluent_kafka import Producer
+
+    producer = Producer({"test.mock.num.brokers": 1})
+    brokers = ",".join(f"{b.host}:{b.port}"
+                       for b in producer.list_topics(timeout=10).brokers.values())
+    yield producer, brokers
+    producer.flush(10)
+
+
 # --- a real Spark standalone cluster on loopback ----------------------------------------------
 
 

@@ -2,9 +2,10 @@
 as a Spark batch job over the same source, and reconciled with the state the stream built.
 
 The batch job reads the aggregation's own batch spout, piece by piece on Spark's workers
-(one piece per log partition), with the spout's own decoding and ``each``, and folds the
-tuples with the aggregation's own aggregator: nothing is written twice, so a difference is
-the stream's doing, not a second definition's. By default it reads the source through the
+(one piece per log partition; a Kafka topic's pieces are read in the driver with
+confluent-kafka), with the spout's own decoding and ``each``, and folds the tuples with
+the aggregation's own aggregator: nothing is written twice, so a difference is the
+stream's doing, not a second definition's. By default it reads the source through the
 last batch the stream completed (the spout's ledger), so a stream still running is judged
 on what it has finished.
 
@@ -77,8 +78,7 @@ def batch_aggregate(topology, component: str, *, through: str = "completed",
     agg = aggregation(topology, component)
     spark = spark or spark_session()
     pieces = _pieces(topology, agg, through, run_dir)
-    rdd = spark.sparkContext.parallelize(pieces, max(1, len(pieces)))
-    rows = _fold(rdd.flatMap(_reader(agg.spout)), agg)
+    rows = _fold(_values(spark, agg.spout, pieces), agg)
     return _frame(spark, rows.map(lambda kv: [*kv[0], kv[1]]).collect(),
                   agg.group_by + [agg.value_field])
 
@@ -135,6 +135,19 @@ def _completed_meta(path: str) -> Any:
         db.close()
 
 
+def _values(spark, spout: TransactionalSpout, pieces: list):
+    """An RDD of the source's tuples: read by Spark's tasks, one a piece, or, for a spout
+    that says ``read_in_driver`` (Kafka: Spark's Kafka connector is a Maven jar this
+    project does not fetch, and a loopback broker is out of a remote worker's reach), read
+    here in the driver and handed to Spark."""
+    slices = max(1, len(pieces))
+    if not getattr(spout, "read_in_driver", False):
+        return spark.sparkContext.parallelize(pieces, slices).flatMap(_reader(spout))
+    read = _reader(spout)
+    return spark.sparkContext.parallelize([v for piece in pieces for v in read(piece)],
+                                          slices)
+
+
 def _reader(spout: TransactionalSpout):
     """The function a Spark task runs on one piece: its tuples, each as ``values``."""
 
@@ -149,9 +162,7 @@ def _reader(spout: TransactionalSpout):
 
 
 def _close(spout) -> None:
-    log = getattr(spout, "log", None)
-    if log is not None:
-        log.close()
+    spout.close_reader()
 
 
 def _fold(values, agg: Aggregation):

@@ -33,6 +33,16 @@ STARTS = ("earliest", "latest")  # where a partition with no committed offset st
 TIMEOUT = 10.0  # seconds for metadata, committed-offset and dead-letter requests
 
 
+def partition_count(client, topic: str, brokers: str, kind: str) -> int:
+    """How many partitions ``topic`` has now (a metadata request of ``client``, a consumer
+    or producer); ValueError naming the ``kind`` of spout when there is no such topic."""
+    meta = client.list_topics(topic, timeout=TIMEOUT).topics.get(topic)
+    if meta is None or meta.error is not None or not meta.partitions:
+        why = meta.error if meta is not None else "not in the metadata"
+        raise ValueError(f"{kind}({topic!r}): no such topic at {brokers}: {why}")
+    return len(meta.partitions)
+
+
 class KafkaSpout(OffsetSpout):
     """Emits the records of a Kafka topic with ``msg_id=(partition, offset)``.
 
@@ -98,12 +108,7 @@ class KafkaSpout(OffsetSpout):
         return TopicPartition(self.topic, partition, offset)
 
     def _partition_count(self) -> int:
-        meta = self._consumer.list_topics(self.topic, timeout=TIMEOUT).topics.get(self.topic)
-        if meta is None or meta.error is not None or not meta.partitions:
-            why = meta.error if meta is not None else "not in the metadata"
-            raise ValueError(f"KafkaSpout({self.topic!r}): no such topic at {self.brokers}: "
-                             f"{why}")
-        return len(meta.partitions)
+        return partition_count(self._consumer, self.topic, self.brokers, "KafkaSpout")
 
     def _resume_offsets(self) -> dict[int, int]:
         """The group's committed offset of each assigned partition, else `start`."""

@@ -41,6 +41,7 @@ from ._agg import (
     Sum,
     check_aggregator,
 )
+from ._kafka import KafkaBatchSpout
 from ._spout import BATCH_FIELD, BatchLogSpout, ListBatchSpout, TransactionalSpout
 from ._state import BackingMap, MapStatistics, MemoryMap, RedisMap, SQLiteMap, TxValue, freeze
 
@@ -153,8 +154,8 @@ def persistent_aggregate(topology, name: str, source: str, group_by: Sequence[st
     if spec is None or spec.kind != "spout" or not isinstance(spec.impl, TransactionalSpout):
         what = "not a component" if spec is None else spec.class_name
         raise TopologyError(f"{where}: persistent_aggregate needs a transactional batch spout "
-                            f"(e.g. a BatchLogSpout or ListBatchSpout instance) as source, and "
-                            f"{source!r} is {what}")
+                            f"(e.g. a BatchLogSpout, KafkaBatchSpout or ListBatchSpout "
+                            f"instance) as source, and {source!r} is {what}")
     if spec.parallelism != 1:
         raise TopologyError(f"{where}: the batch spout {source!r} must run as one task "
                             f"(parallelism=1), not {spec.parallelism}: batches are ordered")
@@ -185,6 +186,7 @@ __all__ = [
     "BatchLogSpout",
     "CombinerAggregator",
     "Count",
+    "KafkaBatchSpout",
     "ListBatchSpout",
     "MapStatistics",
     "MemoryMap",

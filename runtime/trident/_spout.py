@@ -107,6 +107,8 @@ class TransactionalSpout(Spout):
     ``each``, run in the spout so its output is grouped); it must be deterministic.
     """
 
+    read_in_driver = False  # a batch job reads the pieces on its workers (True: in its driver)
+
     def __init__(self, fields: Sequence[str], batch_size: int = 1000,
                  each: Callable[[list], Iterable[list]] | None = None,
                  ledger: str | os.PathLike | None = None) -> None:
@@ -121,6 +123,7 @@ class TransactionalSpout(Spout):
         self.outputs = fields + [BATCH_FIELD]
         self.ledger_path = None if ledger is None else os.fspath(ledger)
         self.routes: tuple[Route, ...] = ()
+        self.skipped = 0  # records or tuples that could not be decoded, grouped or sent
 
     def with_route(self, component: str, group_by: Sequence[str]) -> TransactionalSpout:
         """A copy that also feeds ``component``, keyed on ``group_by`` (done by
@@ -162,6 +165,9 @@ class TransactionalSpout(Spout):
         """A piece's tuples exactly as the spout emits them: decoded, ``each`` applied,
         unsendable ones skipped."""
         return self._tuples(piece)
+
+    def close_reader(self) -> None:
+        """Release what ``pieces`` and ``read_piece`` opened (a file, a connection)."""
 
     # -- the spout ----------------------------------------------------------------------
     def open(self, config, context) -> None:
@@ -309,69 +315,41 @@ class ListBatchSpout(TransactionalSpout):
         return [[0, len(self.tuples) if through is None else through[1]]]
 
 
-class BatchLogSpout(TransactionalSpout):
-    """Batches of an embedded-log topic: batch N is ``[start, end)`` per partition,
-    recorded in the ledger, read again on replay. Records decode as in ``LogSpout`` (one
-    field: the JSON record; several: an object's keys or an array's items).
+class PartitionedBatchSpout(TransactionalSpout):
+    """Batches of a partitioned topic addressed by offsets (the embedded log, Kafka): batch N
+    is ``[partition, start, end)`` for every partition (``start == end`` where it takes
+    nothing), recorded in the ledger, read again on replay. Records decode as in
+    ``LogSpout`` (one field: the JSON record; several: an object's keys or an array's items).
 
-    The ledger defaults to ``<log root>/.transactional/<topology>.<component>.<topic>.sqlite``,
-    beside the log, so a new submission continues where the last one stopped (the state's
-    stored txids stay meaningful)."""
+    A subclass supplies the I/O: ``_bounds()`` (``{partition: (first, end)}`` offsets now),
+    ``_records(ranges)`` (``(partition, offset, payload)`` of every record in the ranges, in
+    their order) and ``_open_reader()``/``close_reader()`` for use outside a topology."""
 
-    def __init__(self, topic: str, root: str | os.PathLike | None = None, *,
-                 fields: Sequence[str] = ("value",), batch_size: int = 1000,
-                 decode: str = "json", **options: Any) -> None:
+    def __init__(self, topic: str, *, fields: Sequence[str] = ("value",),
+                 batch_size: int = 1000, decode: str = "json", **options: Any) -> None:
         if decode not in ("json", "bytes"):
-            raise ValueError(f"BatchLogSpout({topic!r}): decode must be 'json' or 'bytes', "
-                             f"not {decode!r}")
+            raise ValueError(f"{type(self).__name__}({topic!r}): decode must be 'json' or "
+                             f"'bytes', not {decode!r}")
         super().__init__(fields, batch_size, **options)
-        self.topic, self.root, self.decode = topic, root, decode
+        self.topic, self.decode = topic, decode
 
-    def _root(self) -> Path:
-        from runtime.sources import default_root
+    # -- for subclasses ----------------------------------------------------------------
+    def _bounds(self) -> dict[int, tuple[int, int]]:
+        raise NotImplementedError
 
-        return Path(self.root) if self.root is not None else default_root()
+    def _records(self, ranges: list) -> Iterable[tuple[int, int, bytes]]:
+        raise NotImplementedError
 
-    def default_ledger(self, context) -> str:
-        name = f"{context.topology_name}.{context.component_id}.{self.topic}.sqlite"
-        return os.fspath(self._root() / ".transactional" / name)
+    def _open_reader(self) -> None:
+        raise NotImplementedError
 
-    def open(self, config, context) -> None:
-        from runtime.sources import EmbeddedLog
-
-        self.log = EmbeddedLog(self._root())
-        self.partitions = self.log.partitions(self.topic)
-        super().open(config, context)
-
-    def close(self) -> None:
-        super().close()
-        self.log.close()
-
-    def pieces(self, through=None):
-        """One piece a partition: ``[[p, 0, end]]``."""
-        if through is not None:
-            return [[[p, 0, end]] for p, _, end in through]
-        log = self._reader()
-        return [[[p, 0, log.end_offset(self.topic, p)]]
-                for p in range(log.partitions(self.topic))]
-
-    def read_piece(self, piece):
-        self._reader()
-        return super().read_piece(piece)
-
-    def _reader(self):
-        """The log, opened for reading outside a topology (a batch job)."""
-        if getattr(self, "log", None) is None:
-            from runtime.sources import EmbeddedLog
-
-            self.log = EmbeddedLog(self._root())
-        return self.log
-
+    # -- batches -----------------------------------------------------------------------
     def plan_batch(self, after):
-        starts = {p: 0 for p in range(self.partitions)}
+        bounds = self._bounds()
+        starts = {p: first for p, (first, _end) in bounds.items()}
         for p, _start, end in after or ():
             starts[p] = end
-        avail = {p: self.log.end_offset(self.topic, p) - s for p, s in starts.items()}
+        avail = {p: max(0, bounds[p][1] - s) if p in bounds else 0 for p, s in starts.items()}
         take = _share(avail, self.batch_size)
         ranges = [[p, starts[p], starts[p] + n] for p, n in take.items() if n > 0]
         if not ranges:
@@ -380,18 +358,9 @@ class BatchLogSpout(TransactionalSpout):
         return sorted(ranges + carried)
 
     def read_batch(self, meta):
-        out = []
-        for p, start, end in meta:
-            offset = start
-            while offset < end:
-                records = self.log.read(self.topic, p, offset, end - offset)
-                if not records:
-                    raise RuntimeError(f"BatchLogSpout({self.topic!r}): partition {p} ends "
-                                       f"before offset {end} recorded for a batch")
-                out += [v for o, payload in records
-                        if (v := self._values(p, o, payload)) is not None]
-                offset = records[-1][0] + 1
-        return out
+        ranges = [(p, start, end) for p, start, end in meta if end > start]
+        return [v for p, o, payload in self._records(ranges)
+                if (v := self._values(p, o, payload)) is not None]
 
     def _values(self, partition: int, offset: int, payload: bytes) -> list | None:
         """A record's values; None (logged, counted in ``skipped``) for one that cannot be
@@ -408,9 +377,80 @@ class BatchLogSpout(TransactionalSpout):
                             f"not {type(record).__name__}")
         except (ValueError, KeyError, TypeError) as exc:
             self.skipped += 1
-            log.warning("BatchLogSpout(%r): skipped partition %d offset %d, which cannot be "
-                        "decoded: %s", self.topic, partition, offset, exc)
+            log.warning("%s(%r): skipped partition %d offset %d, which cannot be decoded: %s",
+                        type(self).__name__, self.topic, partition, offset, exc)
             return None
+
+    # -- the same source as a batch job -------------------------------------------------
+    def pieces(self, through=None):
+        """One piece a partition, from its start: ``[[p, 0, end]]``."""
+        if through is None:
+            self._open_reader()
+            through = [[p, first, end] for p, (first, end) in sorted(self._bounds().items())]
+        return [[[p, 0, end]] for p, _start, end in through]
+
+    def read_piece(self, piece):
+        self._open_reader()
+        return super().read_piece(piece)
+
+
+class BatchLogSpout(PartitionedBatchSpout):
+    """Batches of an embedded-log topic (see ``PartitionedBatchSpout``).
+
+    The ledger defaults to ``<log root>/.transactional/<topology>.<component>.<topic>.sqlite``,
+    beside the log, so a new submission continues where the last one stopped (the state's
+    stored txids stay meaningful)."""
+
+    def __init__(self, topic: str, root: str | os.PathLike | None = None, *,
+                 fields: Sequence[str] = ("value",), batch_size: int = 1000,
+                 decode: str = "json", **options: Any) -> None:
+        super().__init__(topic, fields=fields, batch_size=batch_size, decode=decode, **options)
+        self.root = root
+
+    def _root(self) -> Path:
+        from runtime.sources import default_root
+
+        return Path(self.root) if self.root is not None else default_root()
+
+    def default_ledger(self, context) -> str:
+        name = f"{context.topology_name}.{context.component_id}.{self.topic}.sqlite"
+        return os.fspath(self._root() / ".transactional" / name)
+
+    def open(self, config, context) -> None:
+        self.log = None
+        self._open_reader()
+        super().open(config, context)
+
+    def close(self) -> None:
+        super().close()
+        self.close_reader()
+
+    def _open_reader(self) -> None:
+        """The log, opened once (by the spout, or for reading outside a topology)."""
+        if getattr(self, "log", None) is None:
+            from runtime.sources import EmbeddedLog
+
+            self.log = EmbeddedLog(self._root())
+            self.partitions = self.log.partitions(self.topic)
+
+    def close_reader(self) -> None:
+        if getattr(self, "log", None) is not None:
+            self.log.close()
+            self.log = None
+
+    def _bounds(self):
+        return {p: (0, self.log.end_offset(self.topic, p)) for p in range(self.partitions)}
+
+    def _records(self, ranges):
+        for p, start, end in ranges:
+            offset = start
+            while offset < end:
+                records = self.log.read(self.topic, p, offset, end - offset)
+                if not records:
+                    raise RuntimeError(f"BatchLogSpout({self.topic!r}): partition {p} ends "
+                                       f"before offset {end} recorded for a batch")
+                yield from ((p, o, payload) for o, payload in records)
+                offset = records[-1][0] + 1
 
 
 def _share(avail: dict[int, int], budget: int) -> dict[int, int]:
