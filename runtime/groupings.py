@@ -23,8 +23,33 @@ from collections.abc import Sequence
 from typing import Any
 
 __all__ = ["AllGrouping", "DirectGrouping", "FieldsGrouping", "GlobalGrouping", "Grouping",
-           "LocalOrShuffleGrouping", "PartialKeyGrouping", "ShuffleGrouping", "field_hash",
-           "label", "stable_hash"]
+           "KEY_GROUPS", "LocalOrShuffleGrouping", "PartialKeyGrouping", "ShuffleGrouping",
+           "field_hash", "key_slots", "key_task", "label", "stable_hash"]
+
+# A key's hash picks one of KEY_GROUPS key groups, and the groups are dealt to the tasks
+# in contiguous ranges, so that a rebalance moves whole groups (and a StatefulBolt's state
+# can follow them: runtime/state/_rebalance.py). It is the maximum parallelism of a
+# fields-grouped component: above it some tasks would get no group at all.
+KEY_GROUPS = 128
+
+
+def key_slots(n: int) -> list[int]:
+    """Key group -> the index of its task among ``n``: contiguous ranges, as even as they
+    can be (group ``g`` goes to ``g * n // KEY_GROUPS``). Above ``KEY_GROUPS`` tasks the
+    hash is taken modulo ``n`` instead (no rebalance, no state moves, reaches there).
+
+    >>> key_slots(2)[:2], key_slots(2)[64], key_slots(1) == [0] * KEY_GROUPS
+    ([0, 0], 1, True)
+    """
+    if n > KEY_GROUPS:
+        return list(range(n))
+    return [g * n // KEY_GROUPS for g in range(KEY_GROUPS)]
+
+
+def key_task(h: int, n: int) -> int:
+    """The index of the task, among ``n``, that a key of hash ``h`` goes to (the one
+    place the fields grouping's arithmetic is written; hot paths use :func:`key_slots`)."""
+    return h % n if n > KEY_GROUPS else (h % KEY_GROUPS) * n // KEY_GROUPS
 
 
 class Grouping:
@@ -101,15 +126,17 @@ class FieldsGrouping(_Keyed):
 
 
 def _fields_picker(indexes: tuple[int, ...], n: int):
+    slots = key_slots(n)
+    groups = len(slots)  # KEY_GROUPS, or n above it
     if len(indexes) == 1:
         (i,) = indexes
         key = field_hash
 
         def pick(values):
-            return key(values[i]) % n
+            return slots[key(values[i]) % groups]
 
         return pick
-    return lambda values: stable_hash([values[i] for i in indexes]) % n
+    return lambda values: slots[stable_hash([values[i] for i in indexes]) % groups]
 
 
 class PartialKeyGrouping(_Keyed):
@@ -127,9 +154,9 @@ class PartialKeyGrouping(_Keyed):
     >>> g = PartialKeyGrouping(["word"], fields_of_stream=["word"])
     >>> g.prepare(None, "default", [4, 5, 6, 7])
     >>> sorted(set(g.choose_tasks(["hot"])[0] for _ in range(100)))  # two tasks share it
-    [6, 7]
+    [4, 6]
     >>> g.load
-    [0, 0, 50, 50]
+    [50, 0, 50, 0]
 
     A key whose two candidates are the same task (one key in ``n``) stays on that task.
     """
@@ -155,7 +182,9 @@ def _two_choices(indexes: tuple[int, ...], load: list[int]):
 
     def pick(values):
         h = hashed(values)
-        first, second = h % n, _mix(h) % n
+        # the second from the mixed hash's bits above the key group's, so that it does
+        # not follow the first
+        first, second = key_task(h, n), (_mix(h) >> 7) % n
         chosen = second if load[first] > load[second] else first
         load[chosen] += 1
         return chosen

@@ -18,7 +18,6 @@ from typing import Any
 import ipywidgets as widgets
 
 from . import _lineage_tab, _lists, _panels
-from . import _lists, _panels
 from ._checkpoint_panel import checkpoint_html
 from ._style import style
 from ._tuner_tab import tuner_html

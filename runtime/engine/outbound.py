@@ -40,6 +40,7 @@ from runtime.groupings import (
     LocalOrShuffleGrouping,
     ShuffleGrouping,
     field_hash,
+    key_slots,
 )
 
 from .errors import not_a_list
@@ -355,20 +356,21 @@ def _by_field(headers: list[bytes], field: int | None):
     """A fields grouping on one field: the same choice as ``FieldsGrouping.pick``, through
     the same :func:`~runtime.groupings.field_hash` (``field`` None: the items are that
     field's bare values)."""
-    n, key = len(headers), field_hash
+    slots, key = key_slots(len(headers)), field_hash
+    n = len(slots)  # key groups (or tasks, above KEY_GROUPS)
 
     def index(entry):
-        return key(entry if field is None else entry[field]) % n
+        return slots[key(entry if field is None else entry[field]) % n]
 
     def take(items, out):
         parts = [[] for _ in headers]
         try:
             if field is None:
                 for v in items:
-                    parts[key(v) % n].append(v)
+                    parts[slots[key(v) % n]].append(v)
             else:
                 for values in items:
-                    parts[key(values[field]) % n].append(values)
+                    parts[slots[key(values[field]) % n]].append(values)
         except (TypeError, ValueError):  # a key msgpack could not carry either: go carefully
             parts = _split_carefully(items, index, len(headers), out)
         _ship_parts(headers, parts, out)
