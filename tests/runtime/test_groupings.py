@@ -358,7 +358,7 @@ def test_partial_key_through_the_twin_spreads_a_hot_key_and_delivers_each_tuple_
 # -- key groups (issue 22) ---------------------------------------------------------------------
 @pytest.mark.parametrize("n", [1, 2, 3, 8, 128])
 def test_key_groups_go_to_tasks_in_contiguous_ranges_and_the_grouping_follows_them(n):
-    from runtime.groupings import KEY_GROUPS, key_slots, key_task
+    from runtime.groupings import key_group, key_slots, key_task
     from runtime.state._rebalance import split
 
     slots = key_slots(n)
@@ -370,7 +370,15 @@ def test_key_groups_go_to_tasks_in_contiguous_ranges_and_the_grouping_follows_th
     parts = split([[w, 1] for w in words], n)
     for index, part in enumerate(parts):  # state lands where the tuples of its keys go
         assert all(fields.choose_tasks([w])[0] == 100 + index for w, _ in part)
-    assert all(key_task(stable_hash(w), n) == slots[stable_hash(w) % KEY_GROUPS] for w in words)
+    assert all(key_task(stable_hash(w), n) == slots[key_group(stable_hash(w))] for w in words)
+
+
+def test_keys_that_differ_in_their_last_digit_spread_over_the_key_groups():
+    """CRC-32 is linear: its low bits alone put "w1x0" .. "w1x9" on one task of two."""
+    from runtime.groupings import key_task
+
+    for i in range(20):
+        assert len({key_task(stable_hash(f"w{i}x{k}"), 2) for k in range(10)}) == 2
 
 
 def test_above_the_key_groups_the_grouping_still_reaches_every_task():
