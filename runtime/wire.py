@@ -265,6 +265,7 @@ class Ready(Control):
 
     task: int
     incarnation: int
+    task_kind: str | None = None  # "spout", "bolt", ...: a rebalance's guard asks (issue 22)
 
 
 @_message("activate")

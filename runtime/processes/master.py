@@ -196,6 +196,8 @@ class TopologyMaster:
         task = self.supervision.on_ready(msg)
         if task is None:
             return
+        if msg.task_kind is not None:  # a rebalance's guard needs to know the spouts
+            self.kinds[task["component"]] = msg.task_kind
         for told in self.settings.for_new(task["component"]):
             self.send(ident, told)
         self.supervision.activate(ident)
