@@ -154,15 +154,28 @@ class TopologyMaster:
 
     def receive(self) -> None:
         while self.sock.poll(0):
-            ident, *frames = self.sock.recv_multipart()
-            try:
-                msg = wire.unseal(self.secret, frames)
-            except wire.WireError as exc:
-                self.dropped += 1
-                log.warning("dropped a control message from %r: %s", ident, exc)
-                continue
-            with self.lock:
-                self.handle(ident, msg)
+            got = self._next()
+            if got is not None:
+                with self.lock:
+                    self.handle(*got)
+
+    def settle(self) -> None:
+        """Handle what is queued now, the lock already held: a rebalance does, once the old
+        containers are down and before it replans, so that their last reports reach the
+        old task table, not a new task of the same id."""
+        while self.sock.poll(0):
+            got = self._next()
+            if got is not None:
+                self.handle(*got)
+
+    def _next(self) -> tuple[bytes, wire.Control] | None:
+        ident, *frames = self.sock.recv_multipart()
+        try:
+            return ident, wire.unseal(self.secret, frames)
+        except wire.WireError as exc:
+            self.dropped += 1
+            log.warning("dropped a control message from %r: %s", ident, exc)
+            return None
 
     def handle(self, ident: bytes, msg: wire.Control) -> None:
         """Hand one message to its handler; drop (and count) one this process does not

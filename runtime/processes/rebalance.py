@@ -87,6 +87,7 @@ class Rebalance:
         """Stop every container, move keyed state, start the containers on the new plan."""
         master = self.master
         master.supervision.stop()
+        master.settle()
         if _state.checkpointing(self.plan.config):
             with contextlib.closing(self._store()) as store:
                 self.moved = _state.repartition(store, self.changes)
