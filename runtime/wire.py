@@ -48,11 +48,12 @@ import msgpack
 __all__ = [
     "ACKED", "ACKED_FAILED", "ACKED_OK", "ACKED_RENEWED", "ACKED_TIMEOUT", "ACKS",
     "ACK_ACK", "ACK_FAIL", "ACK_INIT", "ACK_RESET", "ANCHORED", "Activate", "AskAckerState",
-    "AskEvents", "AskExceptions", "AskKill", "AskLogs", "AskMetrics", "AskPause", "AskRecord",
-    "AskResume", "AskSample", "AskSetMaxSpoutPending", "AskSetTrace", "AskStatistics",
-    "AskStatus", "AskTraces", "BACKPRESSURE", "BackpressureChange", "Bye", "CHECKPOINT",
-    "COMPLETED", "Control", "DATA", "Deactivate", "ExceptionReport", "HEADER_SIZE", "HELLO",
-    "Header", "Hello", "KINDS", "Kill", "Logs", "LogsReply", "MAX_FRAME", "MESSAGES", "Question",
+    "AskEvents", "AskExceptions", "AskKill", "AskLogs", "AskMetrics", "AskPause", "AskRebalance",
+    "AskRecord", "AskResume", "AskSample", "AskSetMaxSpoutPending", "AskSetTrace",
+    "AskStatistics", "AskStatus", "AskTraces", "BACKPRESSURE", "BackpressureChange", "Bye",
+    "CHECKPOINT", "COMPLETED", "Control", "DATA", "Deactivate", "ExceptionReport", "HEADER_SIZE",
+    "HELLO", "Header", "Hello", "KINDS", "Kill", "Logs", "LogsReply", "MAX_FRAME", "MESSAGES",
+    "Question",
     "ROUTED", "RUN", "Ready", "Recording", "Reply", "Restart", "Restarted", "Samples",
     "Setting", "SmStats", "Stats", "TRACED", "TRACKED", "Tap", "TraceReport", "Welcome",
     "WireError", "bp_header", "bp_transition", "control", "data_header", "decode_batch",
@@ -264,6 +265,7 @@ class Ready(Control):
 
     task: int
     incarnation: int
+    task_kind: str | None = None  # "spout", "bolt", ...: a rebalance's guard asks (issue 22)
 
 
 @_message("activate")
@@ -552,6 +554,16 @@ class AskLogs(Question):
 
     component: str
     task: int
+
+
+@_message("ask_rebalance")
+@dataclass(frozen=True, slots=True)
+class AskRebalance(Question):
+    """Change components' parallelism (and the number of containers); answered with the
+    new plan once the topology runs on it (docs/internals/rebalance.md)."""
+
+    parallelism: dict  # component -> new parallelism, checked by the master
+    containers: int | None = None
 
 
 @_message("ask_kill")

@@ -34,12 +34,15 @@ from typing import Any, Protocol
 
 from runtime import wire
 from runtime.groupings import (
+    KEY_GROUPS,
     AllGrouping,
     FieldsGrouping,
     GlobalGrouping,
     LocalOrShuffleGrouping,
     ShuffleGrouping,
     field_hash,
+    key_slots,
+    key_task,
 )
 
 from .errors import not_a_list
@@ -382,22 +385,28 @@ def _whole(headers: list[bytes]):
 
 def _by_field(headers: list[bytes], field: int | None):
     """A fields grouping on one field: the same choice as ``FieldsGrouping.pick``, through
-    the same :func:`~runtime.groupings.field_hash` (``field`` None: the items are that
-    field's bare values)."""
+    the same :func:`~runtime.groupings.field_hash` and
+    :func:`~runtime.groupings.key_task` (``field`` None: the items are that field's bare
+    values)."""
     n, key = len(headers), field_hash
 
     def index(entry):
-        return key(entry if field is None else entry[field]) % n
+        return key_task(key(entry if field is None else entry[field]), n)
+
+    if n > KEY_GROUPS:
+        return _by_pick(headers, index)
+    slots = key_slots(n)
 
     def take(items, out):
         parts = [[] for _ in headers]
-        try:
+        try:  # key_task inlined: the key group is the top 7 bits of hash * 0x9E3779B1
             if field is None:
                 for v in items:
-                    parts[key(v) % n].append(v)
+                    parts[slots[(key(v) * 0x9E3779B1 & 0xFFFFFFFF) >> 25]].append(v)
             else:
                 for values in items:
-                    parts[key(values[field]) % n].append(values)
+                    parts[slots[(key(values[field]) * 0x9E3779B1 & 0xFFFFFFFF) >> 25]].append(
+                        values)
         except (TypeError, ValueError):  # a key msgpack could not carry either: go carefully
             parts = _split_carefully(items, index, len(headers), out)
         _ship_parts(headers, parts, out)

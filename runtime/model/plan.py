@@ -20,6 +20,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from runtime.groupings import KEY_GROUPS
+
 from .constants import ACKER, ACKERS, CHECKPOINT_INTERVAL, CHECKPOINTER, DEFAULTS, SYSTEM, TICK
 from .errors import TopologyError
 from .options import option_problem
@@ -69,6 +71,11 @@ class PhysicalPlan:
         streams = [(SYSTEM, TICK)] + [(s.id, st) for s in specs for st in s.streams]
         return cls(topology.name, containers, tuple(tasks), tuple(streams), config)
 
+    def __call__(self) -> PhysicalPlan:
+        """The plan itself: ``running.plan()`` (issue 22's spelling) and ``running.plan``
+        are the same object, the plan the topology runs on now."""
+        return self
+
     # -- lookups ----------------------------------------------------------------------------
     def acker_tasks(self) -> tuple[int, ...]:
         return tuple(t.task for t in self.tasks if t.component == ACKER)
@@ -93,6 +100,24 @@ class PhysicalPlan:
     def stream_ids(self) -> dict[tuple[str, str], int]:
         return {key: i for i, key in enumerate(self.streams)}
 
+    def parallelism(self) -> dict[str, int]:
+        """Component -> its number of tasks, in declaration order."""
+        return {c: len(ts) for c, ts in self.component_tasks().items()}
+
+    def rebalanced(self, parallelism: Mapping[str, int],
+                   containers: int | None = None) -> PhysicalPlan:
+        """This plan with new parallelism for some components (and, if given, a new number
+        of containers): tasks numbered again in the same component order, packed
+        round-robin as :meth:`pack` does. Check the request first (:func:`check_rebalance`)."""
+        containers = self.containers if containers is None else containers
+        counts = {**self.parallelism(), **parallelism}
+        tasks, n = [], 0
+        for comp, count in counts.items():
+            for index in range(count):
+                tasks.append(TaskInfo(n + 1, comp, index, n % containers))
+                n += 1
+        return PhysicalPlan(self.topology, containers, tuple(tasks), self.streams, self.config)
+
     # -- shipping as plain data -------------------------------------------------------------
     def to_data(self) -> dict:
         return {"topology": self.topology, "containers": self.containers,
@@ -112,6 +137,40 @@ class PhysicalPlan:
             names = " ".join(f"{t.component}[{t.task}]" for t in self.tasks_in(c))
             lines.append(f"  container {c}: {names}")
         return "\n".join(lines)
+
+
+def check_rebalance(plan: PhysicalPlan, parallelism: Any, containers: Any,
+                    spouts: frozenset[str]) -> None:
+    """Refuse a rebalance that cannot be done, naming the component and the problem
+    (ValueError): an unknown or system component, a spout (not yet: issue 22), a
+    parallelism that is not an int from 1 to ``KEY_GROUPS`` (the maximum parallelism:
+    above it a fields grouping's key groups cannot cover every task, and keyed state
+    could not follow its keys), or a number of containers below 1."""
+    where = f"rebalance of {plan.topology!r}"
+    if not isinstance(parallelism, Mapping) or not parallelism:
+        raise ValueError(f"{where}: give {{component: parallelism}}, not {parallelism!r}")
+    if containers is not None and (type(containers) is not int or containers < 1):
+        raise ValueError(f"{where}: containers must be an int >= 1, not {containers!r}")
+    known = plan.parallelism()
+    for comp, count in parallelism.items():
+        if problem := _rebalance_problem(comp, count, known, spouts):
+            raise ValueError(f"{where}: component {comp!r}: {problem}")
+
+
+def _rebalance_problem(comp: Any, count: Any, known: Mapping[str, int],
+                       spouts: frozenset[str]) -> str | None:
+    if comp not in known:
+        return f"no such component (the components: {sorted(c for c in known if c[:2] != '__')})"
+    if comp.startswith("__"):
+        return "a system component's tasks are the engine's to choose"
+    if comp in spouts:
+        return "a spout's parallelism cannot change yet (issue 22: only bolts so far)"
+    if type(count) is not int or count < 1:
+        return f"parallelism must be an int >= 1, not {count!r}"
+    if count > KEY_GROUPS:
+        return (f"parallelism {count} is above the maximum parallelism {KEY_GROUPS} (the "
+                "number of key groups a fields grouping and keyed state are split into)")
+    return None
 
 
 def check_config(name: str, config: Mapping[str, Any]) -> None:

@@ -39,6 +39,8 @@ class RunningTopology:
 
     def __init__(self, name: str, plan: PhysicalPlan, run_dir: str, secret: bytes,
                  endpoint: str, process: subprocess.Popen, submitted: float) -> None:
+        # where each task runs now (``running.plan()`` or ``running.plan``), replaced by
+        # rebalance
         self.name, self.plan, self.run_dir = name, plan, run_dir
         self.topology = None  # the Topology submitted (set by the scheduler)
         self.endpoint, self.submitted = endpoint, submitted
@@ -213,6 +215,26 @@ class RunningTopology:
             raise
         except RuntimeError as exc:  # refused by the master (a bolt, say): say so plainly
             raise ValueError(str(exc)) from None
+
+    # -- rebalance (issue 22; docs/internals/rebalance.md) -----------------------------------
+    def rebalance(self, parallelism: dict[str, int], containers: int | None = None,
+                  timeout: float = 120.0) -> dict:
+        """Change the parallelism of bolts while the topology runs (``{"count": 4}``), and
+        the number of containers if given; returns when it runs on the new plan, with the
+        ``rebalanced`` event (``seconds``, ``paused_seconds``, ``drained``, ``parallelism``,
+        ``containers``, ``keys_moved``). A StatefulBolt's committed state is split over its
+        new tasks by key group. ValueError, naming the component, for an unknown or system
+        component, a spout, a parallelism outside 1..``KEY_GROUPS`` (128), or while another
+        rebalance runs."""
+        try:
+            answer = self._ask(wire.AskRebalance, timeout=timeout, parallelism=dict(parallelism),
+                               containers=containers)
+        except TopologyDead:
+            raise
+        except RuntimeError as exc:  # refused by the master: say so plainly
+            raise ValueError(str(exc)) from None
+        self.plan = PhysicalPlan.from_data(answer["plan"])
+        return answer["event"]
 
     # -- traces (issue 20; docs/internals/tracing.md) ---------------------------------------
     def set_trace(self, rate: float | str) -> list[int]:

@@ -178,7 +178,8 @@ class Instance:
         tune_interpreter()
         try:
             ex.start()
-            self.tell(wire.Ready(task=self.task, incarnation=self.incarnation))
+            self.tell(wire.Ready(task=self.task, incarnation=self.incarnation,
+                                 task_kind=ex.kind))
             self.loop(ex)
         except UserCodeError as exc:
             return self.crash(exc)

@@ -78,3 +78,36 @@ def test_round_trip_through_plain_data_and_the_wire():
 def test_containers_must_be_a_positive_int(containers):
     with pytest.raises(TopologyError, match="topology 'wc': containers must be >= 1"):
         topology().physical_plan(containers=containers)
+
+
+# -- rebalance (issue 22) ----------------------------------------------------------------------
+def test_a_rebalanced_plan_numbers_tasks_again_and_keeps_the_rest():
+    plan = topology().physical_plan(containers=2)
+    new = plan.rebalanced({"split": 5}, containers=3)
+    assert new.parallelism() == {**plan.parallelism(), "split": 5}
+    assert [t.task for t in new.tasks] == list(range(1, len(new.tasks) + 1))
+    assert new.containers == 3 and {t.container for t in new.tasks} == {0, 1, 2}
+    assert new.streams == plan.streams and new.config == plan.config
+    assert plan() is plan  # running.plan() and running.plan are the same plan
+
+
+@pytest.mark.parametrize(("request_", "problem"), [
+    ({"nope": 2}, "component 'nope': no such component"),
+    ({"lines": 3}, "component 'lines': a spout's parallelism cannot change yet"),
+    ({"split": 0}, "component 'split': parallelism must be an int >= 1, not 0"),
+    ({"split": 2.0}, "component 'split': parallelism must be an int >= 1, not 2.0"),
+    ({"split": 129}, "component 'split': parallelism 129 is above the maximum parallelism 128"),
+    ({}, "give {component: parallelism}"),
+])
+def test_a_rebalance_that_cannot_be_done_is_refused_naming_the_component(request_, problem):
+    from runtime.model.plan import check_rebalance
+
+    with pytest.raises(ValueError, match=problem.replace("{", r"\{").replace("}", r"\}")):
+        check_rebalance(topology().physical_plan(), request_, None, frozenset({"lines"}))
+
+
+def test_a_rebalance_to_no_containers_is_refused():
+    from runtime.model.plan import check_rebalance
+
+    with pytest.raises(ValueError, match="containers must be an int >= 1, not 0"):
+        check_rebalance(topology().physical_plan(), {"split": 2}, 0, frozenset())
