@@ -126,27 +126,38 @@ class FieldsGrouping(_Keyed):
     """
 
     name = "fields"
+    # set by the engine when the subscriber keeps keyed state (a StatefulBolt): its keys
+    # go through key groups, which a rebalance can move with their state (issue 22)
+    keyed = False
 
     def prepare(self, context, stream, target_tasks):
         super().prepare(context, stream, target_tasks)
-        self.pick = _fields_picker(self.indexes, len(self.target_tasks))
+        self.pick = _fields_picker(self.indexes, len(self.target_tasks), self.keyed)
 
 
-def _fields_picker(indexes: tuple[int, ...], n: int):
-    if n > KEY_GROUPS:
-        if len(indexes) == 1:
-            (i,) = indexes
-            return lambda values: field_hash(values[i]) % n
-        return lambda values: stable_hash([values[i] for i in indexes]) % n
-    slots, gold, shift = key_slots(n), _GOLDEN, _GROUP_SHIFT  # key_task, inlined
+def _fields_picker(indexes: tuple[int, ...], n: int, keyed: bool = False):
+    """``pick(values)`` of a fields grouping: the key's hash modulo ``n``, or for keyed
+    state through key groups (see :data:`KEY_GROUPS`), a multiplication, a mask, a shift
+    and a lookup dearer. Each is one closure: this runs once per tuple."""
+    if keyed and n <= KEY_GROUPS:
+        return _key_group_picker(indexes, n)
     if len(indexes) == 1:
         (i,) = indexes
         key = field_hash
 
         def pick(values):
-            return slots[(key(values[i]) * gold & 0xFFFFFFFF) >> shift]
+            return key(values[i]) % n
 
         return pick
+    return lambda values: stable_hash([values[i] for i in indexes]) % n
+
+
+def _key_group_picker(indexes: tuple[int, ...], n: int):
+    slots, gold, shift = key_slots(n), _GOLDEN, _GROUP_SHIFT  # key_task, inlined
+    if len(indexes) == 1:
+        (i,) = indexes
+        key = field_hash
+        return lambda values: slots[(key(values[i]) * gold & 0xFFFFFFFF) >> shift]
     return lambda values: slots[(stable_hash([values[i] for i in indexes]) * gold
                                  & 0xFFFFFFFF) >> shift]
 
@@ -194,7 +205,7 @@ def _two_choices(indexes: tuple[int, ...], load: list[int]):
 
     def pick(values):
         h = hashed(values)
-        first, second = key_task(h, n), _mix(h) % n
+        first, second = h % n, _mix(h) % n
         chosen = second if load[first] > load[second] else first
         load[chosen] += 1
         return chosen

@@ -93,6 +93,14 @@ class StreamOut:
         # task, which flush_tracked sends (runtime/engine/runs.py); None: not numbered
         self.runs: Runs | None = None
 
+    def unwire(self) -> None:
+        """Forget the subscribers' tasks (a rebalance wires them again; flush first)."""
+        self.outlets.clear()
+        self.direct.clear()
+        self.direct_tracked.clear()
+        if hasattr(self, "_fixed"):
+            del self._fixed
+
     def attach_runs(self, runs: Runs) -> None:
         """Number this stream's tracked tuples in ``runs`` from now on."""
         self.runs = runs
@@ -356,7 +364,8 @@ def _splitter(grouping, outlet: Outlet, bare: bool) -> Callable[[list, StreamOut
     if isinstance(grouping, AllGrouping) or (single and n == 1):
         return _whole(headers)
     if isinstance(grouping, FieldsGrouping) and len(grouping.indexes) == 1:
-        return _by_field(headers, None if bare else grouping.indexes[0])
+        split = _by_key_group if grouping.keyed else _by_field
+        return split(headers, None if bare else grouping.indexes[0])
     if single:
         pick = grouping.pick
         if bare and type(grouping) not in _VALUE_BLIND:
@@ -385,9 +394,32 @@ def _whole(headers: list[bytes]):
 
 def _by_field(headers: list[bytes], field: int | None):
     """A fields grouping on one field: the same choice as ``FieldsGrouping.pick``, through
-    the same :func:`~runtime.groupings.field_hash` and
-    :func:`~runtime.groupings.key_task` (``field`` None: the items are that field's bare
-    values)."""
+    the same :func:`~runtime.groupings.field_hash` (``field`` None: the items are that
+    field's bare values)."""
+    n, key = len(headers), field_hash
+
+    def index(entry):
+        return key(entry if field is None else entry[field]) % n
+
+    def take(items, out):
+        parts = [[] for _ in headers]
+        try:
+            if field is None:
+                for v in items:
+                    parts[key(v) % n].append(v)
+            else:
+                for values in items:
+                    parts[key(values[field]) % n].append(values)
+        except (TypeError, ValueError):  # a key msgpack could not carry either: go carefully
+            parts = _split_carefully(items, index, len(headers), out)
+        _ship_parts(headers, parts, out)
+
+    return take
+
+
+def _by_key_group(headers: list[bytes], field: int | None):
+    """The same for a subscriber with keyed state: the choice of
+    :func:`~runtime.groupings.key_task`, through key groups (issue 22)."""
     n, key = len(headers), field_hash
 
     def index(entry):

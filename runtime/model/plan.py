@@ -17,7 +17,8 @@ physical plan of 'demo': 5 tasks in 2 containers
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
+from functools import cached_property
 from typing import Any
 
 from runtime.groupings import KEY_GROUPS
@@ -45,6 +46,13 @@ class PhysicalPlan:
     tasks: tuple[TaskInfo, ...]
     streams: tuple[tuple[str, str], ...]  # stream id -> (component, stream); 0 is the tick
     config: Mapping[str, Any] = field(default_factory=dict)
+    # the plan's number among the plans the topology has run on: 0 at submit, one more at
+    # each rebalance; a stream manager keeps the one it last switched to (issue 22)
+    epoch: int = 0
+    # the width of the spout task field of every root id (runtime/acking/_ledger.py): fixed
+    # at submit, so that a rebalance that adds task ids changes no root's meaning (0: from
+    # the number of tasks)
+    bits: int = 0
 
     @classmethod
     def pack(cls, topology, containers: int, config: Mapping[str, Any]) -> PhysicalPlan:
@@ -93,9 +101,19 @@ class PhysicalPlan:
         return tuple(t for t in self.tasks if t.container == container)
 
     def task(self, task_id: int) -> TaskInfo:
-        if not 1 <= task_id <= len(self.tasks):  # tasks[-1] would answer for task 0
+        """The task of that id (IndexError if none: after a rebalance the ids have gaps)."""
+        info = self._by_id.get(task_id)
+        if info is None:
             raise IndexError(f"no task {task_id} in topology {self.topology!r}")
-        return self.tasks[task_id - 1]
+        return info
+
+    @cached_property
+    def _by_id(self) -> dict[int, TaskInfo]:
+        return {t.task: t for t in self.tasks}
+
+    def root_bits(self) -> int:
+        """The width of the task field of a root id (see ``bits``)."""
+        return self.bits or max(1, len(self.tasks).bit_length())
 
     def stream_ids(self) -> dict[tuple[str, str], int]:
         return {key: i for i, key in enumerate(self.streams)}
@@ -106,29 +124,48 @@ class PhysicalPlan:
 
     def rebalanced(self, parallelism: Mapping[str, int],
                    containers: int | None = None) -> PhysicalPlan:
-        """This plan with new parallelism for some components (and, if given, a new number
-        of containers): tasks numbered again in the same component order, packed
-        round-robin as :meth:`pack` does. Check the request first (:func:`check_rebalance`)."""
-        containers = self.containers if containers is None else containers
-        counts = {**self.parallelism(), **parallelism}
+        """This plan with new parallelism for some components, as the next epoch. Check
+        the request first (:func:`check_rebalance`).
+
+        With the same containers (in place) every kept task keeps its id, index and
+        container; a shrunk component loses its highest indexes, and a grown one gets new
+        ids after the highest, each in the container that then holds fewest tasks. With a
+        new number of containers (the containers restart) the tasks are numbered again and
+        packed round-robin as :meth:`pack` does."""
+        if containers is not None and containers != self.containers:
+            return self._repacked({**self.parallelism(), **parallelism}, containers)
+        kept = [t for t in self.tasks if t.index < parallelism.get(t.component, t.index + 1)]
+        load = [sum(t.container == c for t in kept) for c in range(self.containers)]
+        n, have = max(t.task for t in self.tasks), self.parallelism()
+        for comp, count in parallelism.items():
+            for index in range(have[comp], count):
+                c = load.index(min(load))
+                load[c], n = load[c] + 1, n + 1
+                kept.append(TaskInfo(n, comp, index, c))
+        return replace(self, tasks=tuple(kept), epoch=self.epoch + 1, bits=self.root_bits())
+
+    def _repacked(self, counts: Mapping[str, int], containers: int) -> PhysicalPlan:
         tasks, n = [], 0
         for comp, count in counts.items():
             for index in range(count):
                 tasks.append(TaskInfo(n + 1, comp, index, n % containers))
                 n += 1
-        return PhysicalPlan(self.topology, containers, tuple(tasks), self.streams, self.config)
+        return PhysicalPlan(self.topology, containers, tuple(tasks), self.streams, self.config,
+                            self.epoch + 1)
 
     # -- shipping as plain data -------------------------------------------------------------
     def to_data(self) -> dict:
         return {"topology": self.topology, "containers": self.containers,
                 "tasks": [[t.task, t.component, t.index, t.container] for t in self.tasks],
-                "streams": [list(s) for s in self.streams], "config": dict(self.config)}
+                "streams": [list(s) for s in self.streams], "config": dict(self.config),
+                "epoch": self.epoch, "bits": self.bits}
 
     @classmethod
     def from_data(cls, data: Mapping) -> PhysicalPlan:
         return cls(data["topology"], data["containers"],
                    tuple(TaskInfo(*t) for t in data["tasks"]),
-                   tuple(tuple(s) for s in data["streams"]), data["config"])
+                   tuple(tuple(s) for s in data["streams"]), data["config"],
+                   data.get("epoch", 0), data.get("bits", 0))
 
     def __str__(self) -> str:
         lines = [f"physical plan of {self.topology!r}: {len(self.tasks)} tasks in "

@@ -144,7 +144,7 @@ class TopologyMaster:
                 wire.TraceReport: self.traces.on_report,
                 wire.BackpressureChange: obs.on_backpressure, wire.SmStats: obs.on_sm_stats,
                 wire.Bye: self.on_bye, wire.AskKill: self.on_kill, wire.AskLogs: self.relay_logs,
-                wire.AskRebalance: self.on_rebalance,
+                wire.AskRebalance: self.on_rebalance, wire.Switched: self.on_switched,
                 wire.LogsReply: self.on_logs_reply,
                 **{kind: self._replying(answer) for kind, answer in answers.items()}}
 
@@ -246,6 +246,10 @@ class TopologyMaster:
             self.rebalancing = Rebalance(self, ident, msg)
         except ValueError as exc:
             self.send(ident, wire.Reply(id=msg.id, ok=False, value=str(exc)))
+
+    def on_switched(self, ident: bytes, msg: wire.Switched) -> None:
+        if self.rebalancing is not None:
+            self.rebalancing.on_switched(msg)
 
     def replan(self, plan: PhysicalPlan) -> None:
         """Run on ``plan`` from now on (the containers stopped): new parts over a new task

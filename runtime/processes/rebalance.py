@@ -1,21 +1,28 @@
 """The topology master's side of a rebalance (issue 22; docs/internals/rebalance.md).
 
-This first slice restarts the containers on the new plan, keeping what the notebook holds
-on to: the master (its endpoint and secret), the run directory, the handle, the events,
-the exceptions and the live settings. In steps, one tick of the master at a time:
+**In place** (the same containers): the containers, their stream managers and every
+instance that keeps its task go on running; only the added tasks start and the removed
+ones stop. One tick of the master at a time:
 
-1. **pause**: every spout is deactivated (as ``running.pause()`` does);
-2. **drain**, at most ``DRAIN_BOUND`` seconds: under acking until every spout reports no
-   pending tuple; with checkpoints until a checkpoint newer than the pause commits;
-   otherwise until the stream managers hold no frame. Past the bound it goes on: what was
-   in flight is replayed (at least once: the spouts' committed offsets; checkpoints: the
-   rollback);
-3. **switch**: every container is stopped, a StatefulBolt's committed state is split over
-   its new tasks through a new checkpoint (``runtime.state.repartition``), and the
-   containers start on the new plan (new stream managers, new routing, from the start);
-4. **resume**: once every new instance is ready the spouts are activated (unless the
-   topology was paused before), a ``rebalanced`` event is recorded and the client's
-   question answered with the new plan.
+1. **start**: the master runs on the new plan (the next ``epoch``: kept tasks keep their
+   ids, added ones get new ids); each stream manager routes to the new tasks too and
+   starts the local ones (``Replan`` "start"; a warm spare takes the first). Nobody sends
+   to them yet, and the spouts still run;
+2. **pause**, once every new instance is ready: every spout is deactivated;
+3. **drain**, at most ``DRAIN_BOUND`` seconds, once every task has reported after the
+   pause: under acking until every spout has nothing pending, without acking or
+   checkpoints until the stream managers hold no frame. With checkpoints there is no
+   drain: the switch ends in a rollback, which replays what was in flight;
+4. **switch**: every instance flushes on the old routing and wires its streams to the
+   new plan's tasks (``Switch``, answered ``Switched``); then the stream managers stop the
+   removed tasks and their routes (``Replan`` "switch"; a late frame for one is dropped
+   and counted); with checkpoints the checkpoint task then splits the committed keyed
+   state over the new tasks and rolls every task back to it;
+5. **resume**: the spouts are activated (unless paused before), the ``rebalanced``
+   event is recorded and the client answered with the new plan.
+
+**With a new number of containers** every container is restarted on a new plan (tasks
+numbered again); the master keeps its endpoint, secret, events and settings.
 """
 
 from __future__ import annotations
@@ -28,63 +35,135 @@ from typing import Any
 
 from runtime import state as _state
 from runtime import wire
-from runtime.model.constants import ACKERS, STATE_STORE
-from runtime.model.plan import check_rebalance
+from runtime.model.constants import ACKERS, CHECKPOINTER, STATE_STORE
+from runtime.model.plan import PhysicalPlan, check_rebalance
+
+from .tasks import blank
 
 log = logging.getLogger("tupleflow.rebalance")
 
-DRAIN_BOUND = 5.0  # seconds the spouts wait, paused, for tuples in flight to finish
+DRAIN_BOUND = 1.0  # seconds the spouts wait, paused, for tuples in flight to finish
+RESTART_DRAIN_BOUND = 5.0  # the same before the containers restart (a longer pause anyway)
+SWITCH_BOUND = 10.0  # seconds to wait for every instance's ``switched``; then go on
 
 
 class Rebalance:
     """One rebalance in progress (at most one: :meth:`TopologyMaster.on_rebalance` guards):
-    the client waiting for it, the new plan, the step it is at and when each began."""
+    the client waiting for it, the old and new plans, the step it is at and when each
+    began, and the instances yet to say they switched."""
 
     def __init__(self, master: Any, ident: bytes, msg: wire.AskRebalance) -> None:
         self.master, self.ident, self.id = master, ident, msg.id
-        old = master.plan
+        self.old = old = master.plan
         if master.remote:
             raise ValueError(f"rebalance of {old.topology!r}: not on the Spark scheduler yet")
         spouts = _spouts(master.tasks, master.kinds, old.topology, msg.parallelism)
         check_rebalance(old, msg.parallelism, msg.containers, spouts)
         self.changes = {c: n for c, n in msg.parallelism.items() if old.parallelism()[c] != n}
         self.plan = old.rebalanced(msg.parallelism, msg.containers)
-        self.started = master.clock()
+        self.in_place = self.plan.containers == old.containers
+        self.started = self.paused_at = self.drain_end = self.switched = master.clock()
         self.wall = time.time()
         self.was_paused = master.supervision.paused
-        self.checkpoint = self._committed()
-        self.step: Callable[[float], bool] = self._drain
         self.drained: bool | None = None
         self.moved: dict | None = None
-        self.switched = self.drain_end = self.started
-        master.supervision.tell_ready(wire.Deactivate())
+        self.awaiting: set[int] = set()  # tasks yet to say they switched
+        self.dropped_before = 0
+        if self.in_place:
+            self._start()
+        else:
+            self.checkpoint = self._committed()
+            self._pause()
+        self.step: Callable[[float], bool] = self._starting if self.in_place else self._drain
 
     # -- the steps, each called on every tick until it says it is done ------------------------
     def tick(self, now: float) -> bool:
         """Advance; True once the rebalance is over (the client has been answered)."""
         return self.step(now)
 
+    def _start(self) -> None:
+        """Run on the new plan, and have the stream managers start the new tasks."""
+        adopt(self.master, self.plan)
+        self._tell_sms("start")
+
+    def _starting(self, now: float) -> bool:
+        new = [t.task for t in self.plan.tasks if t.task not in self.old._by_id]
+        if all(self.master.tasks[t]["ready"] for t in new):
+            self._pause()
+            self.step = self._drain
+        return False
+
+    def _pause(self) -> None:
+        self.paused_at, self.wall = self.master.clock(), time.time()
+        self.master.supervision.paused = True  # a spout ready meanwhile starts paused
+        self.master.supervision.tell_ready(wire.Deactivate())
+
     def _drain(self, now: float) -> bool:
+        bound = DRAIN_BOUND if self.in_place else RESTART_DRAIN_BOUND
         done = self._drained()
-        if done or now - self.started > DRAIN_BOUND:
+        if done or now - self.paused_at > bound:
             self.drained, self.drain_end = done, now
             self._switch()
-            self.step = self._resume
         return False
 
     def _drained(self) -> bool:
-        config, records = self.master.plan.config, list(self.master.tasks.values())
+        config, records = self.old.config, list(self.master.tasks.values())
+        if _state.checkpointing(config):
+            if self.in_place:
+                return True  # the switch rolls back: what was in flight is replayed
+            return (self._committed() or 0) > (self.checkpoint or 0)
         fresh = [r for r in records if (r.get("reported") or 0) > self.wall]
         if len(fresh) < len(records):
             return False  # a report from before the pause says nothing about now
-        if _state.checkpointing(config):
-            return (self._committed() or 0) > (self.checkpoint or 0)
         if int(config.get(ACKERS, 0)):
             return all(not r.get("pending") for r in records if r["kind"] == "spout")
         return all(not r.get("sm_queued_frames") for r in records)
 
     def _switch(self) -> None:
-        """Stop every container, move keyed state, start the containers on the new plan."""
+        self.switched = self.master.clock()
+        if not self.in_place:
+            self._restart()
+            self.step = self._restarting
+            return
+        self.awaiting = {t.task for t in self.plan.tasks if t.component != CHECKPOINTER}
+        self.awaiting |= {t for t in self.old._by_id if t not in self.plan._by_id}
+        self.awaiting &= set(self.master.supervision.idents)
+        told = self.master.supervision.tell_ready(wire.Switch(plan=self.plan.to_data()),
+                                                  sorted(self.awaiting))
+        self.awaiting &= set(told)
+        self.step = self._switching
+
+    def on_switched(self, msg: wire.Switched) -> None:
+        if msg.epoch != self.plan.epoch:
+            return  # a late answer to an older rebalance
+        self.awaiting.discard(msg.task)
+        if msg.moved is not None:
+            self.moved = msg.moved
+
+    def _switching(self, now: float) -> bool:
+        if self.awaiting and now - self.switched < SWITCH_BOUND:
+            return False
+        if self.awaiting:
+            log.warning("rebalance: tasks %s did not say they switched in %.0f s; going on",
+                        sorted(self.awaiting), SWITCH_BOUND)
+        self._tell_sms("switch")
+        self._forget_removed()
+        checkpointer = self.plan.component_tasks().get(CHECKPOINTER)
+        if checkpointer and self.master.tasks[checkpointer[0]]["ready"]:
+            self.awaiting = set(self.master.supervision.tell_ready(
+                wire.Switch(plan=self.plan.to_data(), counts=self.changes), checkpointer))
+            self.step = self._rolling_back
+            return False
+        return self._resume(now)
+
+    def _rolling_back(self, now: float) -> bool:
+        if self.awaiting and now - self.switched < SWITCH_BOUND:
+            return False
+        return self._resume(now)
+
+    def _restart(self) -> None:
+        """A new number of containers: stop every container, move keyed state, start the
+        containers on the new plan."""
         master = self.master
         master.supervision.stop()
         master.settle()
@@ -94,12 +173,12 @@ class Rebalance:
         master.replan(self.plan)
         master.supervision.paused = True  # activated in _resume, when every task is ready
         master.supervision.start_containers()
-        self.switched = master.clock()
+
+    def _restarting(self, now: float) -> bool:
+        return self.master.supervision.state == "running" and self._resume(now)
 
     def _resume(self, now: float) -> bool:
         master = self.master
-        if master.supervision.state != "running":
-            return False
         if not self.was_paused:
             master.supervision.paused = False
             master.supervision.tell_ready(wire.Activate())
@@ -109,14 +188,33 @@ class Rebalance:
                                            value={"plan": self.plan.to_data(), "event": event}))
         return True
 
+    # -- the master's parts and the stream managers ---------------------------------------
+    def _tell_sms(self, step: str) -> None:
+        msg = wire.Replan(plan=self.plan.to_data(), step=step)
+        for sm in self.master.supervision.sms.values():
+            self.master.send(sm["ident"], msg)
+
+    def _forget_removed(self) -> None:
+        """The removed tasks leave the task table (their last reports are ignored)."""
+        for task in [t for t in self.master.tasks if t not in self.plan._by_id]:
+            del self.master.tasks.records[task]
+            self.master.supervision.idents.pop(task, None)
+            self.master.supervision.heard.pop(task, None)
+
     # -- what it reports ------------------------------------------------------------------
     def _event(self, now: float) -> dict:
+        new = sorted(set(self.plan._by_id) - set(self.old._by_id))
+        removed = sorted(set(self.old._by_id) - set(self.plan._by_id))
         return {"seconds": round(now - self.started, 3),
-                "paused_seconds": round(now - self.started, 3),  # spouts emit nothing
-                "drain_seconds": round(self.drain_end - self.started, 3),
-                "restart_seconds": round(now - self.switched, 3),
+                "paused_seconds": round(now - self.paused_at, 3),  # spouts emit nothing
+                "start_seconds": round(self.paused_at - self.started, 3),
+                "drain_seconds": round(self.drain_end - self.paused_at, 3),
+                "switch_seconds": round(now - self.switched, 3),
+                "in_place": self.in_place, "epoch": self.plan.epoch,
                 "drained": self.drained, "parallelism": self.changes,
-                "containers": self.plan.containers, "keys_moved": self.moved}
+                "containers": self.plan.containers, "keys_moved": self.moved,
+                "tasks_added": new if self.in_place else None,
+                "tasks_removed": removed if self.in_place else None}
 
     def _committed(self) -> int | None:
         if not _state.checkpointing(self.master.plan.config):
@@ -128,6 +226,22 @@ class Rebalance:
     def _store(self):
         return _state.open_store(str(self.master.plan.config[STATE_STORE]),
                                  self.master.boot_run_dir)
+
+
+def adopt(master: Any, plan: PhysicalPlan) -> None:
+    """The master runs on ``plan`` from now on, its containers kept: every part reads the
+    new plan, and the added tasks get records (the removed ones keep theirs until the
+    switch: they still run until then)."""
+    master.plan = plan
+    master.component_tasks = plan.component_tasks()
+    for part in (master.supervision, master.observation, master.settings):
+        part.plan = plan
+    master.observation.component_tasks = master.settings.component_tasks = \
+        plan.component_tasks()
+    for t in plan.tasks:
+        if t.task not in master.tasks.records:
+            master.tasks.records[t.task] = blank(t)
+            master.traces.store.components[t.task] = t.component
 
 
 def _spouts(tasks, kinds: dict[str, str], topology: str, asked: Any) -> frozenset[str]:

@@ -18,7 +18,7 @@ class TaskTable:
     """Owns the per-task records the master answers ``statistics`` with."""
 
     def __init__(self, plan: PhysicalPlan) -> None:
-        self.records: dict[int, dict[str, Any]] = {t.task: _blank(t) for t in plan.tasks}
+        self.records: dict[int, dict[str, Any]] = {t.task: blank(t) for t in plan.tasks}
 
     def __getitem__(self, task: int) -> dict[str, Any]:
         return self.records[task]
@@ -79,7 +79,7 @@ class TaskTable:
         return {t: info["kind"] for t, info in self.records.items()}
 
 
-def _blank(t) -> dict[str, Any]:
+def blank(t) -> dict[str, Any]:
     return {"component": t.component, "task": t.task, "container": t.container,
             "kind": None, "state": "starting", "incarnation": 0, "restarts": 0,
             "ready": False}

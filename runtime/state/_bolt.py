@@ -56,6 +56,8 @@ class StatefulBolt(Bolt):
     with the state of the last committed checkpoint (empty before the first). Updates made
     through ``state.put`` count once, whatever crashes: see docs/internals/checkpoints.md."""
 
+    keyed_state = True  # its fields groupings go through key groups (ComponentSpec.keyed_state)
+
     def init_state(self, state: State) -> None:
         self.state = state
 

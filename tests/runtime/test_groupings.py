@@ -365,12 +365,51 @@ def test_key_groups_go_to_tasks_in_contiguous_ranges_and_the_grouping_follows_th
     assert slots == sorted(slots) and set(slots) == set(range(n))
     assert max(Counter(slots).values()) - min(Counter(slots).values()) <= 1
     fields = FieldsGrouping(["word"], fields_of_stream=["word"])
+    fields.keyed = True  # into a StatefulBolt: the engine sets it (test_wiring_keys_...)
     fields.prepare(None, "default", list(range(100, 100 + n)))
     words = [f"w{i}" for i in range(300)]
     parts = split([[w, 1] for w in words], n)
     for index, part in enumerate(parts):  # state lands where the tuples of its keys go
         assert all(fields.choose_tasks([w])[0] == 100 + index for w, _ in part)
     assert all(key_task(stable_hash(w), n) == slots[key_group(stable_hash(w))] for w in words)
+
+
+def test_a_stateless_fields_grouping_keeps_the_modulo_of_the_hash():
+    """Key groups cost the split ~1.5x (benchmarks/rebalance.py --split): only keyed state
+    pays it."""
+    from runtime.groupings import field_hash
+
+    fields = FieldsGrouping(["word"], fields_of_stream=["word"])
+    fields.prepare(None, "default", [7, 8, 9])
+    assert all(fields.choose_tasks([f"w{i}"]) == [7 + field_hash(f"w{i}") % 3]
+               for i in range(300))
+
+
+def test_wiring_keys_fields_groupings_into_stateful_bolts_only():
+    from runtime import StatefulBolt, Topology
+    from runtime.engine.wiring import build_streams, task_context
+    from runtime.testing import ListSink, ListSpout
+
+    class Count(StatefulBolt):
+        def process(self, tup):
+            pass
+
+    topo = Topology("keyed")
+    topo.spout("s", ListSpout([["a"]], fields=["word"]))
+    topo.bolt("plain", ListSink, parallelism=2).fields_grouping("s", ["word"])
+    topo.bolt("stateful", Count, parallelism=2).fields_grouping("s", ["word"])
+    plan, specs = topo.physical_plan(), topo.components
+    context = task_context(plan, specs["s"], 1, "")
+    streams = build_streams(plan, specs, specs["s"], context, lambda h, b: None,
+                            lambda *a: None)
+    from runtime.groupings import field_hash, key_task
+
+    plain, stateful = streams["default"].outlets
+    assert plain.tasks == [2, 3] and stateful.tasks == [4, 5]
+    words = [f"w{i}" for i in range(200)]
+    assert all(plain.pick([w]) == field_hash(w) % 2 for w in words)
+    assert all(stateful.pick([w]) == key_task(field_hash(w), 2) for w in words)
+    assert any(field_hash(w) % 2 != key_task(field_hash(w), 2) for w in words)
 
 
 def test_keys_that_differ_in_their_last_digit_spread_over_the_key_groups():

@@ -1,7 +1,8 @@
 """Live rebalance with real processes (issue 22): a stateful word count from the embedded
-log, checkpointed, rebalanced 2 -> 8 -> 3 counter tasks while it runs, must commit exactly
-a batch count of the log; a stateless pipeline under at least once, rebalanced 2 -> 4 -> 1,
-loses nothing; and the guard refuses what cannot be done, naming the component.
+log, checkpointed, rebalanced in place 2 -> 8 -> 3 counter tasks while it runs, must commit
+exactly a batch count of the log; a stateless pipeline under at least once, rebalanced in
+place 2 -> 4 -> 1, loses nothing; the guard refuses what cannot be done, naming the
+component; a new number of containers restarts them and still counts exactly.
 
 Waits poll the store, the sinks and the master's statistics with deadlines."""
 
@@ -81,15 +82,14 @@ def test_stateful_count_rebalanced_2_8_3_commits_exactly_a_batch_count(tmp_path)
     with word_count(tmp_path).submit(checkpoint_interval=0.3) as running:
         running.wait_active(60)
         wait_for(lambda: counted(running) > 0, 60, "a first committed count")
+        pids = running.status()["containers"]
         grown = running.rebalance({"count": 8})
         assert len(running.plan().component_tasks()["count"]) == 8
-        running.wait_until(lambda s: len([x for x in s if x.component == "count"
-                                          and x.state == "running"]) == 8, timeout=60)
+        assert len(tasks_of(running, "count")) == 8
         assert counted(running) < len(WORDS), "the log ran out before the second rebalance"
-        shrunk = running.rebalance({"count": 3}, containers=2)
-        assert len(tasks_of(running, "count")) == 3 or running.wait_until(
-            lambda s: len([x for x in s if x.component == "count"
-                           and x.state == "running"]) == 3, timeout=60)
+        shrunk = running.rebalance({"count": 3})
+        assert len(tasks_of(running, "count")) == 3
+        assert running.status()["containers"] == pids  # in place: no container restarted
         wait_for(lambda: counted(running) >= len(WORDS), 180, "the whole log to be committed")
         state = running.state("count")
         keys = per_task_keys(running)
@@ -98,7 +98,8 @@ def test_stateful_count_rebalanced_2_8_3_commits_exactly_a_batch_count(tmp_path)
     assert state == dict(Counter(WORDS))
     assert len(keys) == 3 and sum(map(len, keys)) == len(set().union(*keys)) == 101
     assert [e["parallelism"] for e in events] == [{"count": 8}, {"count": 3}]
-    assert grown["keys_moved"]["count"] > 0 and shrunk["containers"] == 2
+    assert grown["keys_moved"]["count"] > 0 and grown["in_place"] and shrunk["in_place"]
+    assert len(grown["tasks_added"]) == 6 and len(shrunk["tasks_removed"]) == 5
 
 
 def pipeline(root) -> Topology:
@@ -106,15 +107,18 @@ def pipeline(root) -> Topology:
 
 
 def test_stateless_pipeline_under_at_least_once_rebalanced_2_4_1_loses_nothing(tmp_path):
-    ids = [f"r{i}" for i in range(12_000)]
+    ids = [f"r{i}" for i in range(24_000)]  # 12 s at RATE: past both rebalances
     pending = 200  # max_spout_pending per spout task: the most in flight at a pause
     fill_log(tmp_path, "ids", ids)
     with pipeline(tmp_path).submit(ackers=1, max_spout_pending=pending) as running:
         running.wait_active(60)
         wait_for(lambda: len(read_sink(running.run_dir, "sink")) > 500, 60, "first tuples")
+        pids = running.status()["containers"]
         up = running.rebalance({"mid": 4, "sink": 4})
         assert len(read_sink(running.run_dir, "sink")) < len(ids), "ran out too early"
         down = running.rebalance({"mid": 1, "sink": 1})
+        assert running.status()["containers"] == pids
+        assert len(tasks_of(running, "sink")) == len(tasks_of(running, "mid")) == 1
         wait_for(lambda: {v[0] for v in read_sink(running.run_dir, "sink")} >= set(ids), 180,
                  "every id at the sink")
         got = Counter(v[0] for v in read_sink(running.run_dir, "sink"))
@@ -122,6 +126,7 @@ def test_stateless_pipeline_under_at_least_once_rebalanced_2_4_1_loses_nothing(t
     print(f"\n[rebalance] 2->4: {up}\n[rebalance] 4->1: {down}\nduplicates: {duplicates}")
     assert set(got) == set(ids)
     assert duplicates <= 2 * 2 * pending  # two rebalances, two spout tasks
+    assert up["in_place"] and down["in_place"]
 
 
 def test_guard_refuses_what_cannot_be_done_naming_the_component(tmp_path):

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections import Counter
+
 import pytest
 
 from runtime import Bolt, Topology, TopologyError, wire
@@ -89,6 +91,30 @@ def test_a_rebalanced_plan_numbers_tasks_again_and_keeps_the_rest():
     assert new.containers == 3 and {t.container for t in new.tasks} == {0, 1, 2}
     assert new.streams == plan.streams and new.config == plan.config
     assert plan() is plan  # running.plan() and running.plan are the same plan
+    assert new.epoch == plan.epoch + 1
+
+
+def test_a_rebalance_in_place_keeps_every_kept_task_where_it_was():
+    plan = topology().physical_plan(containers=2)
+    grown = plan.rebalanced({"split": 5})
+    kept = {t.task: t for t in plan.tasks}
+    assert all(kept[t.task] == t for t in grown.tasks if t.task in kept)  # id, index, container
+    added = [t for t in grown.tasks if t.task not in kept]
+    top = max(kept)
+    assert [(t.task, t.component, t.index) for t in added] == [
+        (top + i + 1, "split", plan.parallelism()["split"] + i)
+        for i in range(5 - plan.parallelism()["split"])]
+    per_container = Counter(t.container for t in grown.tasks)
+    assert max(per_container.values()) - min(per_container.values()) <= 1
+    shrunk = grown.rebalanced({"split": 1})
+    assert [t for t in shrunk.tasks if t.component == "split"] == [
+        t for t in plan.tasks if t.component == "split" and t.index == 0]
+    assert (grown.epoch, shrunk.epoch) == (1, 2)
+    assert shrunk.root_bits() == grown.root_bits() == plan.root_bits()  # roots keep meaning
+    again = PhysicalPlan.from_data(shrunk.to_data())
+    assert again == shrunk
+    with pytest.raises(IndexError):
+        shrunk.task(top + 1)  # removed: the ids have a gap now
 
 
 @pytest.mark.parametrize(("request_", "problem"), [
