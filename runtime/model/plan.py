@@ -53,6 +53,9 @@ class PhysicalPlan:
     # at submit, so that a rebalance that adds task ids changes no root's meaning (0: from
     # the number of tasks)
     bits: int = 0
+    # the highest task id any plan of this topology gave out: an added task never takes
+    # the id of one removed before (its instance may still be stopping; 0: the highest now)
+    last_id: int = 0
 
     @classmethod
     def pack(cls, topology, containers: int, config: Mapping[str, Any]) -> PhysicalPlan:
@@ -136,13 +139,14 @@ class PhysicalPlan:
             return self._repacked({**self.parallelism(), **parallelism}, containers)
         kept = [t for t in self.tasks if t.index < parallelism.get(t.component, t.index + 1)]
         load = [sum(t.container == c for t in kept) for c in range(self.containers)]
-        n, have = max(t.task for t in self.tasks), self.parallelism()
+        n, have = max(self.last_id, *(t.task for t in self.tasks)), self.parallelism()
         for comp, count in parallelism.items():
             for index in range(have[comp], count):
                 c = load.index(min(load))
                 load[c], n = load[c] + 1, n + 1
                 kept.append(TaskInfo(n, comp, index, c))
-        return replace(self, tasks=tuple(kept), epoch=self.epoch + 1, bits=self.root_bits())
+        return replace(self, tasks=tuple(kept), epoch=self.epoch + 1, bits=self.root_bits(),
+                       last_id=n)
 
     def _repacked(self, counts: Mapping[str, int], containers: int) -> PhysicalPlan:
         tasks, n = [], 0
@@ -158,14 +162,14 @@ class PhysicalPlan:
         return {"topology": self.topology, "containers": self.containers,
                 "tasks": [[t.task, t.component, t.index, t.container] for t in self.tasks],
                 "streams": [list(s) for s in self.streams], "config": dict(self.config),
-                "epoch": self.epoch, "bits": self.bits}
+                "epoch": self.epoch, "bits": self.bits, "last_id": self.last_id}
 
     @classmethod
     def from_data(cls, data: Mapping) -> PhysicalPlan:
         return cls(data["topology"], data["containers"],
                    tuple(TaskInfo(*t) for t in data["tasks"]),
                    tuple(tuple(s) for s in data["streams"]), data["config"],
-                   data.get("epoch", 0), data.get("bits", 0))
+                   data.get("epoch", 0), data.get("bits", 0), data.get("last_id", 0))
 
     def __str__(self) -> str:
         lines = [f"physical plan of {self.topology!r}: {len(self.tasks)} tasks in "

@@ -219,13 +219,17 @@ class RunningTopology:
     # -- rebalance (issue 22; docs/internals/rebalance.md) -----------------------------------
     def rebalance(self, parallelism: dict[str, int], containers: int | None = None,
                   timeout: float = 120.0) -> dict:
-        """Change the parallelism of bolts while the topology runs (``{"count": 4}``), and
-        the number of containers if given; returns when it runs on the new plan, with the
-        ``rebalanced`` event (``seconds``, ``paused_seconds``, ``drained``, ``parallelism``,
-        ``containers``, ``keys_moved``). A StatefulBolt's committed state is split over its
-        new tasks by key group. ValueError, naming the component, for an unknown or system
-        component, a spout, a parallelism outside 1..``KEY_GROUPS`` (128), or while another
-        rebalance runs."""
+        """Change the parallelism of bolts while the topology runs (``{"count": 4}``);
+        returns when it runs on the new plan, with the ``rebalanced`` event (``seconds``,
+        ``paused_seconds``, ``start_seconds``, ``drain_seconds``, ``switch_seconds``,
+        ``in_place``, ``epoch``, ``drained``, ``parallelism``, ``containers``,
+        ``tasks_added``, ``tasks_removed``, ``keys_moved``). With the same containers it
+        switches in place (only the added and removed tasks start or stop; the spouts
+        pause for the drain and the switch); ``containers`` different from now restarts
+        the containers. A StatefulBolt's committed state is split over its new tasks by
+        key group. ValueError, naming the component, for an unknown or system component,
+        a spout, a parallelism outside 1..``KEY_GROUPS`` (128), or while another
+        rebalance runs (docs/internals/rebalance.md)."""
         try:
             answer = self._ask(wire.AskRebalance, timeout=timeout, parallelism=dict(parallelism),
                                containers=containers)

@@ -34,15 +34,24 @@ pytestmark = [pytest.mark.slow, pytest.mark.timeout(300)]
 cloudpickle.register_pickle_by_value(sys.modules[__name__])
 
 WORDS = [f"w{(i * 7) % 101}" for i in range(20_000)]
-RATE = 1500  # records a second per spout task: the log lasts through both rebalances
+RATE = 1500  # records a second per spout task
 
 
-def fill_log(root, topic: str, records: list[str]) -> None:
+def fill_log(root, topic: str, records: list[str], create: bool = True) -> None:
+    """Append ``records`` to the log (a third before the submit, a third after each
+    rebalance: tuples flow after every switch, however long the machine takes to start
+    the added tasks)."""
     with EmbeddedLog(root) as log:
-        log.create_topic(topic, 4)
+        if create:
+            log.create_topic(topic, 4)
         for i in range(0, len(records), 1000):
             log.append_many(topic, [f'"{w}"'.encode() for w in records[i:i + 1000]],
                             partition=(i // 1000) % 4)
+
+
+def thirds(records: list[str]) -> list[list[str]]:
+    n = len(records) // 3
+    return [records[:n], records[n:2 * n], records[2 * n:]]
 
 
 def three_steps(root, topic: str, last: str, bolt) -> Topology:
@@ -78,16 +87,19 @@ def per_task_keys(running) -> list[set]:
 
 
 def test_stateful_count_rebalanced_2_8_3_commits_exactly_a_batch_count(tmp_path):
-    fill_log(tmp_path, "words", WORDS)
+    first, second, third = thirds(WORDS)
+    fill_log(tmp_path, "words", first)
     with word_count(tmp_path).submit(checkpoint_interval=0.3) as running:
         running.wait_active(60)
         wait_for(lambda: counted(running) > 0, 60, "a first committed count")
         pids = running.status()["containers"]
         grown = running.rebalance({"count": 8})
+        fill_log(tmp_path, "words", second, create=False)
         assert len(running.plan().component_tasks()["count"]) == 8
         assert len(tasks_of(running, "count")) == 8
-        assert counted(running) < len(WORDS), "the log ran out before the second rebalance"
+        wait_for(lambda: counted(running) > len(first), 60, "counts on eight tasks")
         shrunk = running.rebalance({"count": 3})
+        fill_log(tmp_path, "words", third, create=False)
         assert len(tasks_of(running, "count")) == 3
         assert running.status()["containers"] == pids  # in place: no container restarted
         wait_for(lambda: counted(running) >= len(WORDS), 180, "the whole log to be committed")
@@ -107,16 +119,20 @@ def pipeline(root) -> Topology:
 
 
 def test_stateless_pipeline_under_at_least_once_rebalanced_2_4_1_loses_nothing(tmp_path):
-    ids = [f"r{i}" for i in range(24_000)]  # 12 s at RATE: past both rebalances
+    ids = [f"r{i}" for i in range(15_000)]
+    first, second, third = thirds(ids)
     pending = 200  # max_spout_pending per spout task: the most in flight at a pause
-    fill_log(tmp_path, "ids", ids)
+    fill_log(tmp_path, "ids", first)
     with pipeline(tmp_path).submit(ackers=1, max_spout_pending=pending) as running:
         running.wait_active(60)
         wait_for(lambda: len(read_sink(running.run_dir, "sink")) > 500, 60, "first tuples")
         pids = running.status()["containers"]
         up = running.rebalance({"mid": 4, "sink": 4})
-        assert len(read_sink(running.run_dir, "sink")) < len(ids), "ran out too early"
+        fill_log(tmp_path, "ids", second, create=False)
+        wait_for(lambda: {v[0] for v in read_sink(running.run_dir, "sink")} & set(second), 60,
+                 "tuples through four tasks")
         down = running.rebalance({"mid": 1, "sink": 1})
+        fill_log(tmp_path, "ids", third, create=False)
         assert running.status()["containers"] == pids
         assert len(tasks_of(running, "sink")) == len(tasks_of(running, "mid")) == 1
         wait_for(lambda: {v[0] for v in read_sink(running.run_dir, "sink")} >= set(ids), 180,
@@ -153,6 +169,12 @@ def test_guard_refuses_what_cannot_be_done_naming_the_component(tmp_path):
             first.join(120)
         assert answers and answers[0]["parallelism"] == {"mid": 3}
         assert len(running.plan().component_tasks()["mid"]) == 3
+        # a new number of containers restarts them (the handle keeps working)
+        moved = running.rebalance({"mid": 2}, containers=2)
+        assert not moved["in_place"] and running.plan().containers == 2
+        assert len(running.status()["containers"]) == 2
+        assert len(tasks_of(running, "mid")) == 2
+        assert {s.container for s in running.statistics()} == {0, 1}
 
 
 @contextlib.contextmanager

@@ -115,6 +115,8 @@ def test_a_rebalance_in_place_keeps_every_kept_task_where_it_was():
     assert again == shrunk
     with pytest.raises(IndexError):
         shrunk.task(top + 1)  # removed: the ids have a gap now
+    regrown = shrunk.rebalanced({"split": 2})  # never an id given out before
+    assert [t.task for t in regrown.tasks if t.task not in kept] == [grown.last_id + 1]
 
 
 @pytest.mark.parametrize(("request_", "problem"), [
