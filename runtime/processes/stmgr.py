@@ -67,9 +67,10 @@ class StreamManager:
             wire.Welcome: lambda msg: self.router.rewire(msg.inbound or {}),
             wire.Logs: lambda msg: self.children.send_log(msg, self.run_dir),
             wire.Replan: self.on_replan}
-        # the epoch of the plan every local instance was switched to (a rebalance in
-        # place); ``plan`` is the newest, whose new tasks may still be starting
-        self.epoch = 0
+        # ``switched``: the plan every local instance runs on, the one a master re-adopting
+        # this container learns (its ``epoch`` is in every sm_stats); ``plan``: the newest,
+        # whose added tasks may still be starting (a rebalance in place)
+        self.switched: PhysicalPlan | None = None
 
     # -- control ------------------------------------------------------------------------
     def tell(self, msg: wire.Control) -> None:
@@ -99,8 +100,7 @@ class StreamManager:
 
     def _wire(self, welcome: wire.Welcome) -> None:
         self.plan = PhysicalPlan.from_data(welcome.plan)
-        self.epoch = self.plan.epoch  # a container (re)started after a rebalance
-        self.previous = self.plan
+        self.switched = self.previous = self.plan  # (re)started after a rebalance: its plan
         log.info("container %d: welcomed by the master", self.container)
         self.router.wire(self.plan, welcome.inbound or {})
         # remote: the master says, as a restarted container cannot know
@@ -167,7 +167,7 @@ class StreamManager:
         elif msg.step == "switch":
             for task in self.router.shrink(plan):
                 self.children.remove(task)
-            self.epoch = plan.epoch
+            self.switched = plan
             log.info("container %d: switched to the plan of epoch %d", self.container,
                      plan.epoch)
 
@@ -191,6 +191,11 @@ class StreamManager:
         self.next_report = now + float(self.plan.config[STATS_INTERVAL])
         self.tell(wire.SmStats(container=self.container,
                                record={**self.router.queue_record(now), "epoch": self.epoch}))
+
+    @property
+    def epoch(self) -> int:
+        """The epoch of the plan it last switched to."""
+        return self.switched.epoch if self.switched is not None else 0
 
     # -- main loop ----------------------------------------------------------------------
     def run(self) -> None:

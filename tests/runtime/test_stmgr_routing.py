@@ -111,7 +111,7 @@ def test_a_rebalance_in_place_routes_to_added_tasks_and_drops_frames_for_removed
         spout_sock.send_multipart([header, b"late"])
         wait_for(lambda: sm.router.dropped == 1, 10, "the late frame to be dropped")
         wait_for(lambda: added not in sm.router.task_socks, 10, "the removed task's socket")
-        assert sm.plan == shrunk and not sm.stopping
+        assert sm.plan == sm.switched == shrunk and not sm.stopping
     finally:
         spout_sock.close()
         added_sock.close()
