@@ -38,8 +38,6 @@ from runtime import wire
 from runtime.model.constants import ACKERS, CHECKPOINTER, STATE_STORE
 from runtime.model.plan import PhysicalPlan, check_rebalance
 
-from .tasks import blank
-
 log = logging.getLogger("tupleflow.rebalance")
 
 DRAIN_BOUND = 1.0  # seconds the spouts wait, paused, for tuples in flight to finish
@@ -61,6 +59,8 @@ class Rebalance:
         check_rebalance(old, msg.parallelism, msg.containers, spouts)
         self.changes = {c: n for c, n in msg.parallelism.items() if old.parallelism()[c] != n}
         self.plan = old.rebalanced(msg.parallelism, msg.containers)
+        old_ids, new_ids = set(old.task_containers()), set(self.plan.task_containers())
+        self.added, self.removed = sorted(new_ids - old_ids), sorted(old_ids - new_ids)
         self.in_place = self.plan.containers == old.containers
         self.started = self.paused_at = self.drain_end = self.switched = master.clock()
         self.wall = time.time()
@@ -87,8 +87,7 @@ class Rebalance:
         self._tell_sms("start")
 
     def _starting(self, now: float) -> bool:
-        new = [t.task for t in self.plan.tasks if t.task not in self.old._by_id]
-        if all(self.master.tasks[t]["ready"] for t in new):
+        if all(self.master.tasks[t]["ready"] for t in self.added):
             self._pause()
             self.step = self._drain
         return False
@@ -126,7 +125,7 @@ class Rebalance:
             self.step = self._restarting
             return
         self.awaiting = {t.task for t in self.plan.tasks if t.component != CHECKPOINTER}
-        self.awaiting |= {t for t in self.old._by_id if t not in self.plan._by_id}
+        self.awaiting |= set(self.removed)
         self.awaiting &= set(self.master.supervision.idents)
         told = self.master.supervision.tell_ready(wire.Switch(plan=self.plan.to_data()),
                                                   sorted(self.awaiting))
@@ -196,15 +195,13 @@ class Rebalance:
 
     def _forget_removed(self) -> None:
         """The removed tasks leave the task table (their last reports are ignored)."""
-        for task in [t for t in self.master.tasks if t not in self.plan._by_id]:
-            del self.master.tasks.records[task]
+        for task in self.removed:
+            self.master.tasks.remove(task)
             self.master.supervision.idents.pop(task, None)
             self.master.supervision.heard.pop(task, None)
 
     # -- what it reports ------------------------------------------------------------------
     def _event(self, now: float) -> dict:
-        new = sorted(set(self.plan._by_id) - set(self.old._by_id))
-        removed = sorted(set(self.old._by_id) - set(self.plan._by_id))
         return {"seconds": round(now - self.started, 3),
                 "paused_seconds": round(now - self.paused_at, 3),  # spouts emit nothing
                 "start_seconds": round(self.paused_at - self.started, 3),
@@ -213,8 +210,8 @@ class Rebalance:
                 "in_place": self.in_place, "epoch": self.plan.epoch,
                 "drained": self.drained, "parallelism": self.changes,
                 "containers": self.plan.containers, "keys_moved": self.moved,
-                "tasks_added": new if self.in_place else None,
-                "tasks_removed": removed if self.in_place else None}
+                "tasks_added": self.added if self.in_place else None,
+                "tasks_removed": self.removed if self.in_place else None}
 
     def _committed(self) -> int | None:
         if not _state.checkpointing(self.master.plan.config):
@@ -239,9 +236,8 @@ def adopt(master: Any, plan: PhysicalPlan) -> None:
     master.observation.component_tasks = master.settings.component_tasks = \
         plan.component_tasks()
     for t in plan.tasks:
-        if t.task not in master.tasks.records:
-            master.tasks.records[t.task] = blank(t)
-            master.traces.store.components[t.task] = t.component
+        master.tasks.add(t)
+        master.traces.store.components.setdefault(t.task, t.component)
 
 
 def _spouts(tasks, kinds: dict[str, str], topology: str, asked: Any) -> frozenset[str]:

@@ -18,7 +18,7 @@ class TaskTable:
     """Owns the per-task records the master answers ``statistics`` with."""
 
     def __init__(self, plan: PhysicalPlan) -> None:
-        self.records: dict[int, dict[str, Any]] = {t.task: blank(t) for t in plan.tasks}
+        self.records: dict[int, dict[str, Any]] = {t.task: _blank(t) for t in plan.tasks}
 
     def __getitem__(self, task: int) -> dict[str, Any]:
         return self.records[task]
@@ -60,6 +60,15 @@ class TaskTable:
         """Presumed hung: no longer ready, and being restarted."""
         self.records[task].update(ready=False, state="restarting")
 
+    # -- a rebalance in place (written by runtime/processes/rebalance.py) --------------------
+    def add(self, info) -> None:
+        """A task the new plan adds: starting, as at submit."""
+        self.records.setdefault(info.task, _blank(info))
+
+    def remove(self, task: int) -> None:
+        """A task the rebalance removed and stopped: it leaves the statistics."""
+        self.records.pop(task, None)
+
     # -- reports (written by observation) --------------------------------------------------
     def reported(self, task: int, record: dict) -> None:
         """The latest statistics of the current incarnation (the master keeps the
@@ -79,7 +88,7 @@ class TaskTable:
         return {t: info["kind"] for t, info in self.records.items()}
 
 
-def blank(t) -> dict[str, Any]:
+def _blank(t) -> dict[str, Any]:
     return {"component": t.component, "task": t.task, "container": t.container,
             "kind": None, "state": "starting", "incarnation": 0, "restarts": 0,
             "ready": False}
