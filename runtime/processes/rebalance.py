@@ -43,6 +43,10 @@ log = logging.getLogger("tupleflow.rebalance")
 DRAIN_BOUND = 1.0  # seconds the spouts wait, paused, for tuples in flight to finish
 RESTART_DRAIN_BOUND = 5.0  # the same before the containers restart (a longer pause anyway)
 SWITCH_BOUND = 10.0  # seconds to wait for every instance's ``switched``; then go on
+# seconds to wait for the added instances to be ready; then the switch goes on without them
+# (their stream managers keep their frames until they are), so that an added task that
+# cannot start never holds the guard
+START_BOUND = 60.0
 
 
 class Rebalance:
@@ -87,7 +91,11 @@ class Rebalance:
         self._tell_sms("start")
 
     def _starting(self, now: float) -> bool:
-        if all(self.master.tasks[t]["ready"] for t in self.added):
+        ready = all(self.master.tasks[t]["ready"] for t in self.added)
+        if not ready and now - self.started > START_BOUND:
+            log.warning("rebalance: added tasks not ready in %.0f s; switching without them",
+                        START_BOUND)
+        if ready or now - self.started > START_BOUND:
             self._pause()
             self.step = self._drain
         return False
