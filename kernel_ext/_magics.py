@@ -49,6 +49,7 @@ USAGE = {
     "stop_recording": "NAME COMPONENT [STREAM]",
     "profile": "NAME COMPONENT [SECONDS] [task=N]",
     "lineage": "NAME MSG_ID",
+    "rebalance": "NAME COMPONENT=N ... [containers=N]",
 }
 DETACHED = "--detached"  # submit flag: the topology outlives the kernel
 NO_DASHBOARD = "--no-dashboard"  # submit flag: do not show the live dashboard
@@ -278,6 +279,18 @@ class TopologyMagics(Magics):
     def _resume(self, name: str) -> None:
         done = self._running(name).resume()
         print(f"resumed {name}" if done else f"{name} was not paused")
+
+    def _rebalance(self, name: str, *words: str) -> None:
+        """``%topology rebalance NAME count=4 split=1 [containers=3]``: one call of
+        ``running.rebalance``; the values must be integers (checked by the master)."""
+        options = dict(_option(w, "rebalance") for w in words)
+        containers = options.pop("containers", None)
+        if not options:
+            raise UsageError(f"usage: %topology rebalance {USAGE['rebalance']}")
+        event = self._running(name).rebalance(options, containers=containers)
+        print(f"rebalanced {name} in {event['seconds']:.2f} s (spouts paused "
+              f"{event['paused_seconds']:.2f} s): {event['parallelism']}, "
+              f"{event['containers']} container(s)")
 
     def _tune(self, name: str, value: str, component: str | None = None) -> None:
         running = self._running(name)

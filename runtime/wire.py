@@ -46,18 +46,19 @@ from typing import IO, Any, ClassVar, NamedTuple, get_args, get_type_hints
 import msgpack
 
 __all__ = [
-    "ACKED", "ACKED_FAILED", "ACKED_OK", "ACKED_RENEWED", "ACKED_TIMEOUT", "ACKS",
-    "ACK_ACK", "ACK_FAIL", "ACK_INIT", "ACK_RESET", "ANCHORED", "Activate", "AskAckerState",
-    "AskEvents", "AskExceptions", "AskKill", "AskLogs", "AskMetrics", "AskPause", "AskRecord",
-    "AskResume", "AskSample", "AskSetMaxSpoutPending", "AskSetTrace", "AskStatistics",
-    "AskStatus", "AskTraces", "BACKPRESSURE", "BackpressureChange", "Bye", "CHECKPOINT",
-    "COMPLETED", "Control", "DATA", "Deactivate", "ExceptionReport", "HEADER_SIZE", "HELLO",
-    "Header", "Hello", "KINDS", "Kill", "Logs", "LogsReply", "MAX_FRAME", "MESSAGES", "Question",
-    "ROUTED", "RUN", "Ready", "Recording", "Reply", "Restart", "Restarted", "Samples",
-    "Setting", "SmStats", "Stats", "TRACED", "TRACKED", "Tap", "TraceReport", "Welcome",
-    "WireError", "bp_header", "bp_transition", "control", "data_header", "decode_batch",
-    "decode_traced", "dest_of", "encodable", "encode_batch", "encode_traced",
-    "iter_records", "pack", "parse_header", "seal", "unpack", "unpack_raw", "unseal",
+    "ACKED", "ACKED_FAILED", "ACKED_OK", "ACKED_RENEWED", "ACKED_TIMEOUT", "ACKS", "ACK_ACK",
+    "ACK_FAIL", "ACK_INIT", "ACK_RESET", "ANCHORED", "Activate", "AskAckerState", "AskEvents",
+    "AskExceptions", "AskKill", "AskLogs", "AskMetrics", "AskPause", "AskRebalance",
+    "AskRecord", "AskResume", "AskSample", "AskSetMaxSpoutPending", "AskSetTrace",
+    "AskStatistics", "AskStatus", "AskTraces", "BACKPRESSURE", "BackpressureChange", "Bye",
+    "CHECKPOINT", "COMPLETED", "Control", "DATA", "Deactivate", "ExceptionReport",
+    "HEADER_SIZE", "HELLO", "Header", "Hello", "KINDS", "Kill", "Logs", "LogsReply",
+    "MAX_FRAME", "MESSAGES", "Question", "ROUTED", "RUN", "Ready", "Recording", "Replan",
+    "Reply", "Restart", "Restarted", "Samples", "Setting", "SmStats", "Stats", "Switch",
+    "Switched", "TRACED", "TRACKED", "Tap", "TraceReport", "Welcome", "WireError", "bp_header",
+    "bp_transition", "control", "data_header", "decode_batch", "decode_traced", "dest_of",
+    "encodable", "encode_batch", "encode_traced", "iter_records", "pack", "parse_header",
+    "seal", "unpack", "unpack_raw", "unseal",
 ]
 
 # -- data plane ---------------------------------------------------------------------------
@@ -264,6 +265,7 @@ class Ready(Control):
 
     task: int
     incarnation: int
+    task_kind: str | None = None  # "spout", "bolt", ...: a rebalance's guard asks (issue 22)
 
 
 @_message("activate")
@@ -404,6 +406,42 @@ class SmStats(Control):
 
     container: int
     record: dict
+
+
+@_message("replan")
+@dataclass(frozen=True, slots=True)
+class Replan(Control):
+    """Master -> stream manager, a rebalance in place (docs/internals/rebalance.md):
+    ``step`` "start": route to the new plan's tasks too and start the local new ones;
+    "switch": every instance runs on it now, stop the local tasks it no longer has and
+    drop their routes (a frame for one is dropped and counted)."""
+
+    plan: dict  # the new plan, its epoch inside
+    step: str
+
+
+@_message("switch")
+@dataclass(frozen=True, slots=True)
+class Switch(Control):
+    """Master -> instance: send on the new plan's routing from now on (answered with
+    ``switched``). The checkpoint task's carries ``counts`` (component -> new
+    parallelism), sent once every other task switched: it moves the keyed state and
+    rolls every task back to it."""
+
+    plan: dict
+    counts: dict | None = None
+
+
+@_message("switched")
+@dataclass(frozen=True, slots=True)
+class Switched(Control):
+    """Instance -> master: it runs on the plan of ``epoch``; ``moved``: the checkpoint
+    task's keys moved per stateful component."""
+
+    task: int
+    incarnation: int
+    epoch: int
+    moved: dict | None = None
 
 
 @_message("logs")
@@ -552,6 +590,16 @@ class AskLogs(Question):
 
     component: str
     task: int
+
+
+@_message("ask_rebalance")
+@dataclass(frozen=True, slots=True)
+class AskRebalance(Question):
+    """Change components' parallelism (and the number of containers); answered with the
+    new plan once the topology runs on it (docs/internals/rebalance.md)."""
+
+    parallelism: dict  # component -> new parallelism, checked by the master
+    containers: int | None = None
 
 
 @_message("ask_kill")

@@ -148,6 +148,31 @@ def parse_pending(text: str) -> int | str | None:
     return check_max_spout_pending(text)
 
 
+def parse_rebalance(text: str) -> tuple[dict[str, int], int | None]:
+    """What the rebalance box accepts: ``component=N ...`` and optionally
+    ``containers=N``, as ``%topology rebalance`` does (the master checks the rest).
+
+    >>> parse_rebalance(" count=4 split=1 "), parse_rebalance("count=2 containers=3")
+    (({'count': 4, 'split': 1}, None), ({'count': 2}, 3))
+    """
+    asked: dict[str, int] = {}
+    for word in text.split():
+        key, eq, value = word.partition("=")
+        if not eq or not key or not value.strip().isdigit():
+            raise ValueError(f"{word!r}: give component=N (and containers=N), e.g. count=4")
+        asked[key] = int(value)
+    containers = asked.pop("containers", None)
+    if not asked:
+        raise ValueError("give component=N (and containers=N), e.g. count=4")
+    return asked, containers
+
+
+def rebalanced(event: dict) -> str:
+    """A rebalance's outcome in words, for the message line."""
+    return (f"done in {event['seconds']:.2f} s (spouts paused {event['paused_seconds']:.2f} s)"
+            f": {event['parallelism']}, {event['containers']} container(s)")
+
+
 def tap_choices(running: Any, graph: Any = None) -> list[tuple[str, tuple | None]]:
     """What one can tap: every user stream's output (``__`` streams are the runtime's
     own), then, given the logical graph, every bolt's input; as dropdown options."""
@@ -403,6 +428,18 @@ class Dashboard(widgets.VBox):
             self._parts.message.value = f"{what}: {_esc(outcome)}" if outcome is not None \
                 else what
         self.poke()
+
+    def rebalance(self, text: str) -> None:
+        """Rebalance from the box's text (``count=4 split=1 [containers=2]``); returns when
+        it is done (docs/internals/rebalance.md), the message says how long the spouts
+        paused, or in words why it was refused."""
+        try:
+            asked, containers = parse_rebalance(text)
+        except ValueError as err:
+            self._parts.message.value = f"rebalance {text.strip()!r}: {_esc(err)}"
+            return
+        self.act(f"rebalance {text.strip()}", lambda: rebalanced(
+            self.running.rebalance(asked, containers=containers)))
 
     def kill(self) -> None:
         """Kill the topology and stop the dashboard (the status line shows ``killed``)."""

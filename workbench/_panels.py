@@ -187,8 +187,9 @@ def graph_order(topology: Any) -> list[str]:
 
 def overlay(snapshot: Mapping[str, Any], edges: Iterable[tuple] = ()) -> dict:
     """Capacity (bolts only: a spout's is time in its own ``next_tuple``), failed tuples,
-    restarts and backpressure per component; each edge's label: the tuples per second
-    delivered to its target (:func:`delivered`), and the queue at the target when any.
+    restarts, the number of tasks and backpressure per component; each edge's label: the
+    tuples per second delivered to its target (:func:`delivered`), and the queue at the
+    target when any.
 
     >>> snap = {"metrics": {"components": {"a": {"kind": "spout", "capacity": 0.5,
     ...         "emitted_per_s": 12.0, "stream_emitted_per_s": {"default": 10.0, "odd": 2.0}},
@@ -196,14 +197,17 @@ def overlay(snapshot: Mapping[str, Any], edges: Iterable[tuple] = ()) -> dict:
     ...         "status": {"backpressure": [{"cause": 3, "component": "b"}]}}
     >>> overlay(snap, [("a", "b", {"streams": ["odd"]}), ("a", "c")])
     ... # doctest: +NORMALIZE_WHITESPACE
-    {'nodes': {'a': {'capacity': None, 'failed': None, 'restarts': None, 'backpressure': False},
-               'b': {'capacity': 0.9, 'failed': None, 'restarts': None, 'backpressure': True}},
+    {'nodes': {'a': {'capacity': None, 'failed': None, 'restarts': None, 'tasks': None,
+                     'backpressure': False},
+               'b': {'capacity': 0.9, 'failed': None, 'restarts': None, 'tasks': None,
+                     'backpressure': True}},
      'edges': {('a', 'b'): '2/s · q 1.2k', ('a', 'c'): '12/s'}}
     """
     components = (snapshot.get("metrics") or {}).get("components") or {}
     causes = {c.get("component") for c in held_by(snapshot)}
     nodes = {c: {"capacity": m.get("capacity") if m.get("kind") != "spout" else None,
                  "failed": m.get("failed"), "restarts": m.get("restarts"),
+                 "tasks": m.get("instances"),  # its tasks now: a rebalance changes them
                  "backpressure": c in causes}
              for c, m in components.items()}
     for c in sorted(causes - set(nodes), key=str):

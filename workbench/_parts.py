@@ -137,6 +137,12 @@ class Parts:
         self.spout = widgets.Dropdown(options=[("all spouts", "")] + [(c, c) for c in spouts],
                                       layout={"width": "auto"})
         self.set_pending = widgets.Button(description="set", layout={"width": "auto"})
+        self.rebalance_box = widgets.Text(placeholder="count=4 [containers=2]",
+                                          description="rebalance", style=WIDE,
+                                          layout={"width": "300px"})
+        self.rebalance = widgets.Button(description="rebalance", icon="random",
+                                        layout={"width": "auto"})
+        self.rebalance.on_click(lambda _: board.rebalance(self.rebalance_box.value))
         self.window = widgets.Dropdown(options=WINDOWS, value="1m", description="window",
                                        style=WIDE, layout={"width": "auto"})
         self.kill.on_click(lambda _: board.kill())
@@ -147,7 +153,7 @@ class Parts:
 
     def controls(self) -> list:
         return [self.kill, self.pause, self.resume, self.pending_box, self.spout,
-                self.set_pending, self.window]
+                self.set_pending, self.rebalance_box, self.rebalance, self.window]
 
     def layout(self) -> list:
         bar = widgets.HBox(self.controls(), layout={"flex_flow": "row wrap"})

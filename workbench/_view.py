@@ -230,7 +230,8 @@ def _live_node(node: str, data: dict, xy: tuple[float, float], box_w: int, index
              f'<text x="{cx:.1f}" y="{y + 36:.1f}" text-anchor="middle" fill="#333">'
              f"{_esc(_cut(data.get('cls', '')))}</text>",
              f'<text x="{cx:.1f}" y="{y + 49:.1f}" text-anchor="middle" fill="#555" '
-             f'font-size="11">× {data.get("parallelism", 1)}{_capacity_text(live)}</text>']
+             f'font-size="11">× {live.get("tasks") or data.get("parallelism", 1)}'
+             f"{_capacity_text(live)}</text>"]
     parts.extend(_badges(x, y, box_w, live, cause))
     parts.append("</g>")
     return "".join(parts)

@@ -23,7 +23,7 @@ from runtime.model.constants import ACKER, FLUSH_INTERVAL, MESSAGE_TIMEOUT
 from runtime.model.plan import PhysicalPlan
 from runtime.observe.stats import InstanceStats
 
-from ._ledger import OLDEST_REPORTED, AckLedger, task_bits
+from ._ledger import OLDEST_REPORTED, AckLedger
 
 log = logging.getLogger("tupleflow.acker")
 
@@ -69,6 +69,12 @@ class SystemTask:
     def close_recordings(self) -> None:
         pass
 
+    def retarget(self, plan) -> None:
+        """A rebalance switched the topology to ``plan``: the acker routes by root (its
+        spout task never moves), so it only reads the new plan from now on."""
+        self.flush()
+        self.plan = plan
+
 
 class AckerExecutor(SystemTask):
     """One acker task: it owns the XOR ledger of the roots kept here, the outcomes waiting
@@ -83,7 +89,7 @@ class AckerExecutor(SystemTask):
         self.config = dict(plan.config)
         self.monotonic, self.wall = monotonic, wall
         self.ledger = AckLedger(float(self.config[MESSAGE_TIMEOUT]),
-                                task_bits=task_bits(len(plan.tasks)))
+                                task_bits=plan.root_bits())
         self.outcomes: dict[int, list] = {}  # spout task -> [root, outcome, root, ...]
         self._decisions: list[int] = []  # the ledger's outcome, root, task triples
         self.executed = self.dropped = self.errors = 0

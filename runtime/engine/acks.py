@@ -11,7 +11,7 @@ from itertools import islice
 from operator import lt
 
 from runtime import wire
-from runtime.acking._ledger import root_task, task_bits
+from runtime.acking._ledger import root_task
 from runtime.model.constants import ACKER
 from runtime.model.plan import PhysicalPlan
 
@@ -35,7 +35,7 @@ class AckOut:
         # flush: one ACK per root per flush (docs/internals/acker.md, "Acks combined")
         self.acked: dict[int, int] = {}
         self._leaf_headers: dict[int, bytes] = {}
-        self._task_bits = task_bits(len(plan.tasks))  # the task field of every root
+        self._task_bits = plan.root_bits()  # the task field of every root
 
     def queue(self, op: int, root: int, value: int) -> None:
         """Queue one message for the acker task that keeps ``root``: the root id mod the

@@ -50,6 +50,10 @@ class TaskExecutor(Protocol):
 
     def flush(self) -> None: ...
 
+    def retarget(self, plan) -> None:
+        """A rebalance switched the topology to ``plan``: send on the new routing."""
+        ...
+
     def activate(self, active: bool) -> None:
         """Activated or deactivated: a spout calls its ``activate``/``deactivate``."""
         ...

@@ -31,6 +31,7 @@ The executor is a facade over rooms, one phrase each:
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import time
 from collections.abc import Mapping, Sized
@@ -38,7 +39,7 @@ from typing import Any
 
 from runtime import wire
 from runtime.acking._bound import floor_for
-from runtime.acking._ledger import RootIds, task_bits
+from runtime.acking._ledger import RootIds
 from runtime.acking._tracking import SpoutTracker
 from runtime.model.constants import (
     ACKERS,
@@ -66,7 +67,7 @@ from .spout_side import STEP_CHUNK, SpoutSide
 from .stats import TaskCounts, streams_report, user_report, watched_report, window_report
 from .taps import StreamWatch
 from .tracing import Tracer
-from .wiring import Collector, Send, build_streams, task_context
+from .wiring import Collector, Send, build_streams, subscribe_all, task_context
 
 log = logging.getLogger("tupleflow.executor")
 
@@ -87,6 +88,7 @@ class Executor:
         info = plan.task(task)
         self.plan, self.task, self.info = plan, task, info
         self.spec = spec = specs[info.component]
+        self.specs = specs  # a rebalance wires the streams again (retarget)
         self.config = {**plan.config, **spec.config}
         self.kind = spec.kind
         self.monotonic, self.wall = monotonic, wall
@@ -115,7 +117,7 @@ class Executor:
             return None, BoltSide(self.user, self.plan, specs, self.spec, self.counts,
                                   self.acks, self.acking, size)
         tracker = self._tracker() if self.acking else None
-        roots = RootIds(self.task, task_bits(len(self.plan.tasks)))  # self-initialising
+        roots = RootIds(self.task, self.plan.root_bits())  # self-initialising
         runs = Runs.on_default_stream(self.streams, roots, tracker, self.monotonic, size)
         return SpoutSide(self.user, self.spec, self.counts, self.streams, tracker, roots,
                          self.acks, runs, self.monotonic, size), None
@@ -223,6 +225,27 @@ class Executor:
         Storm's are on each change (bolts have none)."""
         if self.spout is not None:
             self.spout.activate(active)
+
+    def retarget(self, plan: PhysicalPlan) -> None:
+        """A rebalance switched the topology to ``plan`` (docs/internals/rebalance.md):
+        send what is batched on the old routing, then wire every stream to the new plan's
+        tasks and bind the collector again (its closures hold the old outlets). This
+        task's id, index and container are the same in both plans."""
+        self.flush()
+        self.plan = plan
+        context = task_context(plan, self.spec, self.task, self.context.run_dir,
+                               self.user_metrics)
+        for f in dataclasses.fields(context):  # the object the user was given, updated
+            object.__setattr__(self.context, f.name, getattr(context, f.name))
+        subscribe_all(self.streams, plan, self.specs, self.spec, self.context)
+        if self.bolt is not None:
+            self.bolt.plan = plan  # where an input task's component is looked up
+        elif self.spout.runs is not None:
+            self.spout.runs = Runs.on_default_stream(
+                self.streams, self.spout.roots, self.spout.tracker, self.monotonic,
+                int(self.config[BATCH_SIZE]))
+        Collector(self.spec.id, self.streams, int(self.config[BATCH_SIZE]), self.acking,
+                  self.spout, self.bolt).bind(self.user)
 
     def set_max_spout_pending(self, value) -> None:
         """Change the limit of a running spout: an int, None, or "auto"."""

@@ -34,12 +34,15 @@ from typing import Any, Protocol
 
 from runtime import wire
 from runtime.groupings import (
+    KEY_GROUPS,
     AllGrouping,
     FieldsGrouping,
     GlobalGrouping,
     LocalOrShuffleGrouping,
     ShuffleGrouping,
     field_hash,
+    key_slots,
+    key_task,
 )
 
 from .errors import not_a_list
@@ -89,6 +92,14 @@ class StreamOut:
         # a spout's tracked tuples numbered by consecutive roots, one run per target
         # task, which flush_tracked sends (runtime/engine/runs.py); None: not numbered
         self.runs: Runs | None = None
+
+    def unwire(self) -> None:
+        """Forget the subscribers' tasks (a rebalance wires them again; flush first)."""
+        self.outlets.clear()
+        self.direct.clear()
+        self.direct_tracked.clear()
+        if hasattr(self, "_fixed"):
+            del self._fixed
 
     def attach_runs(self, runs: Runs) -> None:
         """Number this stream's tracked tuples in ``runs`` from now on."""
@@ -353,7 +364,8 @@ def _splitter(grouping, outlet: Outlet, bare: bool) -> Callable[[list, StreamOut
     if isinstance(grouping, AllGrouping) or (single and n == 1):
         return _whole(headers)
     if isinstance(grouping, FieldsGrouping) and len(grouping.indexes) == 1:
-        return _by_field(headers, None if bare else grouping.indexes[0])
+        split = _by_key_group if grouping.keyed else _by_field
+        return split(headers, None if bare else grouping.indexes[0])
     if single:
         pick = grouping.pick
         if bare and type(grouping) not in _VALUE_BLIND:
@@ -398,6 +410,35 @@ def _by_field(headers: list[bytes], field: int | None):
             else:
                 for values in items:
                     parts[key(values[field]) % n].append(values)
+        except (TypeError, ValueError):  # a key msgpack could not carry either: go carefully
+            parts = _split_carefully(items, index, len(headers), out)
+        _ship_parts(headers, parts, out)
+
+    return take
+
+
+def _by_key_group(headers: list[bytes], field: int | None):
+    """The same for a subscriber with keyed state: the choice of
+    :func:`~runtime.groupings.key_task`, through key groups (issue 22)."""
+    n, key = len(headers), field_hash
+
+    def index(entry):
+        return key_task(key(entry if field is None else entry[field]), n)
+
+    if n > KEY_GROUPS:
+        return _by_pick(headers, index)
+    slots = key_slots(n)
+
+    def take(items, out):
+        parts = [[] for _ in headers]
+        try:  # key_task inlined: the key group is the top 7 bits of hash * 0x9E3779B1
+            if field is None:
+                for v in items:
+                    parts[slots[(key(v) * 0x9E3779B1 & 0xFFFFFFFF) >> 25]].append(v)
+            else:
+                for values in items:
+                    parts[slots[(key(values[field]) * 0x9E3779B1 & 0xFFFFFFFF) >> 25]].append(
+                        values)
         except (TypeError, ValueError):  # a key msgpack could not carry either: go carefully
             parts = _split_carefully(items, index, len(headers), out)
         _ship_parts(headers, parts, out)

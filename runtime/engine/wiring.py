@@ -18,7 +18,7 @@ from collections.abc import Callable, Mapping
 
 from runtime import wire
 from runtime.acking._ledger import id_bits, new_id
-from runtime.groupings import DirectGrouping
+from runtime.groupings import DirectGrouping, FieldsGrouping
 from runtime.model.api import Context, OneFieldTuple, Tuple
 from runtime.model.constants import DEFAULT_STREAM
 from runtime.model.plan import PhysicalPlan
@@ -39,7 +39,8 @@ OnBad = Callable[[str, list, "dict | None"], None]
 def task_context(plan: PhysicalPlan, spec: ComponentSpec, task: int, run_dir: str,
                  metrics: UserMetrics | None = None) -> Context:
     info = plan.task(task)
-    return Context(plan.topology, info.component, task, info.index, spec.parallelism,
+    return Context(plan.topology, info.component, task, info.index,
+                   len(plan.component_tasks()[info.component]),
                    plan.component_tasks(), info.container, run_dir, dict(spec.streams),
                    plan.task_containers(), metrics=metrics,
                    this_inputs=tuple((s.source, s.stream) for s in spec.inputs))
@@ -52,19 +53,31 @@ def build_streams(plan: PhysicalPlan, specs: Mapping[str, ComponentSpec], spec: 
     kind = wire.ANCHORED if spec.kind == "bolt" else wire.TRACKED
     streams = {name: StreamOut(name, len(fields), send, on_bad, kind)
                for name, fields in spec.streams.items()}
+    subscribe_all(streams, plan, specs, spec, context)
+    return streams
+
+
+def subscribe_all(streams: Mapping[str, StreamOut], plan: PhysicalPlan,
+                  specs: Mapping[str, ComponentSpec], spec: ComponentSpec,
+                  context: Context) -> None:
+    """Wire each stream to its subscribers' tasks in ``plan``; a rebalance calls it again,
+    its batches flushed, with the new plan (each outlet is made afresh)."""
     tasks, stream_ids = plan.component_tasks(), plan.stream_ids()
+    for out in streams.values():
+        out.unwire()
     for target in specs.values():
         for sub in target.inputs:
             if sub.source == spec.id:
                 _subscribe(streams[sub.stream], sub, tasks[target.id],
-                           stream_ids[(spec.id, sub.stream)], context)
-    return streams
+                           stream_ids[(spec.id, sub.stream)], context, target.keyed_state)
 
 
 def _subscribe(out: StreamOut, sub, tasks: tuple[int, ...], stream_id: int,
-               context: Context) -> None:
+               context: Context, keyed: bool) -> None:
     task = context.task_id
     grouping = copy.copy(sub.grouping)  # each sender prepares its own
+    if keyed and isinstance(grouping, FieldsGrouping):
+        grouping.keyed = True  # keyed state: through key groups (runtime/groupings.py)
     if isinstance(grouping, DirectGrouping):
         for t in tasks:
             out.direct[t] = (wire.data_header(wire.DATA, stream_id, t, task), [])

@@ -17,8 +17,11 @@ physical plan of 'demo': 5 tasks in 2 containers
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
+from functools import cached_property
 from typing import Any
+
+from runtime.groupings import KEY_GROUPS
 
 from .constants import ACKER, ACKERS, CHECKPOINT_INTERVAL, CHECKPOINTER, DEFAULTS, SYSTEM, TICK
 from .errors import TopologyError
@@ -43,6 +46,16 @@ class PhysicalPlan:
     tasks: tuple[TaskInfo, ...]
     streams: tuple[tuple[str, str], ...]  # stream id -> (component, stream); 0 is the tick
     config: Mapping[str, Any] = field(default_factory=dict)
+    # the plan's number among the plans the topology has run on: 0 at submit, one more at
+    # each rebalance; a stream manager keeps the one it last switched to (issue 22)
+    epoch: int = 0
+    # the width of the spout task field of every root id (runtime/acking/_ledger.py): fixed
+    # at submit, so that a rebalance that adds task ids changes no root's meaning (0: from
+    # the number of tasks)
+    bits: int = 0
+    # the highest task id any plan of this topology gave out: an added task never takes
+    # the id of one removed before (its instance may still be stopping; 0: the highest now)
+    last_id: int = 0
 
     @classmethod
     def pack(cls, topology, containers: int, config: Mapping[str, Any]) -> PhysicalPlan:
@@ -69,6 +82,11 @@ class PhysicalPlan:
         streams = [(SYSTEM, TICK)] + [(s.id, st) for s in specs for st in s.streams]
         return cls(topology.name, containers, tuple(tasks), tuple(streams), config)
 
+    def __call__(self) -> PhysicalPlan:
+        """The plan itself: ``running.plan()`` (issue 22's spelling) and ``running.plan``
+        are the same object, the plan the topology runs on now."""
+        return self
+
     # -- lookups ----------------------------------------------------------------------------
     def acker_tasks(self) -> tuple[int, ...]:
         return tuple(t.task for t in self.tasks if t.component == ACKER)
@@ -86,24 +104,72 @@ class PhysicalPlan:
         return tuple(t for t in self.tasks if t.container == container)
 
     def task(self, task_id: int) -> TaskInfo:
-        if not 1 <= task_id <= len(self.tasks):  # tasks[-1] would answer for task 0
+        """The task of that id (IndexError if none: after a rebalance the ids have gaps)."""
+        info = self._by_id.get(task_id)
+        if info is None:
             raise IndexError(f"no task {task_id} in topology {self.topology!r}")
-        return self.tasks[task_id - 1]
+        return info
+
+    @cached_property
+    def _by_id(self) -> dict[int, TaskInfo]:
+        return {t.task: t for t in self.tasks}
+
+    def root_bits(self) -> int:
+        """The width of the task field of a root id (see ``bits``)."""
+        return self.bits or max(1, len(self.tasks).bit_length())
 
     def stream_ids(self) -> dict[tuple[str, str], int]:
         return {key: i for i, key in enumerate(self.streams)}
+
+    def parallelism(self) -> dict[str, int]:
+        """Component -> its number of tasks, in declaration order."""
+        return {c: len(ts) for c, ts in self.component_tasks().items()}
+
+    def rebalanced(self, parallelism: Mapping[str, int],
+                   containers: int | None = None) -> PhysicalPlan:
+        """This plan with new parallelism for some components, as the next epoch. Check
+        the request first (:func:`check_rebalance`).
+
+        With the same containers (in place) every kept task keeps its id, index and
+        container; a shrunk component loses its highest indexes, and a grown one gets new
+        ids after the highest, each in the container that then holds fewest tasks. With a
+        new number of containers (the containers restart) the tasks are numbered again and
+        packed round-robin as :meth:`pack` does."""
+        if containers is not None and containers != self.containers:
+            return self._repacked({**self.parallelism(), **parallelism}, containers)
+        kept = [t for t in self.tasks if t.index < parallelism.get(t.component, t.index + 1)]
+        load = [sum(t.container == c for t in kept) for c in range(self.containers)]
+        n, have = max(self.last_id, *(t.task for t in self.tasks)), self.parallelism()
+        for comp, count in parallelism.items():
+            for index in range(have[comp], count):
+                c = load.index(min(load))
+                load[c], n = load[c] + 1, n + 1
+                kept.append(TaskInfo(n, comp, index, c))
+        return replace(self, tasks=tuple(kept), epoch=self.epoch + 1, bits=self.root_bits(),
+                       last_id=n)
+
+    def _repacked(self, counts: Mapping[str, int], containers: int) -> PhysicalPlan:
+        tasks, n = [], 0
+        for comp, count in counts.items():
+            for index in range(count):
+                tasks.append(TaskInfo(n + 1, comp, index, n % containers))
+                n += 1
+        return PhysicalPlan(self.topology, containers, tuple(tasks), self.streams, self.config,
+                            self.epoch + 1)
 
     # -- shipping as plain data -------------------------------------------------------------
     def to_data(self) -> dict:
         return {"topology": self.topology, "containers": self.containers,
                 "tasks": [[t.task, t.component, t.index, t.container] for t in self.tasks],
-                "streams": [list(s) for s in self.streams], "config": dict(self.config)}
+                "streams": [list(s) for s in self.streams], "config": dict(self.config),
+                "epoch": self.epoch, "bits": self.bits, "last_id": self.last_id}
 
     @classmethod
     def from_data(cls, data: Mapping) -> PhysicalPlan:
         return cls(data["topology"], data["containers"],
                    tuple(TaskInfo(*t) for t in data["tasks"]),
-                   tuple(tuple(s) for s in data["streams"]), data["config"])
+                   tuple(tuple(s) for s in data["streams"]), data["config"],
+                   data.get("epoch", 0), data.get("bits", 0), data.get("last_id", 0))
 
     def __str__(self) -> str:
         lines = [f"physical plan of {self.topology!r}: {len(self.tasks)} tasks in "
@@ -112,6 +178,40 @@ class PhysicalPlan:
             names = " ".join(f"{t.component}[{t.task}]" for t in self.tasks_in(c))
             lines.append(f"  container {c}: {names}")
         return "\n".join(lines)
+
+
+def check_rebalance(plan: PhysicalPlan, parallelism: Any, containers: Any,
+                    spouts: frozenset[str]) -> None:
+    """Refuse a rebalance that cannot be done, naming the component and the problem
+    (ValueError): an unknown or system component, a spout (not yet: issue 22), a
+    parallelism that is not an int from 1 to ``KEY_GROUPS`` (the maximum parallelism:
+    above it a fields grouping's key groups cannot cover every task, and keyed state
+    could not follow its keys), or a number of containers below 1."""
+    where = f"rebalance of {plan.topology!r}"
+    if not isinstance(parallelism, Mapping) or not parallelism:
+        raise ValueError(f"{where}: give {{component: parallelism}}, not {parallelism!r}")
+    if containers is not None and (type(containers) is not int or containers < 1):
+        raise ValueError(f"{where}: containers must be an int >= 1, not {containers!r}")
+    known = plan.parallelism()
+    for comp, count in parallelism.items():
+        if problem := _rebalance_problem(comp, count, known, spouts):
+            raise ValueError(f"{where}: component {comp!r}: {problem}")
+
+
+def _rebalance_problem(comp: Any, count: Any, known: Mapping[str, int],
+                       spouts: frozenset[str]) -> str | None:
+    if comp not in known:
+        return f"no such component (the components: {sorted(c for c in known if c[:2] != '__')})"
+    if comp.startswith("__"):
+        return "a system component's tasks are the engine's to choose"
+    if comp in spouts:
+        return "a spout's parallelism cannot change yet (issue 22: only bolts so far)"
+    if type(count) is not int or count < 1:
+        return f"parallelism must be an int >= 1, not {count!r}"
+    if count > KEY_GROUPS:
+        return (f"parallelism {count} is above the maximum parallelism {KEY_GROUPS} (the "
+                "number of key groups a fields grouping and keyed state are split into)")
+    return None
 
 
 def check_config(name: str, config: Mapping[str, Any]) -> None:

@@ -78,6 +78,13 @@ class ComponentSpec:
         impl = self.impl
         return impl.__name__ if isinstance(impl, type) else type(impl).__name__
 
+    @property
+    def keyed_state(self) -> bool:
+        """Whether its tasks keep keyed, checkpointed state (a ``StatefulBolt`` says so):
+        a fields grouping into it goes through key groups, which a rebalance can move."""
+        impl = self.impl if isinstance(self.impl, type) else type(self.impl)
+        return bool(getattr(impl, "keyed_state", False))
+
     def new_instance(self) -> Spout | Bolt:
         """A fresh user object for one task: a new instance, or a deep copy of the prototype."""
         return self.impl() if isinstance(self.impl, type) else copy.deepcopy(self.impl)

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import logging
 import os
+import signal
 import subprocess
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -94,6 +95,10 @@ class Children:
         self.spawn, self.gone, self.tell, self.spare = spawn, gone, tell, spare
         self.children = {t.task: Child(t.task, incarnation=incarnations.get(t.task, 0))
                          for t in plan.tasks_in(container)}
+        # instances of tasks a rebalance removed, told to stop, and what to call once each
+        # has exited (its socket is read until then: it flushes as it stops)
+        self.leaving: dict[int, subprocess.Popen] = {}
+        self.left: Callable[[int], None] = lambda task: None
 
     def start_all(self, now: float) -> None:
         for child in self.children.values():
@@ -106,7 +111,33 @@ class Children:
         if self.spare is not None:
             self.spare.later(now)
 
+    # -- a rebalance in place (docs/internals/rebalance.md) ----------------------------------
+    def add(self, plan: PhysicalPlan, task: int, now: float) -> None:
+        """A task the new ``plan`` puts here: start its instance (the warm spare, if one
+        waits)."""
+        self.plan = plan
+        child = self.children[task] = Child(task)
+        self.start(child, now)
+
+    def remove(self, task: int) -> None:
+        """A task the new plan no longer has: SIGTERM its instance, which flushes and
+        stops; :meth:`supervise` reaps it (never restarts it) and calls ``left``."""
+        child = self.children.pop(task, None)
+        if child is None or child.proc is None:
+            return self.left(task)
+        _procs.signal_quietly(child.proc, signal.SIGTERM)
+        self.leaving[task] = child.proc
+
+    def _reap_leaving(self) -> None:
+        for task, proc in list(self.leaving.items()):
+            if proc.poll() is not None:
+                _procs.close_pipe(proc)
+                del self.leaving[task]
+                self.left(task)
+
     def supervise(self, now: float) -> None:
+        if self.leaving:
+            self._reap_leaving()
         for child in self.children.values():
             if child.proc is not None and child.proc.poll() is not None:
                 self._schedule_restart(child, now)
@@ -165,8 +196,8 @@ class Children:
 
     def stop(self) -> None:
         spare = self.spare.stop() if self.spare is not None else []
-        _procs.terminate([c.proc for c in self.children.values() if c.proc is not None] + spare,
-                         timeout=1.0)
+        _procs.terminate([c.proc for c in self.children.values() if c.proc is not None]
+                         + list(self.leaving.values()) + spare, timeout=1.0)
 
 
 def read_tail(path: str, limit: int) -> str:

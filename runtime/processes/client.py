@@ -36,6 +36,8 @@ class RunningTopology(TraceQuestions, DataQuestions, SlownessQuestions):
 
     def __init__(self, name: str, plan: PhysicalPlan, run_dir: str, secret: bytes,
                  endpoint: str, process: subprocess.Popen, submitted: float) -> None:
+        # where each task runs now (``running.plan()`` or ``running.plan``), replaced by
+        # rebalance
         self.name, self.plan, self.run_dir = name, plan, run_dir
         self.topology = None  # the Topology submitted (set by the scheduler)
         self.endpoint, self.submitted = endpoint, submitted
@@ -181,6 +183,30 @@ class RunningTopology(TraceQuestions, DataQuestions, SlownessQuestions):
             raise
         except RuntimeError as exc:  # refused by the master (a bolt, say): say so plainly
             raise ValueError(str(exc)) from None
+
+    # -- rebalance (issue 22; docs/internals/rebalance.md) -----------------------------------
+    def rebalance(self, parallelism: dict[str, int], containers: int | None = None,
+                  timeout: float = 120.0) -> dict:
+        """Change the parallelism of bolts while the topology runs (``{"count": 4}``);
+        returns when it runs on the new plan, with the ``rebalanced`` event (``seconds``,
+        ``paused_seconds``, ``start_seconds``, ``drain_seconds``, ``switch_seconds``,
+        ``in_place``, ``epoch``, ``drained``, ``parallelism``, ``containers``,
+        ``tasks_added``, ``tasks_removed``, ``keys_moved``). With the same containers it
+        switches in place (only the added and removed tasks start or stop; the spouts
+        pause for the drain and the switch); ``containers`` different from now restarts
+        the containers. A StatefulBolt's committed state is split over its new tasks by
+        key group. ValueError, naming the component, for an unknown or system component,
+        a spout, a parallelism outside 1..``KEY_GROUPS`` (128), or while another
+        rebalance runs (docs/internals/rebalance.md)."""
+        try:
+            answer = self._ask(wire.AskRebalance, timeout=timeout, parallelism=dict(parallelism),
+                               containers=containers)
+        except TopologyDead:
+            raise
+        except RuntimeError as exc:  # refused by the master: say so plainly
+            raise ValueError(str(exc)) from None
+        self.plan = PhysicalPlan.from_data(answer["plan"])
+        return answer["event"]
 
     def logs(self, component: str, task: int) -> str:
         """The log file of one instance (its prints, warnings and tracebacks)."""

@@ -90,7 +90,8 @@ class Instance:
                          wire.Deactivate: lambda _: self.set_active(False),
                          wire.Kill: lambda _: setattr(self, "stopping", True),
                          wire.Setting: self.on_setting,
-                         wire.Tap: self.on_tap, wire.Recording: self.on_recording}
+                         wire.Tap: self.on_tap, wire.Recording: self.on_recording,
+                         wire.Switch: self.on_switch}
 
     # -- control channel ----------------------------------------------------------------
     def tell(self, msg: wire.Control) -> None:
@@ -181,7 +182,8 @@ class Instance:
         try:
             ex.start()
             started(ex, self.config)  # a StatefulBolt's state, without checkpoints
-            self.tell(wire.Ready(task=self.task, incarnation=self.incarnation))
+            self.tell(wire.Ready(task=self.task, incarnation=self.incarnation,
+                                 task_kind=ex.kind))
             self.loop(ex)
         except UserCodeError as exc:
             return self.crash(exc)
@@ -297,6 +299,21 @@ class Instance:
 
     def on_recording(self, msg: wire.Recording) -> None:
         self.executor.set_recording(msg.stream, bool(msg.on))
+
+    def on_switch(self, msg: wire.Switch) -> None:
+        """A rebalance in place: send on the new plan's routing from now on (what waits
+        in ``pending_emits`` was encoded for the old one, and goes first); the checkpoint
+        task then moves the keyed state and rolls everyone back. Answered either way."""
+        plan = PhysicalPlan.from_data(msg.plan)
+        if self.task in plan.task_containers():
+            self.executor.retarget(plan)
+        else:  # rebalanced away: it stops soon; what it batched goes on the old routing
+            self.executor.flush()
+        moved = None
+        if msg.counts is not None and hasattr(self.executor, "rebalance"):
+            moved = self.executor.rebalance(msg.counts)
+        self.tell(wire.Switched(task=self.task, incarnation=self.incarnation,
+                                epoch=plan.epoch, moved=moved))
 
     def set_active(self, active: bool) -> None:
         """Activate or deactivate (pause) this instance. A spout calls its ``activate``

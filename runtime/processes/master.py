@@ -36,6 +36,7 @@ from runtime.model.plan import PhysicalPlan
 from . import curve as _curve
 from .export import MetricsServer
 from .observation import Observation
+from .rebalance import Rebalance
 from .settings import LiveSettings
 from .supervision import Supervision
 from .tasks import TaskTable
@@ -55,6 +56,9 @@ class TopologyMaster:
 
     def __init__(self, boot: dict) -> None:
         self.secret: bytes = boot["secret"]
+        self.boot, self.boot_run_dir = boot, boot["run_dir"]
+        self.rebalancing: Rebalance | None = None  # at most one at a time
+        self.kinds: dict[str, str] = {}  # component -> "spout"/"bolt", as its tasks reported
         self.plan = PhysicalPlan.from_data(boot["plan"])
         self.detached: bool = boot.get("detached", False)
         # remote (the Spark scheduler): CURVE on an address of the submitter's choosing,
@@ -81,6 +85,9 @@ class TopologyMaster:
         self.zctx = zmq.Context()
         self.sock = self.zctx.socket(zmq.ROUTER)
         self.sock.setsockopt(zmq.LINGER, 1000)
+        # after a rebalance, new instances reuse task ids (and incarnation 0): each takes
+        # its identity from the dead one it replaces (every message is still sealed)
+        self.sock.setsockopt(zmq.ROUTER_HANDOVER, 1)
         keys = _curve.keys_of(self.remote or {})
         self.gate = _curve.Gatekeeper(self.zctx, keys) if keys is not None else None
         _curve.serve(self.sock, keys, self.gate, "master")
@@ -137,6 +144,7 @@ class TopologyMaster:
                 wire.TraceReport: self.traces.on_report,
                 wire.BackpressureChange: obs.on_backpressure, wire.SmStats: obs.on_sm_stats,
                 wire.Bye: self.on_bye, wire.AskKill: self.on_kill, wire.AskLogs: self.relay_logs,
+                wire.AskRebalance: self.on_rebalance, wire.Switched: self.on_switched,
                 wire.LogsReply: self.on_logs_reply,
                 **{kind: self._replying(answer) for kind, answer in answers.items()}}
 
@@ -146,15 +154,28 @@ class TopologyMaster:
 
     def receive(self) -> None:
         while self.sock.poll(0):
-            ident, *frames = self.sock.recv_multipart()
-            try:
-                msg = wire.unseal(self.secret, frames)
-            except wire.WireError as exc:
-                self.dropped += 1
-                log.warning("dropped a control message from %r: %s", ident, exc)
-                continue
-            with self.lock:
-                self.handle(ident, msg)
+            got = self._next()
+            if got is not None:
+                with self.lock:
+                    self.handle(*got)
+
+    def settle(self) -> None:
+        """Handle what is queued now, the lock already held: a rebalance does, once the old
+        containers are down and before it replans, so that their last reports reach the
+        old task table, not a new task of the same id."""
+        while self.sock.poll(0):
+            got = self._next()
+            if got is not None:
+                self.handle(*got)
+
+    def _next(self) -> tuple[bytes, wire.Control] | None:
+        ident, *frames = self.sock.recv_multipart()
+        try:
+            return ident, wire.unseal(self.secret, frames)
+        except wire.WireError as exc:
+            self.dropped += 1
+            log.warning("dropped a control message from %r: %s", ident, exc)
+            return None
 
     def handle(self, ident: bytes, msg: wire.Control) -> None:
         """Hand one message to its handler; drop (and count) one this process does not
@@ -188,6 +209,8 @@ class TopologyMaster:
         task = self.supervision.on_ready(msg)
         if task is None:
             return
+        if msg.task_kind is not None:  # a rebalance's guard needs to know the spouts
+            self.kinds[task["component"]] = msg.task_kind
         for told in self.settings.for_new(task["component"]):
             self.send(ident, told)
         self.supervision.activate(ident)
@@ -209,6 +232,38 @@ class TopologyMaster:
         self.kill_requests.append((ident, msg.id))
         self.stopping = True
 
+    # -- rebalance (issue 22; runtime/processes/rebalance.py) --------------------------------
+    def on_rebalance(self, ident: bytes, msg: wire.AskRebalance) -> None:
+        """Start a rebalance, answered when it is over; refused (at once) while another
+        runs, before the topology runs, or for a request that cannot be done."""
+        try:
+            if self.rebalancing is not None:
+                raise ValueError(f"rebalance of {self.plan.topology!r}: another rebalance is "
+                                 "running; one at a time")
+            if self.supervision.state != "running":
+                raise ValueError(f"rebalance of {self.plan.topology!r}: the topology is "
+                                 f"{self.supervision.state}, not running")
+            self.rebalancing = Rebalance(self, ident, msg)
+        except ValueError as exc:
+            self.send(ident, wire.Reply(id=msg.id, ok=False, value=str(exc)))
+
+    def on_switched(self, ident: bytes, msg: wire.Switched) -> None:
+        if self.rebalancing is not None:
+            self.rebalancing.on_switched(msg)
+
+    def replan(self, plan: PhysicalPlan) -> None:
+        """Run on ``plan`` from now on (the containers stopped): new parts over a new task
+        table, keeping the events, the exceptions, the live settings, and the containers'
+        generations (a new stream manager must not take an old one's identity)."""
+        obs, sup, settings = self.observation, self.supervision, self.settings
+        self.plan = plan
+        self._parts(self.boot)
+        self.observation.events, self.observation.exceptions = obs.events, obs.exceptions
+        self.supervision.generations = sup.generations
+        for name in ("spout_pending", "recordings", "trace"):
+            setattr(self.settings, name, getattr(settings, name))
+        self.handlers = self._handlers()
+
     # -- answers to the client ------------------------------------------------------------
     def _replying(self, answer: Callable[[Any], Any]) -> Handler:
         """A handler that replies with what ``answer`` returns, or with why it refused
@@ -224,7 +279,7 @@ class TopologyMaster:
     def answer_status(self, msg: wire.AskStatus) -> dict:
         status = {**self.supervision.status(), **self.observation.status(),
                   **self.traces.counts(),
-                  "dropped": self.dropped,
+                  "dropped": self.dropped, "rebalancing": self.rebalancing is not None,
                   "metrics_url": self.export.url if self.export is not None else None}
         if self.export_error:
             status["metrics_error"] = self.export_error
@@ -306,6 +361,8 @@ class TopologyMaster:
         answer log requests that waited too long. Nothing once it is stopping."""
         if self.stopping:
             return
+        if self.rebalancing is not None and self.rebalancing.tick(now):
+            self.rebalancing = None
         self.supervision.watch_containers(now)
         self.supervision.watch_heartbeats(now)
         self.expire_log_requests(now)

@@ -183,6 +183,47 @@ class Router:
             self.peers[c].sock.close(linger=0)
             self.peers[c].sock = self._push(ep)
 
+    # -- a rebalance in place (docs/internals/rebalance.md) ----------------------------------
+    def extend(self, plan: PhysicalPlan) -> list[zmq.Socket]:
+        """Route to ``plan``'s new tasks too (the old ones keep their routes until the
+        switch); returns the sockets bound for the new local ones."""
+        self.plan, new = plan, []
+        for t, c in plan.task_containers().items():
+            if t in self.route:
+                continue
+            if c != self.container:
+                self.route[t] = self.peers[c]
+                continue
+            self.route[t] = self.links[t] = Link(t)
+            sock = self.task_socks[t] = self._bind_router(f"t{t}")
+            self.sock_task[sock] = t
+            new.append(sock)
+        return new
+
+    def shrink(self, plan: PhysicalPlan) -> list[int]:
+        """Stop routing to the tasks ``plan`` no longer has (a frame for one is dropped
+        and counted from now on); returns the local ones among them."""
+        gone = [t for t in self.route if t not in plan.task_containers()]
+        for t in gone:
+            del self.route[t]
+        return [t for t in gone if t in self.links]
+
+    def forget(self, task: int) -> zmq.Socket | None:
+        """A removed local task's instance has exited: its link (what waited for it is
+        dropped, counted) and its socket, returned to be unregistered and closed."""
+        link = self.links.pop(task, None)
+        if link is not None and link.pending:
+            self.dropped += len(link.pending)
+            log.warning("task %d was rebalanced away: %d frame(s) for it dropped", task,
+                        len(link.pending))
+            self.backlog.discard(link)
+        if self.marks.clear(task) is not None:
+            self._pressure_off(task)
+        sock = self.task_socks.pop(task, None)
+        if sock is not None:
+            self.sock_task.pop(sock, None)
+        return sock
+
     def disconnect(self, task: int) -> None:
         """Its instance is gone (or not started yet): hold its frames until its hello."""
         self.links[task].sock = None

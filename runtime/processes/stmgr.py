@@ -65,7 +65,12 @@ class StreamManager:
         self.handlers: dict[type, Callable[[Any], None]] = {
             wire.Kill: self.on_kill, wire.Restart: lambda msg: self.children.kill_hung(msg),
             wire.Welcome: lambda msg: self.router.rewire(msg.inbound or {}),
-            wire.Logs: lambda msg: self.children.send_log(msg, self.run_dir)}
+            wire.Logs: lambda msg: self.children.send_log(msg, self.run_dir),
+            wire.Replan: self.on_replan}
+        # ``switched``: the plan every local instance runs on, the one a master re-adopting
+        # this container learns (its ``epoch`` is in every sm_stats); ``plan``: the newest,
+        # whose added tasks may still be starting (a rebalance in place)
+        self.switched: PhysicalPlan | None = None
 
     # -- control ------------------------------------------------------------------------
     def tell(self, msg: wire.Control) -> None:
@@ -95,6 +100,7 @@ class StreamManager:
 
     def _wire(self, welcome: wire.Welcome) -> None:
         self.plan = PhysicalPlan.from_data(welcome.plan)
+        self.switched = self.previous = self.plan  # (re)started after a rebalance: its plan
         log.info("container %d: welcomed by the master", self.container)
         self.router.wire(self.plan, welcome.inbound or {})
         # remote: the master says, as a restarted container cannot know
@@ -116,7 +122,7 @@ class StreamManager:
                 "sm_spouts": endpoint(self.router.spouts),
                 "task": child.task, "incarnation": child.incarnation, "run_dir": self.run_dir,
                 "sys_path": self.boot.get("sys_path", []), "keys": self.boot.get("keys")}
-        info = self.plan.task(child.task)
+        info = self._task_info(child.task)
         path = os.path.join(_procs.log_dir(self.run_dir), f"{info.component}-{child.task}.log")
         spare = self.children.spare.take()
         if spare is None:
@@ -124,6 +130,14 @@ class StreamManager:
         log.info("task %d: handed to the warm spare (pid %d)", child.task, spare.pid)
         _procs.send_boot(spare, {**boot, "log_path": path})
         return spare
+
+    def _task_info(self, task: int):
+        """The task in the newest plan, or (removed by a rebalance not yet switched: it
+        runs until the switch, and is restarted if it dies meanwhile) in the one before."""
+        try:
+            return self.plan.task(task)
+        except IndexError:
+            return self.previous.task(task)
 
     def from_master(self) -> None:
         while self.ctl.poll(0):
@@ -136,6 +150,36 @@ class StreamManager:
             else:
                 handler(msg)
 
+    def on_replan(self, msg: wire.Replan) -> None:
+        """A rebalance in place (docs/internals/rebalance.md): "start" routes to the new
+        plan's tasks and starts the local ones; "switch" (every instance runs on it now)
+        stops the local tasks it dropped and their routes."""
+        plan = PhysicalPlan.from_data(msg.plan)
+        if msg.step == "start":
+            self.previous, self.plan = self.plan, plan
+            for sock in self.router.extend(plan):
+                self.poller.register(sock, zmq.POLLIN)
+            self.reads.socks = self.router.instance_socks()
+            now = time.monotonic()
+            for t in plan.tasks_in(self.container):
+                if t.task not in self.children.children:
+                    self.children.add(plan, t.task, now)
+        elif msg.step == "switch":
+            for task in self.router.shrink(plan):
+                self.children.remove(task)
+            self.switched = plan
+            log.info("container %d: switched to the plan of epoch %d", self.container,
+                     plan.epoch)
+
+    def _left(self, task: int) -> None:
+        """A removed task's instance has exited: close its socket."""
+        sock = self.router.forget(task)
+        if sock is not None:
+            self.poller.unregister(sock)
+            self.reads.unread.discard(sock)
+            self.reads.socks = self.router.instance_socks()
+            sock.close(linger=0)
+
     def on_kill(self, msg: wire.Kill) -> None:
         self.stopping = True
 
@@ -145,17 +189,24 @@ class StreamManager:
         if now < self.next_report:
             return
         self.next_report = now + float(self.plan.config[STATS_INTERVAL])
-        self.tell(wire.SmStats(container=self.container, record=self.router.queue_record(now)))
+        self.tell(wire.SmStats(container=self.container,
+                               record={**self.router.queue_record(now), "epoch": self.epoch}))
+
+    @property
+    def epoch(self) -> int:
+        """The epoch of the plan it last switched to."""
+        return self.switched.epoch if self.switched is not None else 0
 
     # -- main loop ----------------------------------------------------------------------
     def run(self) -> None:
         self.handshake()
         self.children.start_all(time.monotonic())
+        self.children.left = self._left
         router = self.router
-        poller = zmq.Poller()
+        self.poller = poller = zmq.Poller()
         for sock in (*router.instance_socks(), router.inbound, self.ctl):
             poller.register(sock, zmq.POLLIN)
-        reads = Reads(poller, router.instance_socks())
+        self.reads = reads = Reads(poller, router.instance_socks())
         next_look = 0.0
         while not self.stopping:
             timeout = 1 if router.backlog else int(SUPERVISE_EVERY * 1000)

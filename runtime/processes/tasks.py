@@ -60,6 +60,15 @@ class TaskTable:
         """Presumed hung: no longer ready, and being restarted."""
         self.records[task].update(ready=False, state="restarting")
 
+    # -- a rebalance in place (written by runtime/processes/rebalance.py) --------------------
+    def add(self, info) -> None:
+        """A task the new plan adds: starting, as at submit."""
+        self.records.setdefault(info.task, _blank(info))
+
+    def remove(self, task: int) -> None:
+        """A task the rebalance removed and stopped: it leaves the statistics."""
+        self.records.pop(task, None)
+
     # -- reports (written by observation) --------------------------------------------------
     def reported(self, task: int, record: dict) -> None:
         """The latest statistics of the current incarnation (the master keeps the

@@ -18,11 +18,12 @@ from runtime.model.constants import CHECKPOINT_INTERVAL, CHECKPOINTER, STATE_DIR
 from ._bolt import State, StatefulBolt
 from ._gate import Checkpointed
 from ._protocol import state_key
+from ._rebalance import repartition
 from ._spout import CheckpointSpout
 from ._store import open_store
 
 __all__ = ["State", "StatefulBolt", "check_submit", "checkpointing", "committed_state",
-           "executor_for", "open_store", "started"]
+           "executor_for", "open_store", "repartition", "started"]
 
 
 def checkpointing(config: Mapping) -> bool:

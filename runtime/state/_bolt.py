@@ -58,5 +58,7 @@ class StatefulBolt(Bolt):
     docs/internals/checkpoints.md. Without checkpoints it is called once, with an empty
     state that is never saved (``runtime.state.started``)."""
 
+    keyed_state = True  # its fields groupings go through key groups (ComponentSpec.keyed_state)
+
     def init_state(self, state: State) -> None:
         self.state = state

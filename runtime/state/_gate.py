@@ -53,7 +53,7 @@ class Checkpointed:
         object.__setattr__(self, "inner", inner)
         self.send = send
         plan, self.task, self.kind = inner.plan, inner.task, inner.kind
-        self.store, self.incarnation = store, incarnation
+        self.store, self.incarnation, self.specs = store, incarnation, specs
         self.component, self.index = inner.spec.id, inner.info.index
         self.coordinator = plan.component_tasks()[CHECKPOINTER][0]
         self.downstream, self.upstream = neighbours(plan, specs, self.component)
@@ -89,6 +89,18 @@ class Checkpointed:
 
     def step(self, calls: int) -> int:
         return self.inner.step(calls) if self.epoch else 0
+
+    def retarget(self, plan) -> None:
+        """A rebalance switched the topology to ``plan``: the inner executor's routing and
+        this task's neighbours. An alignment under way is abandoned with its checkpoint:
+        the checkpoint spout rolls every task back once all have switched
+        (docs/internals/rebalance.md)."""
+        self.inner.retarget(plan)
+        self.downstream, self.upstream = neighbours(plan, self.specs, self.component)
+        self.waiting &= self.upstream
+        self.arrived.clear()
+        self.backlog.extend(self.held)
+        self.held.clear()
 
     # -- frames ---------------------------------------------------------------------------
     def on_frame(self, header: bytes, body: bytes) -> None:

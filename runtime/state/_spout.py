@@ -24,6 +24,7 @@ from runtime.model.plan import PhysicalPlan
 from runtime.observe.stats import InstanceStats
 
 from . import _protocol as p
+from ._rebalance import repartition
 
 log = logging.getLogger("tupleflow.state")
 
@@ -42,9 +43,8 @@ class CheckpointSpout(SystemTask):
         self.config = dict(plan.config)
         self.interval = float(self.config[CHECKPOINT_INTERVAL])
         self.monotonic, self.wall = monotonic, wall
-        tasks = plan.component_tasks()
-        self.spouts = tuple(t for c, s in specs.items() if s.kind == "spout" for t in tasks[c])
-        self.tasks = tuple(sorted(t for c in specs for t in tasks[c]))
+        self.specs = specs
+        self._targets(plan)
         self.epoch = 0
         self.current: int | None = None  # checkpoint id in progress
         self.pending: set[int] = set()  # tasks yet to say PREPARED for it
@@ -53,8 +53,31 @@ class CheckpointSpout(SystemTask):
         self.committed = self.rollbacks = self.errors = self.dropped = 0
         self.busy_seconds = 0.0
 
+    def _targets(self, plan: PhysicalPlan) -> None:
+        """The spout tasks it prepares, and every task it rolls back and awaits."""
+        tasks, specs = plan.component_tasks(), self.specs
+        self.spouts = tuple(t for c, s in specs.items() if s.kind == "spout" for t in tasks[c])
+        self.tasks = tuple(sorted(t for c in specs for t in tasks[c]))
+
     def on_error(self, where: str, err: BaseException) -> None:
         log.error("%s: %s", where, err)
+
+    def retarget(self, plan: PhysicalPlan) -> None:
+        """A rebalance switched the topology to ``plan``: the checkpoint under way is
+        abandoned (it was prepared on the old tasks); :meth:`rebalance` follows once
+        every task has switched."""
+        self.plan = plan
+        self._targets(plan)
+        self.current, self.pending = None, set()
+
+    def rebalance(self, counts: Mapping[str, int]) -> dict | None:
+        """Every task runs on the new plan: split the committed state of the rebalanced
+        components over their new tasks in a new checkpoint (:func:`repartition`), and
+        roll every task back to it. Returns the keys moved per stateful component."""
+        self.current, self.pending = None, set()
+        moved = repartition(self.store, counts)
+        self.rollback("rebalanced")
+        return moved
 
     def start(self) -> None:
         self.rollback("started")

@@ -176,6 +176,11 @@ class FakeRunning:
     def set_trace(self, rate):
         return self._call("trace", rate, result=[0])
 
+    def rebalance(self, parallelism, containers=None):
+        return self._call("rebalance", parallelism, containers, result={
+            "seconds": 1.5, "paused_seconds": 1.25, "parallelism": parallelism,
+            "containers": containers or 1})
+
     def kill(self):
         self.calls.append(("kill",))
         self.alive = False
@@ -275,10 +280,15 @@ def test_unloading_kills_attached_topologies_not_detached_ones(fake_submit):
     assert "topology" not in ip.magics_manager.lsmagic()["line"]
 
 
-def test_kill_forgets_the_topology(shell, fake_submit):
+def submit_demo(shell) -> None:
+    """Define ``demo`` from the cell and submit it without a dashboard."""
     with capture_output():
         shell.run_cell_magic("topology", "demo", CELL)
     shell.run_line_magic("topology", "submit demo --no-dashboard")
+
+
+def test_kill_forgets_the_topology(shell, fake_submit):
+    submit_demo(shell)
     with capture_output() as out:
         shell.run_line_magic("topology", "kill demo")
         shell.run_line_magic("topology", "list")
@@ -342,3 +352,16 @@ def test_trace_sets_the_rate_through_the_one_parser(shell, fake_submit):
     for bad in ("1.5", "-0.1", "lots"):
         with pytest.raises(UsageError, match="trace must be a fraction 0.0..1.0"):
             shell.run_line_magic("topology", f"trace demo {bad}")
+
+
+def test_rebalance_is_one_call_with_integer_parallelism(shell, fake_submit):
+    submit_demo(shell)
+    with capture_output() as out:
+        shell.run_line_magic("topology", "rebalance demo double=4")
+        shell.run_line_magic("topology", "rebalance demo double=1 containers=3")
+    assert fake_submit[0].calls == [("rebalance", {"double": 4}, None),
+                                    ("rebalance", {"double": 1}, 3)]
+    assert "rebalanced demo in 1.50 s (spouts paused 1.25 s): {'double': 4}" in out.stdout
+    for line in ["rebalance demo", "rebalance demo containers=2", "rebalance demo double"]:
+        with pytest.raises(UsageError, match="usage: %topology rebalance"):
+            shell.run_line_magic("topology", line)

@@ -353,3 +353,74 @@ def test_partial_key_through_the_twin_spreads_a_hot_key_and_delivers_each_tuple_
     assert sorted(values[0] for values, *_ in got) == sorted(words)
     hot_tasks = Counter(task for values, *_, task in got if values[0] == "hot")
     assert len(hot_tasks) == 2 and min(hot_tasks.values()) >= 100, hot_tasks
+
+
+# -- key groups (issue 22) ---------------------------------------------------------------------
+@pytest.mark.parametrize("n", [1, 2, 3, 8, 128])
+def test_key_groups_go_to_tasks_in_contiguous_ranges_and_the_grouping_follows_them(n):
+    from runtime.groupings import key_group, key_slots, key_task
+    from runtime.state._rebalance import split
+
+    slots = key_slots(n)
+    assert slots == sorted(slots) and set(slots) == set(range(n))
+    assert max(Counter(slots).values()) - min(Counter(slots).values()) <= 1
+    fields = FieldsGrouping(["word"], fields_of_stream=["word"])
+    fields.keyed = True  # into a StatefulBolt: the engine sets it (test_wiring_keys_...)
+    fields.prepare(None, "default", list(range(100, 100 + n)))
+    words = [f"w{i}" for i in range(300)]
+    parts = split([[w, 1] for w in words], n)
+    for index, part in enumerate(parts):  # state lands where the tuples of its keys go
+        assert all(fields.choose_tasks([w])[0] == 100 + index for w, _ in part)
+    assert all(key_task(stable_hash(w), n) == slots[key_group(stable_hash(w))] for w in words)
+
+
+def test_a_stateless_fields_grouping_keeps_the_modulo_of_the_hash():
+    """Key groups cost the split ~1.5x (benchmarks/rebalance.py --split): only keyed state
+    pays it."""
+    from runtime.groupings import field_hash
+
+    fields = FieldsGrouping(["word"], fields_of_stream=["word"])
+    fields.prepare(None, "default", [7, 8, 9])
+    assert all(fields.choose_tasks([f"w{i}"]) == [7 + field_hash(f"w{i}") % 3]
+               for i in range(300))
+
+
+def test_wiring_keys_fields_groupings_into_stateful_bolts_only():
+    from runtime import StatefulBolt, Topology
+    from runtime.engine.wiring import build_streams, task_context
+    from runtime.testing import ListSink, ListSpout
+
+    class Count(StatefulBolt):
+        def process(self, tup):
+            pass
+
+    topo = Topology("keyed")
+    topo.spout("s", ListSpout([["a"]], fields=["word"]))
+    topo.bolt("plain", ListSink, parallelism=2).fields_grouping("s", ["word"])
+    topo.bolt("stateful", Count, parallelism=2).fields_grouping("s", ["word"])
+    plan, specs = topo.physical_plan(), topo.components
+    context = task_context(plan, specs["s"], 1, "")
+    streams = build_streams(plan, specs, specs["s"], context, lambda h, b: None,
+                            lambda *a: None)
+    from runtime.groupings import field_hash, key_task
+
+    plain, stateful = streams["default"].outlets
+    assert plain.tasks == [2, 3] and stateful.tasks == [4, 5]
+    words = [f"w{i}" for i in range(200)]
+    assert all(plain.pick([w]) == field_hash(w) % 2 for w in words)
+    assert all(stateful.pick([w]) == key_task(field_hash(w), 2) for w in words)
+    assert any(field_hash(w) % 2 != key_task(field_hash(w), 2) for w in words)
+
+
+def test_keys_that_differ_in_their_last_digit_spread_over_the_key_groups():
+    """CRC-32 is linear: its low bits alone put "w1x0" .. "w1x9" on one task of two."""
+    from runtime.groupings import key_task
+
+    for i in range(20):
+        assert len({key_task(stable_hash(f"w{i}x{k}"), 2) for k in range(10)}) == 2
+
+
+def test_above_the_key_groups_the_grouping_still_reaches_every_task():
+    fields = FieldsGrouping(["word"], fields_of_stream=["word"])
+    fields.prepare(None, "default", list(range(200)))
+    assert len({fields.choose_tasks([f"w{i}"])[0] for i in range(20_000)}) == 200

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections import Counter
+
 import pytest
 
 from runtime import Bolt, Topology, TopologyError, wire
@@ -78,3 +80,62 @@ def test_round_trip_through_plain_data_and_the_wire():
 def test_containers_must_be_a_positive_int(containers):
     with pytest.raises(TopologyError, match="topology 'wc': containers must be >= 1"):
         topology().physical_plan(containers=containers)
+
+
+# -- rebalance (issue 22) ----------------------------------------------------------------------
+def test_a_rebalanced_plan_numbers_tasks_again_and_keeps_the_rest():
+    plan = topology().physical_plan(containers=2)
+    new = plan.rebalanced({"split": 5}, containers=3)
+    assert new.parallelism() == {**plan.parallelism(), "split": 5}
+    assert [t.task for t in new.tasks] == list(range(1, len(new.tasks) + 1))
+    assert new.containers == 3 and {t.container for t in new.tasks} == {0, 1, 2}
+    assert new.streams == plan.streams and new.config == plan.config
+    assert plan() is plan  # running.plan() and running.plan are the same plan
+    assert new.epoch == plan.epoch + 1
+
+
+def test_a_rebalance_in_place_keeps_every_kept_task_where_it_was():
+    plan = topology().physical_plan(containers=2)
+    grown = plan.rebalanced({"split": 5})
+    kept = {t.task: t for t in plan.tasks}
+    assert all(kept[t.task] == t for t in grown.tasks if t.task in kept)  # id, index, container
+    added = [t for t in grown.tasks if t.task not in kept]
+    top = max(kept)
+    assert [(t.task, t.component, t.index) for t in added] == [
+        (top + i + 1, "split", plan.parallelism()["split"] + i)
+        for i in range(5 - plan.parallelism()["split"])]
+    per_container = Counter(t.container for t in grown.tasks)
+    assert max(per_container.values()) - min(per_container.values()) <= 1
+    shrunk = grown.rebalanced({"split": 1})
+    assert [t for t in shrunk.tasks if t.component == "split"] == [
+        t for t in plan.tasks if t.component == "split" and t.index == 0]
+    assert (grown.epoch, shrunk.epoch) == (1, 2)
+    assert shrunk.root_bits() == grown.root_bits() == plan.root_bits()  # roots keep meaning
+    again = PhysicalPlan.from_data(shrunk.to_data())
+    assert again == shrunk
+    with pytest.raises(IndexError):
+        shrunk.task(top + 1)  # removed: the ids have a gap now
+    regrown = shrunk.rebalanced({"split": 2})  # never an id given out before
+    assert [t.task for t in regrown.tasks if t.task not in kept] == [grown.last_id + 1]
+
+
+@pytest.mark.parametrize(("request_", "problem"), [
+    ({"nope": 2}, "component 'nope': no such component"),
+    ({"lines": 3}, "component 'lines': a spout's parallelism cannot change yet"),
+    ({"split": 0}, "component 'split': parallelism must be an int >= 1, not 0"),
+    ({"split": 2.0}, "component 'split': parallelism must be an int >= 1, not 2.0"),
+    ({"split": 129}, "component 'split': parallelism 129 is above the maximum parallelism 128"),
+    ({}, "give {component: parallelism}"),
+])
+def test_a_rebalance_that_cannot_be_done_is_refused_naming_the_component(request_, problem):
+    from runtime.model.plan import check_rebalance
+
+    with pytest.raises(ValueError, match=problem.replace("{", r"\{").replace("}", r"\}")):
+        check_rebalance(topology().physical_plan(), request_, None, frozenset({"lines"}))
+
+
+def test_a_rebalance_to_no_containers_is_refused():
+    from runtime.model.plan import check_rebalance
+
+    with pytest.raises(ValueError, match="containers must be an int >= 1, not 0"):
+        check_rebalance(topology().physical_plan(), {"split": 2}, 0, frozenset())

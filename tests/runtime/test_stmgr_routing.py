@@ -37,6 +37,7 @@ def stream_manager(tmp_path):
     sm.start = lambda child: None  # the test plays the instances
     loop = threading.Thread(target=sm.run, name="stmgr", daemon=True)
     loop.start()
+    sm.test_master = master  # a test may speak for the master (a rebalance's messages)
     yield sm, ctx, plan
     sm.stopping = True
     loop.join(10)
@@ -82,6 +83,38 @@ def test_frames_are_forwarded_whole_in_order_and_broken_ones_dropped(stream_mana
     finally:
         spout_sock.close()
         sink_sock.close()
+
+
+def test_a_rebalance_in_place_routes_to_added_tasks_and_drops_frames_for_removed_ones(
+        stream_manager):
+    """``replan`` start: a new local task gets a socket and a route at once; switch: its
+    route goes, and a frame still sent to it is dropped and counted, nothing else."""
+    sm, ctx, plan = stream_manager
+    (spout,), (sink,) = plan.component_tasks()["numbers"], plan.component_tasks()["sink"]
+    grown = plan.rebalanced({"sink": 2})
+    (added,) = set(grown.component_tasks()["sink"]) - {sink}
+    tell = wire.seal(b"s" * 32, wire.Replan(plan=grown.to_data(), step="start"))
+    sm.test_master.send_multipart([b"s0.0", *tell])
+    wait_for(lambda: added in sm.router.task_socks, 10, "the added task's socket")
+    spout_sock = instance(ctx, endpoint(sm.router.spouts), spout)
+    added_sock = instance(ctx, endpoint(sm.router.task_socks[added]), added)
+    try:
+        added_sock.send_multipart([wire.data_header(wire.HELLO, 0, 0, added), b""])
+        header = wire.data_header(wire.DATA, 0, added, spout)
+        spout_sock.send_multipart([header, b"first"])
+        assert added_sock.recv_multipart() == [header, b"first"]
+        shrunk = grown.rebalanced({"sink": 1})
+        for step in ("start", "switch"):
+            tell = wire.seal(b"s" * 32, wire.Replan(plan=shrunk.to_data(), step=step))
+            sm.test_master.send_multipart([b"s0.0", *tell])
+        wait_for(lambda: sm.epoch == shrunk.epoch, 10, "the switch")
+        spout_sock.send_multipart([header, b"late"])
+        wait_for(lambda: sm.router.dropped == 1, 10, "the late frame to be dropped")
+        wait_for(lambda: added not in sm.router.task_socks, 10, "the removed task's socket")
+        assert sm.plan == sm.switched == shrunk and not sm.stopping
+    finally:
+        spout_sock.close()
+        added_sock.close()
 
 
 def test_a_log_is_sent_whole_or_from_a_whole_line_of_its_end(tmp_path):

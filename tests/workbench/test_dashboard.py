@@ -134,6 +134,13 @@ def test_controls_pause_resume_tune_and_kill_reach_the_topology():
         board.set_max_spout_pending("9")  # every spout: the spouts' tasks only are told
         assert "told src[1]" in board._parts.message.value
         assert "sink" not in board._parts.message.value
+        board.rebalance("sink=2")  # in place; returns when done (issue 22)
+        assert "rebalance sink=2: done in" in board._parts.message.value
+        assert len(running.plan().component_tasks()["sink"]) == 2
+        board.rebalance("src=2")  # refused by the master, in words
+        assert "refused" in board._parts.message.value and "spout" in board._parts.message.value
+        board.rebalance("sink=two")  # refused before any call
+        assert "give component=N" in board._parts.message.value
         wait_for(lambda: table(board.refresh() and board)["src"]["emitted"] not in ("0", "–"),
                  20, "counts to show before the kill")
         board.kill()

@@ -101,6 +101,13 @@ def test_restarts_failures_capacity_and_edge_rates_are_drawn():
     assert {"shuffle", "120/s", "global", "119/s"} <= set(labels)
 
 
+def test_the_graph_shows_the_tasks_a_component_runs_now_after_a_rebalance():
+    snap = snapshot()
+    assert "× 2" in "".join(nodes(_panels.graph_html(topology(), snap))["dbl"].itertext())
+    snap["metrics"]["components"]["dbl"]["instances"] = 5  # rebalanced to five tasks
+    assert "× 5" in "".join(nodes(_panels.graph_html(topology(), snap))["dbl"].itertext())
+
+
 def test_the_table_uses_the_graphs_colour_for_each_component():
     graph = nodes(_panels.graph_html(topology(), snapshot()))
     snap = snapshot()

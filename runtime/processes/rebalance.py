@@ -1,0 +1,260 @@
+"""The topology master's side of a rebalance (issue 22; docs/internals/rebalance.md).
+
+**In place** (the same containers): the containers, their stream managers and every
+instance that keeps its task go on running; only the added tasks start and the removed
+ones stop. One tick of the master at a time:
+
+1. **start**: the master runs on the new plan (the next ``epoch``: kept tasks keep their
+   ids, added ones get new ids); each stream manager routes to the new tasks too and
+   starts the local ones (``Replan`` "start"; a warm spare takes the first). Nobody sends
+   to them yet, and the spouts still run;
+2. **pause**, once every new instance is ready: every spout is deactivated;
+3. **drain**, at most ``DRAIN_BOUND`` seconds, once every task has reported after the
+   pause: under acking until every spout has nothing pending, without acking or
+   checkpoints until the stream managers hold no frame. With checkpoints there is no
+   drain: the switch ends in a rollback, which replays what was in flight;
+4. **switch**: every instance flushes on the old routing and wires its streams to the
+   new plan's tasks (``Switch``, answered ``Switched``); then the stream managers stop the
+   removed tasks and their routes (``Replan`` "switch"; a late frame for one is dropped
+   and counted); with checkpoints the checkpoint task then splits the committed keyed
+   state over the new tasks and rolls every task back to it;
+5. **resume**: the spouts are activated (unless paused before), the ``rebalanced``
+   event is recorded and the client answered with the new plan.
+
+**With a new number of containers** every container is restarted on a new plan (tasks
+numbered again); the master keeps its endpoint, secret, events and settings.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import time
+from collections.abc import Callable
+from typing import Any
+
+from runtime import state as _state
+from runtime import wire
+from runtime.model.constants import ACKERS, CHECKPOINTER, STATE_STORE
+from runtime.model.plan import PhysicalPlan, check_rebalance
+
+log = logging.getLogger("tupleflow.rebalance")
+
+DRAIN_BOUND = 1.0  # seconds the spouts wait, paused, for tuples in flight to finish
+RESTART_DRAIN_BOUND = 5.0  # the same before the containers restart (a longer pause anyway)
+SWITCH_BOUND = 10.0  # seconds to wait for every instance's ``switched``; then go on
+# seconds to wait for the added instances to be ready; then the switch goes on without them
+# (their stream managers keep their frames until they are), so that an added task that
+# cannot start never holds the guard
+START_BOUND = 60.0
+
+
+class Rebalance:
+    """One rebalance in progress (at most one: :meth:`TopologyMaster.on_rebalance` guards):
+    the client waiting for it, the old and new plans, the step it is at and when each
+    began, and the instances yet to say they switched."""
+
+    def __init__(self, master: Any, ident: bytes, msg: wire.AskRebalance) -> None:
+        self.master, self.ident, self.id = master, ident, msg.id
+        self.old = old = master.plan
+        if master.remote:
+            raise ValueError(f"rebalance of {old.topology!r}: not on the Spark scheduler yet")
+        spouts = _spouts(master.tasks, master.kinds, old.topology, msg.parallelism)
+        check_rebalance(old, msg.parallelism, msg.containers, spouts)
+        self.changes = {c: n for c, n in msg.parallelism.items() if old.parallelism()[c] != n}
+        self.plan = old.rebalanced(msg.parallelism, msg.containers)
+        old_ids, new_ids = set(old.task_containers()), set(self.plan.task_containers())
+        self.added, self.removed = sorted(new_ids - old_ids), sorted(old_ids - new_ids)
+        self.in_place = self.plan.containers == old.containers
+        self.started = self.paused_at = self.drain_end = self.switched = master.clock()
+        self.wall = time.time()
+        self.was_paused = master.supervision.paused
+        self.drained: bool | None = None
+        self.moved: dict | None = None
+        self.awaiting: set[int] = set()  # tasks yet to say they switched
+        self.dropped_before = 0
+        if self.in_place:
+            self._start()
+        else:
+            self.checkpoint = self._committed()
+            self._pause()
+        self.step: Callable[[float], bool] = self._starting if self.in_place else self._drain
+
+    # -- the steps, each called on every tick until it says it is done ------------------------
+    def tick(self, now: float) -> bool:
+        """Advance; True once the rebalance is over (the client has been answered)."""
+        return self.step(now)
+
+    def _start(self) -> None:
+        """Run on the new plan, and have the stream managers start the new tasks."""
+        adopt(self.master, self.plan)
+        self._tell_sms("start")
+
+    def _starting(self, now: float) -> bool:
+        ready = all(self.master.tasks[t]["ready"] for t in self.added)
+        if not ready and now - self.started > START_BOUND:
+            log.warning("rebalance: added tasks not ready in %.0f s; switching without them",
+                        START_BOUND)
+        if ready or now - self.started > START_BOUND:
+            self._pause()
+            self.step = self._drain
+        return False
+
+    def _pause(self) -> None:
+        self.paused_at, self.wall = self.master.clock(), time.time()
+        self.master.supervision.paused = True  # a spout ready meanwhile starts paused
+        self.master.supervision.tell_ready(wire.Deactivate())
+
+    def _drain(self, now: float) -> bool:
+        bound = DRAIN_BOUND if self.in_place else RESTART_DRAIN_BOUND
+        done = self._drained()
+        if done or now - self.paused_at > bound:
+            self.drained, self.drain_end = done, now
+            self._switch()
+        return False
+
+    def _drained(self) -> bool:
+        config, records = self.old.config, list(self.master.tasks.values())
+        if _state.checkpointing(config):
+            if self.in_place:
+                return True  # the switch rolls back: what was in flight is replayed
+            return (self._committed() or 0) > (self.checkpoint or 0)
+        fresh = [r for r in records if (r.get("reported") or 0) > self.wall]
+        if len(fresh) < len(records):
+            return False  # a report from before the pause says nothing about now
+        if int(config.get(ACKERS, 0)):
+            return all(not r.get("pending") for r in records if r["kind"] == "spout")
+        return all(not r.get("sm_queued_frames") for r in records)
+
+    def _switch(self) -> None:
+        self.switched = self.master.clock()
+        if not self.in_place:
+            self._restart()
+            self.step = self._restarting
+            return
+        self.awaiting = {t.task for t in self.plan.tasks if t.component != CHECKPOINTER}
+        self.awaiting |= set(self.removed)
+        self.awaiting &= set(self.master.supervision.idents)
+        told = self.master.supervision.tell_ready(wire.Switch(plan=self.plan.to_data()),
+                                                  sorted(self.awaiting))
+        self.awaiting &= set(told)
+        self.step = self._switching
+
+    def on_switched(self, msg: wire.Switched) -> None:
+        if msg.epoch != self.plan.epoch:
+            return  # a late answer to an older rebalance
+        self.awaiting.discard(msg.task)
+        if msg.moved is not None:
+            self.moved = msg.moved
+
+    def _switching(self, now: float) -> bool:
+        if self.awaiting and now - self.switched < SWITCH_BOUND:
+            return False
+        if self.awaiting:
+            log.warning("rebalance: tasks %s did not say they switched in %.0f s; going on",
+                        sorted(self.awaiting), SWITCH_BOUND)
+        self._tell_sms("switch")
+        self._forget_removed()
+        checkpointer = self.plan.component_tasks().get(CHECKPOINTER)
+        if checkpointer and self.master.tasks[checkpointer[0]]["ready"]:
+            self.awaiting = set(self.master.supervision.tell_ready(
+                wire.Switch(plan=self.plan.to_data(), counts=self.changes), checkpointer))
+            self.step = self._rolling_back
+            return False
+        return self._resume(now)
+
+    def _rolling_back(self, now: float) -> bool:
+        if self.awaiting and now - self.switched < SWITCH_BOUND:
+            return False
+        return self._resume(now)
+
+    def _restart(self) -> None:
+        """A new number of containers: stop every container, move keyed state, start the
+        containers on the new plan."""
+        master = self.master
+        master.supervision.stop()
+        master.settle()
+        if _state.checkpointing(self.plan.config):
+            with contextlib.closing(self._store()) as store:
+                self.moved = _state.repartition(store, self.changes)
+        master.replan(self.plan)
+        master.supervision.paused = True  # activated in _resume, when every task is ready
+        master.supervision.start_containers()
+
+    def _restarting(self, now: float) -> bool:
+        return self.master.supervision.state == "running" and self._resume(now)
+
+    def _resume(self, now: float) -> bool:
+        master = self.master
+        if not self.was_paused:
+            master.supervision.paused = False
+            master.supervision.tell_ready(wire.Activate())
+        event = self._event(now)
+        master.observation.event("rebalanced", **event)
+        master.send(self.ident, wire.Reply(id=self.id, ok=True,
+                                           value={"plan": self.plan.to_data(), "event": event}))
+        return True
+
+    # -- the master's parts and the stream managers ---------------------------------------
+    def _tell_sms(self, step: str) -> None:
+        msg = wire.Replan(plan=self.plan.to_data(), step=step)
+        for sm in self.master.supervision.sms.values():
+            self.master.send(sm["ident"], msg)
+
+    def _forget_removed(self) -> None:
+        """The removed tasks leave the task table (their last reports are ignored)."""
+        for task in self.removed:
+            self.master.tasks.remove(task)
+            self.master.supervision.idents.pop(task, None)
+            self.master.supervision.heard.pop(task, None)
+
+    # -- what it reports ------------------------------------------------------------------
+    def _event(self, now: float) -> dict:
+        return {"seconds": round(now - self.started, 3),
+                "paused_seconds": round(now - self.paused_at, 3),  # spouts emit nothing
+                "start_seconds": round(self.paused_at - self.started, 3),
+                "drain_seconds": round(self.drain_end - self.paused_at, 3),
+                "switch_seconds": round(now - self.switched, 3),
+                "in_place": self.in_place, "epoch": self.plan.epoch,
+                "drained": self.drained, "parallelism": self.changes,
+                "containers": self.plan.containers, "keys_moved": self.moved,
+                "tasks_added": self.added if self.in_place else None,
+                "tasks_removed": self.removed if self.in_place else None}
+
+    def _committed(self) -> int | None:
+        if not _state.checkpointing(self.master.plan.config):
+            return None
+        with contextlib.closing(self._store()) as store:
+            committed = store.committed()
+        return None if committed is None else committed[0]
+
+    def _store(self):
+        return _state.open_store(str(self.master.plan.config[STATE_STORE]),
+                                 self.master.boot_run_dir)
+
+
+def adopt(master: Any, plan: PhysicalPlan) -> None:
+    """The master runs on ``plan`` from now on, its containers kept: every part reads the
+    new plan, and the added tasks get records (the removed ones keep theirs until the
+    switch: they still run until then)."""
+    master.plan = plan
+    master.component_tasks = plan.component_tasks()
+    for part in (master.supervision, master.observation, master.settings):
+        part.plan = plan
+    master.observation.component_tasks = master.settings.component_tasks = \
+        plan.component_tasks()
+    for t in plan.tasks:
+        master.tasks.add(t)
+        master.traces.store.components.setdefault(t.task, t.component)
+
+
+def _spouts(tasks, kinds: dict[str, str], topology: str, asked: Any) -> frozenset[str]:
+    """The spout components, as their tasks reported (remembered in ``kinds``, which
+    outlives a rebalance's new task table); a component asked for whose kind is not known
+    yet (no report since it started) is refused rather than guessed."""
+    kinds.update((r["component"], r["kind"]) for r in tasks.values() if r["kind"] is not None)
+    for comp in asked if isinstance(asked, dict) else ():
+        if comp not in kinds and any(r["component"] == comp for r in tasks.values()):
+            raise ValueError(f"rebalance of {topology!r}: component {comp!r}: its tasks have "
+                             "not reported yet; ask again once they run")
+    return frozenset(c for c, kind in kinds.items() if kind == "spout")

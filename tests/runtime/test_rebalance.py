@@ -1,0 +1,81 @@
+"""A rebalance in place, one task at a time (issue 22; the processes:
+test_mp_rebalance.py): an executor switched to the next plan sends what it had batched on
+the old routing, then every tuple to the new plan's tasks, the fields grouping into keyed
+state still putting each key on exactly one task."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+
+from runtime import StatefulBolt, Topology, wire
+from runtime.engine.executor import Executor
+from runtime.testing import ListSpout, PassOn
+
+
+class Count(StatefulBolt):
+    def process(self, tup):
+        pass
+
+
+def topology() -> Topology:
+    topo = Topology("retarget")
+    topo.spout("s", ListSpout([["a"]], fields=["word"]))
+    topo.bolt("mid", PassOn).shuffle_grouping("s")
+    topo.bolt("count", Count, parallelism=2).fields_grouping("mid", ["word"])
+    return topo
+
+
+def sent_words(sent: list) -> dict[int, set]:
+    """Task -> the words of the DATA frames sent to it."""
+    out: dict[int, set] = defaultdict(set)
+    for header, body in sent:
+        h = wire.parse_header(header)
+        if h.kind == wire.DATA:
+            out[h.dest] |= set(wire.decode_batch(body))
+    return dict(out)
+
+
+def test_a_retargeted_executor_flushes_on_the_old_routing_then_sends_on_the_new():
+    topo = topology()
+    plan = topo.physical_plan()
+    (mid,) = plan.component_tasks()["mid"]
+    sent: list = []
+    ex = Executor(plan, topo.components, mid, lambda h, b: sent.append((h, b)))
+    ex.start()
+    words = [f"w{i}" for i in range(300)]
+    for w in words[:100]:
+        ex.user.emit([w])  # batched, not sent yet
+    grown = plan.rebalanced({"count": 5})
+    ex.retarget(grown)
+    before = sent_words(sent)
+    assert set(before) == set(plan.component_tasks()["count"])
+    assert set().union(*before.values()) == set(words[:100])
+    sent.clear()
+    for w in words:
+        ex.user.emit([w])
+    ex.flush()
+    after = sent_words(sent)
+    assert set(after) == set(grown.component_tasks()["count"])
+    assert sum(map(len, after.values())) == len(words)  # each key on exactly one task
+    assert ex.context.component_tasks["count"] == grown.component_tasks()["count"]
+    assert ex.context.parallelism == 1  # mid's own, unchanged
+
+
+def test_a_key_moves_only_with_its_key_group():
+    """Growing 2 -> 4 tasks by key groups: every key of a new task's groups came from one
+    old task (contiguous ranges split), so a StatefulBolt's state can follow its keys."""
+    topo = topology()
+    plan = topo.physical_plan()
+    (mid,) = plan.component_tasks()["mid"]
+    owners: list[dict] = []
+    for p in (plan, plan.rebalanced({"count": 4})):
+        sent: list = []
+        ex = Executor(p, topo.components, mid, lambda h, b, sent=sent: sent.append((h, b)))
+        ex.start()
+        for i in range(400):
+            ex.user.emit([f"k{i}"])
+        ex.flush()
+        index = {t: i for i, t in enumerate(p.component_tasks()["count"])}
+        owners.append({w: index[t] for t, ws in sent_words(sent).items() for w in ws})
+    old, new = owners
+    assert {(old[w], new[w] // 2) for w in old} == {(0, 0), (1, 1)}
