@@ -29,6 +29,7 @@ def stream_manager(tmp_path):
     plan = topology.physical_plan(containers=1)
     ctx = zmq.Context()
     master = ctx.socket(zmq.ROUTER)  # takes the reports, as the master would
+    master.setsockopt(zmq.ROUTER_MANDATORY, 1)  # a send before the peer is known raises
     master.bind(f"ipc://{tmp_path}/tm.sock")
     sm = StreamManager({"secret": b"s" * 32, "container": 0, "run_dir": str(tmp_path),
                         "tm": f"ipc://{tmp_path}/tm.sock"})
@@ -53,6 +54,22 @@ def instance(ctx: zmq.Context, endpoint: str, task: int) -> zmq.Socket:
     sock.setsockopt(zmq.RCVTIMEO, 10_000)  # a frame that never comes fails the test
     sock.connect(endpoint)
     return sock
+
+
+def tell(sm, msg: wire.Control) -> None:
+    """Send ``msg`` to the stream manager as its master would, once its control socket has
+    connected (a ROUTER drops what it sends to a peer it does not know yet)."""
+    frames = [b"s0.0", *wire.seal(b"s" * 32, msg)]
+
+    def sent() -> bool:
+        try:
+            sm.test_master.send_multipart(frames)
+        except zmq.error.ZMQError as exc:
+            if exc.errno != zmq.EHOSTUNREACH:
+                raise
+            return False
+        return True
+    wait_for(sent, 10, "the stream manager's control socket to connect")
 
 
 def test_frames_are_forwarded_whole_in_order_and_broken_ones_dropped(stream_manager):
@@ -93,8 +110,7 @@ def test_a_rebalance_in_place_routes_to_added_tasks_and_drops_frames_for_removed
     (spout,), (sink,) = plan.component_tasks()["numbers"], plan.component_tasks()["sink"]
     grown = plan.rebalanced({"sink": 2})
     (added,) = set(grown.component_tasks()["sink"]) - {sink}
-    tell = wire.seal(b"s" * 32, wire.Replan(plan=grown.to_data(), step="start"))
-    sm.test_master.send_multipart([b"s0.0", *tell])
+    tell(sm, wire.Replan(plan=grown.to_data(), step="start"))
     wait_for(lambda: added in sm.router.task_socks, 10, "the added task's socket")
     spout_sock = instance(ctx, endpoint(sm.router.spouts), spout)
     added_sock = instance(ctx, endpoint(sm.router.task_socks[added]), added)
@@ -105,8 +121,7 @@ def test_a_rebalance_in_place_routes_to_added_tasks_and_drops_frames_for_removed
         assert added_sock.recv_multipart() == [header, b"first"]
         shrunk = grown.rebalanced({"sink": 1})
         for step in ("start", "switch"):
-            tell = wire.seal(b"s" * 32, wire.Replan(plan=shrunk.to_data(), step=step))
-            sm.test_master.send_multipart([b"s0.0", *tell])
+            tell(sm, wire.Replan(plan=shrunk.to_data(), step=step))
         wait_for(lambda: sm.epoch == shrunk.epoch, 10, "the switch")
         spout_sock.send_multipart([header, b"late"])
         wait_for(lambda: sm.router.dropped == 1, 10, "the late frame to be dropped")
