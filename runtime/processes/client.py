@@ -38,13 +38,15 @@ class RunningTopology:
     """
 
     def __init__(self, name: str, plan: PhysicalPlan, run_dir: str, secret: bytes,
-                 endpoint: str, process: subprocess.Popen, submitted: float) -> None:
+                 endpoint: str, process: subprocess.Popen, submitted: float,
+                 relaunch: Callable[[int], subprocess.Popen] | None = None) -> None:
         self.name, self.plan, self.run_dir = name, plan, run_dir
         self.topology = None  # the Topology submitted (set by the scheduler)
         self.endpoint, self.submitted = endpoint, submitted
         self._secret = secret
         self._metrics_url: str | None = None  # asked once: "" when nothing is served
-        self._link = MasterLink(name, endpoint, secret, process, self._secure)
+        # relaunch(n): the n-th master that replaces a dead one (local scheduler)
+        self._link = MasterLink(name, endpoint, secret, process, self._secure, relaunch)
 
     @staticmethod
     def _secure(sock):
@@ -59,8 +61,21 @@ class RunningTopology:
 
     @property
     def alive(self) -> bool:
-        """Whether the topology master process is still running."""
+        """Whether the topology runs: its master does, or a master that died (not a clean
+        stop) is being replaced."""
         return self._link.alive
+
+    @property
+    def master_pid(self) -> int:
+        """The process id of the current topology master: a master that dies is replaced
+        by one that adopts the running processes (docs/reliability.md, "A master that may
+        die"), and this changes."""
+        return self._link.process.pid
+
+    @property
+    def master_restarts(self) -> int:
+        """How many times a dead master was replaced."""
+        return self._link.restarts
 
     @property
     def killed(self) -> bool:

@@ -25,6 +25,7 @@ from runtime import _procs, wire
 from runtime.model.constants import STATS_INTERVAL
 from runtime.model.plan import PhysicalPlan
 
+from . import adoption as _adoption
 from . import curve as _curve
 from .children import STABLE_AFTER, Child, Children, Spare, read_tail
 from .routing import QUEUE_FRAMES, Reads, Router, endpoint
@@ -65,7 +66,10 @@ class StreamManager:
         self.handlers: dict[type, Callable[[Any], None]] = {
             wire.Kill: self.on_kill, wire.Restart: lambda msg: self.children.kill_hung(msg),
             wire.Welcome: lambda msg: self.router.rewire(msg.inbound or {}),
-            wire.Logs: lambda msg: self.children.send_log(msg, self.run_dir)}
+            wire.Logs: lambda msg: self.children.send_log(msg, self.run_dir),
+            wire.Adopt: self.on_adopt}
+        # it outlives its master (a new one adopts it), but not the submitter
+        self.submitter = _adoption.SubmitterWatch(boot.get("submitter"), self.stop)
 
     # -- control ------------------------------------------------------------------------
     def tell(self, msg: wire.Control) -> None:
@@ -139,6 +143,15 @@ class StreamManager:
     def on_kill(self, msg: wire.Kill) -> None:
         self.stopping = True
 
+    def stop(self) -> None:
+        self.stopping = True
+
+    def on_adopt(self, msg: wire.Adopt) -> None:
+        """A new master (the one before died): tell it what runs here."""
+        log.info("container %d: adopted by a new master (pid %d)", self.container,
+                 msg.master_pid)
+        self.tell(_adoption.running_report(self))
+
     def report(self, now: float) -> None:
         """Every ``stats_interval``: the bytes and frames queued towards each destination
         and the time this container's spouts were held (``sm_stats`` to the master)."""
@@ -170,6 +183,7 @@ class StreamManager:
             reads.update(router.held, router.backpressure.holds_spouts())
             if now >= next_look:
                 self.children.supervise(now)
+                self.submitter.look(now)
                 next_look = now + SUPERVISE_EVERY
         self.shutdown()
 
@@ -193,7 +207,8 @@ class StreamManager:
 
 def main() -> None:
     boot = _procs.read_boot()
-    _procs.die_with_parent(boot.get("parent"))
+    if "submitter" not in boot:  # a Spark task's: it dies with that task
+        _procs.die_with_parent(boot.get("parent"))
     _procs.setup_logging("")
     log.info("container %d, generation %d: started (pid %d)", boot["container"],
              boot.get("generation", 0), os.getpid())

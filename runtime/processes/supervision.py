@@ -23,6 +23,7 @@ from runtime.model.constants import HEARTBEAT_TIMEOUT, RESTART_BACKOFF_MAX
 from runtime.model.plan import PhysicalPlan
 from runtime.observe import health as _health
 
+from . import adoption as _adoption
 from .children import STABLE_AFTER
 from .tasks import TaskTable
 
@@ -75,10 +76,13 @@ class Supervision:
                         for t in self.plan.tasks_in(c)}
         boot = {"secret": self.boot["secret"], "tm": self.endpoint, "container": c,
                 "generation": generation, "incarnations": incarnations,
-                "run_dir": self.boot["run_dir"], "sys_path": self.boot.get("sys_path", [])}
+                "run_dir": self.boot["run_dir"], "sys_path": self.boot.get("sys_path", []),
+                # it outlives this master, not the submitter (unless detached)
+                "submitter": None if self.boot.get("detached") else self.boot.get("parent")}
         path = os.path.join(_procs.log_dir(self.boot["run_dir"]), f"container-{c}.log")
-        self.containers[c] = _procs.spawn("runtime.processes.stmgr", boot, log_path=path)
+        proc = self.containers[c] = _procs.spawn("runtime.processes.stmgr", boot, log_path=path)
         self.started_at[c] = time.monotonic()
+        _adoption.write_container(self.boot["run_dir"], c, proc.pid, generation)
 
     def watch_containers(self, now: float) -> None:
         """Reap dead containers, and restart them after a back-off that grows while they
