@@ -43,9 +43,9 @@ Scenarios (``--scenario``, repeatable; default: all local ones):
   backpressure holds the spouts.
 - ``master-kill``: SIGKILL the topology master (``running.master_pid``). The stream
   managers and instances run on without it; the handle starts a new master that adopts
-  them (docs/reliability.md, "A master that may die"). ``emitted``/``acked``/``failed``
-  add the dead master's last answer to the new one's counts, which start at the adoption:
-  what the spouts did between the last answer and the adoption is in neither. A ``#``
+  them (docs/reliability.md, "A master that may die"). The new master's metrics count
+  from the adoption on, so ``emitted``/``acked``/``failed`` are read from the spouts'
+  statistics (each incarnation's last report, counts since it started). A ``#``
   line after its RESULT gives ``master_s``: from the kill to the new master's
   ``master_restarted`` event (containers adopted).
 
@@ -380,21 +380,32 @@ def recovery(series: list[tuple], faults: list[float]) -> tuple[float, int]:
 @dataclass
 class Totals:
     """The spouts' counts and the sink's rate per second, over every submitted run: the
-    last answer of each run's master (a dead master answers nothing more)."""
+    last answer of each run's master (a dead master answers nothing more). When a master
+    was replaced, the new one's metrics count from its adoption on, so the counts come
+    from the spouts' own statistics instead: each incarnation's last report, summed."""
 
-    # (run dir, master pid) -> that master's last metrics("all"): a master that replaced
-    # a dead one counts from its adoption on
-    last: dict = field(default_factory=dict)
+    last: dict = field(default_factory=dict)  # run dir -> its master's last metrics("all")
     rates: dict = field(default_factory=dict)  # wall-clock second -> the sink's tuples/s
+    # (run dir, task, incarnation) -> that spout incarnation's highest counts reported
+    spouts: dict = field(default_factory=dict)
+    replaced: bool = False  # a master was replaced (running.master_restarts > 0)
 
     def sample(self, running) -> None:
         """Ask each second: the last minute's series is per second ("all" is per minute)."""
         with contextlib.suppress(Exception):  # a master that just died
-            self.last[running.run_dir, running.master_pid] = running.metrics("all")
+            self.last[running.run_dir] = running.metrics("all")
             for t, rate, *_ in running.metrics("1m")["series"].get("sink", []):
                 self.rates[round(t)] = rate  # one point a second (t jitters by ns)
+            for s in running.statistics():
+                if s.component == "src":  # (a master adopting reports zeros meanwhile)
+                    seen = self.spouts.setdefault((running.run_dir, s.task, s.incarnation), {})
+                    for key in ("emitted", "acked", "failed"):
+                        seen[key] = max(seen.get(key, 0), getattr(s, key))
+            self.replaced = self.replaced or running.master_restarts > 0
 
     def spout(self, key: str) -> int:
+        if self.replaced:
+            return sum(seen[key] for seen in self.spouts.values())
         return sum(m["components"].get("src", {}).get(key, 0) for m in self.last.values())
 
     def series(self) -> list:
@@ -452,6 +463,7 @@ def _run(scenario: Scenario, source, messages: int, rate: float, every: float,
                 roots = topology_roots(running)
             done = distinct_at_sink(run_dirs) >= messages
         time.sleep(0.5)  # the sampling period (RSS, faults, the sink): pacing, not a sync
+    settle(running)
     totals.sample(running)
     master_s = master_restart_seconds(running, run.faults)
     running.kill()
@@ -459,6 +471,19 @@ def _run(scenario: Scenario, source, messages: int, rate: float, every: float,
         action()
     result = report(scenario, messages, run, totals, run_dirs, peak, time.monotonic() - started)
     return {**result, "master_s": master_s}
+
+
+def settle(running) -> None:
+    """Before the last count: a master replaced near the end has adopted the containers,
+    and every spout has reported to it since (at most 30 s)."""
+    if not running.master_restarts:
+        return
+    with contextlib.suppress(Exception):
+        running.wait_active(timeout=30)
+        since = time.time()
+        running.wait_until(lambda stats: all((s.reported or 0) > since for s in stats
+                                             if s.component == "src"),
+                           timeout=30, interval=0.2)
 
 
 def topology_roots(running) -> list[int]:
