@@ -45,6 +45,7 @@ class RunningTopology:
         self.endpoint, self.submitted = endpoint, submitted
         self._secret = secret
         self._metrics_url: str | None = None  # asked once: "" when nothing is served
+        self.paused_here = False  # paused through this handle: a new master is told
         # relaunch(n): the n-th master that replaces a dead one (local scheduler)
         self._link = MasterLink(name, endpoint, secret, process, self._secure, relaunch)
 
@@ -201,12 +202,16 @@ class RunningTopology:
         failed. A spout restarted while paused starts paused. Records a ``paused`` event;
         returns False if the topology was already paused.
         """
-        return self._ask(wire.AskPause)
+        paused = self._ask(wire.AskPause)
+        self.paused_here = True
+        return paused
 
     def resume(self) -> bool:
         """Undo :meth:`pause`: each spout calls ``Spout.activate()`` and emits again.
         Records a ``resumed`` event; returns False if the topology was not paused."""
-        return self._ask(wire.AskResume)
+        resumed = self._ask(wire.AskResume)
+        self.paused_here = False
+        return resumed
 
     def set_max_spout_pending(self, value: int | str | None,
                               component: str | None = None) -> list[int]:

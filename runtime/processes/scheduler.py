@@ -53,7 +53,8 @@ def submit(topology, *, scheduler: str, containers: int,
     proc = start_master(boot)
     endpoint = _await_ready(proc, run_dir)
     running = RunningTopology(topology.name, plan, run_dir, secret, endpoint, proc, submitted,
-                              relaunch=lambda n: adopting_master(boot, n))
+                              relaunch=lambda n: adopting_master(
+                                  {**boot, "paused": running.paused_here}, n))
     running.topology = topology  # what workbench.reconcile reads a definition from
     return running
 

@@ -47,7 +47,9 @@ class Supervision:
         self.remote: dict | None = boot.get("remote")
         self.state = "starting"
         self.started = time.time()
-        self.paused = False  # spouts deactivated by the client (pause/resume)
+        # spouts deactivated by the client (pause/resume); a master adopting the
+        # processes of one that died is told by the submitting handle
+        self.paused: bool = boot.get("paused", False)
         self.sms: dict[int, dict[str, Any]] = {}  # container -> its stream manager's hello
         self.containers: dict[int, subprocess.Popen] = {}
         self.generations: dict[int, int] = {}  # container -> how many times it was started

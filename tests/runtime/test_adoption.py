@@ -42,13 +42,13 @@ def adopting(tmp_path):
     boot = {"secret": b"s" * 32, "run_dir": str(tmp_path), "plan": plan.to_data(),
             "bundle": b""}
 
-    def make(pids: dict[int, int]) -> TopologyMaster:
+    def make(pids: dict[int, int], **told) -> TopologyMaster:
         first = TopologyMaster(boot)  # it writes where it listens, then "dies"
         first.sock.close(linger=0)
         first.zctx.term()
         for c, pid in pids.items():
             adoption.write_container(str(tmp_path), c, pid, GENERATION)
-        tm = TopologyMaster({**boot, "adopt": True, "master_restarts": 1})
+        tm = TopologyMaster({**boot, "adopt": True, "master_restarts": 1, **told})
         made.append(tm)
         assert tm.endpoint == first.endpoint  # everyone reconnects to the same address
         tm.clock = FakeClock(1000.0)
@@ -200,6 +200,23 @@ def test_a_spout_ready_before_the_adoption_ends_is_activated_then(adopting):
     tm.tick(tm.clock())
     assert [i for i, k, _ in tm.sent if k == "activate"] == [b"i%d.1" % spout]
     assert tm.tasks[spout]["container"] == c
+
+
+def test_a_pause_the_handle_made_holds_for_the_new_master(adopting):
+    me = os.getpid()
+    tm = adopting({0: me, 1: me}, paused=True)
+    spout = tm.plan.component_tasks()["numbers"][0]
+    tm.handle(b"i%d.1" % spout, wire.Hello(role="instance", id=spout, incarnation=1, pid=9))
+    tm.handle(b"i%d.1" % spout, wire.Ready(task=spout, incarnation=1))
+    for k in (0, 1):
+        incarnations = {t: int(t == spout) for t in tasks_of(tm, k)}
+        tm.handle(b"s%d.3" % k, running(tm, k, incarnations))
+    tm.tick(tm.clock())
+    assert tm.supervision.status()["paused"] is True
+    assert [k for _, k, _ in tm.sent if k == "activate"] == []  # it stays paused
+    assert tm.supervision.resume() is True
+    assert {i for i, k, _ in tm.sent if k == "activate"} == {
+        tm.supervision.idents[t] for t in tm.tasks}
 
 
 def test_an_orphan_is_watched_by_its_pid(dead_pid):

@@ -137,6 +137,27 @@ def test_a_container_that_died_with_no_master_is_started_again_by_the_new_one(
     assert tupleflow_processes() == []
 
 
+def test_a_paused_topology_stays_paused_under_a_new_master_and_resumes(tupleflow_processes):
+    running = flowing("paused")
+    assert running.pause() is True
+    emitted = running.wait_until(lambda s: all(x.pending == 0 for x in s
+                                               if x.component == "sentences"), timeout=60)
+    old = running.master_pid
+    os.kill(old, signal.SIGKILL)
+    wait_for(lambda: running.master_pid != old, 90, "a new master")
+    running.wait_active(timeout=90)
+    assert running.status()["paused"] is True
+    held = running.wait_until(lambda s: all(x.master_restarts == 1 and x.reported
+                                            for x in s), timeout=60)
+    assert sum(s.emitted for s in held if s.component == "sentences") == \
+        sum(s.emitted for s in emitted if s.component == "sentences")  # nothing emitted
+    assert running.resume() is True
+    running.wait_until(all_acked, timeout=150, interval=0.2)
+    assert unseen(running) == []
+    running.kill()
+    assert tupleflow_processes() == []
+
+
 def test_a_master_that_keeps_dying_is_given_up_and_kill_sweeps_every_master_s_processes(
         tupleflow_processes):
     running = word_count("cursed").submit(containers=2)
