@@ -47,7 +47,8 @@ Scenarios (``--scenario``, repeatable; default: all local ones):
   from the adoption on, so ``emitted``/``acked``/``failed`` are read from the spouts'
   statistics (each incarnation's last report, counts since it started). A ``#``
   line after its RESULT gives ``master_s``: from the kill to the new master's
-  ``master_restarted`` event (containers adopted).
+  ``master_restarted`` event (containers adopted), and ``adoption_s``: of that, from the
+  new master's first look for its containers to that event.
 
 - ``spark-container-kill``: the topology on Spark (``scheduler="spark"``, master
   ``$TUPLEFLOW_CHAOS_SPARK`` or ``local[2]``), SIGKILL container 1's stream manager inside
@@ -492,13 +493,15 @@ def topology_roots(running) -> list[int]:
     return [running.master_pid, *running.status()["containers"].values()]
 
 
-def master_restart_seconds(running, faults: list[float]) -> list[float]:
-    """Seconds from each fault to the next ``master_restarted`` event (a new master that
-    has adopted the containers); empty when no master was replaced."""
+def master_restart_seconds(running, faults: list[float]) -> list[tuple[float, float]]:
+    """Per fault: seconds from it to the next ``master_restarted`` event (a new master
+    that has adopted the containers), and of those the adoption's own (from the new
+    master's start of it); empty when no master was replaced."""
     with contextlib.suppress(Exception):
-        adopted = sorted(e["time"] for e in running.events() if e["kind"] == "master_restarted")
-        return [round(min((t for t in adopted if t > f), default=float("nan")) - f, 2)
-                for f in faults] if adopted else []
+        adopted = sorted((e["time"], e["seconds"]) for e in running.events()
+                         if e["kind"] == "master_restarted")
+        after = [next(((t, s) for t, s in adopted if t > f), None) for f in faults]
+        return [(round(a[0] - f, 2), a[1]) for f, a in zip(faults, after) if a]
     return []
 
 
@@ -585,7 +588,8 @@ def main(argv: list[str] | None = None) -> int:
             continue
         print(line(result), flush=True)
         if result["master_s"]:
-            print(f"# {name}: master_s={','.join(map(str, result['master_s']))}", flush=True)
+            print(f"# {name}: master_s={','.join(str(m) for m, _ in result['master_s'])} "
+                  f"adoption_s={','.join(str(a) for _, a in result['master_s'])}", flush=True)
         if not result["sequence"].ok or result["duplicates"] > result["bound"]:
             print(f"# {name}: {result['sequence']}", file=sys.stderr, flush=True)
             failed += 1
