@@ -78,7 +78,8 @@ class TopologyMaster:
         # (its own thread) copies them
         self.lock = threading.Lock()
         self.export, self.export_error = self._serve_metrics()
-        # a master replacing one that died: None once it has adopted the containers
+        # a master replacing one that died has an Adoption (``done`` once it has adopted
+        # the containers); a first master has None
         self.adoption = (_adoption.Adoption(self, boot.get("master_restarts", 1), self.clock())
                          if boot.get("adopt") else None)
 
