@@ -172,9 +172,12 @@ class Adoption:
             return True
         return sm.poll() is not None
 
-    def on_running(self, ident: bytes, msg: wire.Running) -> None:
-        if not self.done:
-            self.reports[msg.container] = (ident, msg)
+    def on_running(self, ident: bytes, msg: wire.Running) -> bool:
+        """Keep a container's report; False if it comes too late or makes no sense."""
+        if self.done or not sensible(msg, self.master.plan.containers):
+            return False
+        self.reports[msg.container] = (ident, msg)
+        return True
 
     def counts(self, task: int) -> bool:
         """Whether a report of ``task`` counts yet: not before it is adopted, unless it
@@ -209,6 +212,15 @@ class Adoption:
             "master_restarted", pid=os.getpid(), restarts=self.restarts,
             adopted=sorted(self.reports), started_again=sorted(gone),
             seconds=round(now - self.began, 3))
+
+
+def sensible(msg: wire.Running, containers: int) -> bool:
+    """Whether a report names a container of the plan and gives each task an int
+    incarnation, restart count and pid."""
+    return 0 <= msg.container < containers and all(
+        type(task) is int and type(info) is dict
+        and all(type(info.get(k)) is int for k in ("incarnation", "restarts", "pid"))
+        for task, info in msg.tasks.items())
 
 
 def newest(plans: list[dict]) -> dict:

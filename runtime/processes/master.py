@@ -227,8 +227,11 @@ class TopologyMaster:
             self.observation.on_samples(msg)
 
     def on_running(self, ident: bytes, msg: wire.Running) -> None:
-        if self.adoption is not None:
-            self.adoption.on_running(ident, msg)
+        """A container's report, taken while adopting; dropped (and counted) otherwise,
+        or when it makes no sense."""
+        if self.adoption is None or not self.adoption.on_running(ident, msg):
+            self.dropped += 1
+            log.warning("dropped a running report from %r", ident)
 
     def on_bye(self, ident: bytes, msg: wire.Bye) -> None:
         log.info("%s %s said bye", msg.role, msg.id)

@@ -146,6 +146,22 @@ def test_metrics_count_from_the_adoption_on_and_nothing_before_it(adopting):
     assert metrics["instances"][task]["executed"] == 40  # metrics: since the adoption
 
 
+def test_a_report_that_makes_no_sense_or_comes_late_is_dropped_and_counted(adopting):
+    me = os.getpid()
+    tm = adopting({0: me, 1: me})
+    good = running(tm, 0, {t: 0 for t in tasks_of(tm, 0)})
+    for bad in (wire.Running(**{**good.fields(), "container": 7}),
+                wire.Running(**{**good.fields(), "tasks": {"x": {"incarnation": 0}}}),
+                wire.Running(**{**good.fields(), "tasks": {1: {"incarnation": "0"}}})):
+        tm.handle(b"s0.3", bad)
+    assert tm.dropped == 3 and tm.adoption.reports == {}
+    for c in (0, 1):
+        tm.handle(b"s%d.3" % c, running(tm, c, {t: 0 for t in tasks_of(tm, c)}))
+    tm.tick(tm.clock())
+    tm.handle(b"s0.3", good)  # after the adoption
+    assert tm.dropped == 4 and tm.adoption.done
+
+
 def test_a_container_whose_stream_manager_died_is_started_again(adopting, dead_pid):
     tm = adopting({0: os.getpid(), 1: dead_pid})
     tm.tick(tm.clock())
