@@ -150,8 +150,10 @@ def _group_runs(pgid: int) -> bool:
 
 
 def close_pipe(proc: subprocess.Popen) -> None:
-    with contextlib.suppress(OSError, ValueError):
-        proc.stdin.close()
+    """Close our end of a child's stdin (a process we did not start has none)."""
+    if proc.stdin is not None:
+        with contextlib.suppress(OSError, ValueError):
+            proc.stdin.close()
 
 
 def log_dir(run_dir: str) -> str:

@@ -47,18 +47,17 @@ import msgpack
 
 __all__ = [
     "ACKED", "ACKED_FAILED", "ACKED_OK", "ACKED_RENEWED", "ACKED_TIMEOUT", "ACKS", "ACK_ACK",
-    "ACK_FAIL", "ACK_INIT", "ACK_RESET", "ANCHORED", "Activate", "AskAckerState", "AskEvents",
-    "AskExceptions", "AskKill", "AskLogs", "AskMetrics", "AskPause", "AskRebalance",
-    "AskRecord", "AskResume", "AskSample", "AskSetMaxSpoutPending", "AskSetTrace",
-    "AskStatistics", "AskStatus", "AskTraces", "BACKPRESSURE", "BackpressureChange", "Bye",
-    "CHECKPOINT", "COMPLETED", "Control", "DATA", "Deactivate", "ExceptionReport",
-    "HEADER_SIZE", "HELLO", "Header", "Hello", "KINDS", "Kill", "Logs", "LogsReply",
-    "MAX_FRAME", "MESSAGES", "Question", "ROUTED", "RUN", "Ready", "Recording", "Replan",
-    "Reply", "Restart", "Restarted", "Samples", "Setting", "SmStats", "Stats", "Switch",
-    "Switched", "TRACED", "TRACKED", "Tap", "TraceReport", "Welcome", "WireError", "bp_header",
-    "bp_transition", "control", "data_header", "decode_batch", "decode_traced", "dest_of",
-    "encodable", "encode_batch", "encode_traced", "iter_records", "pack", "parse_header",
-    "seal", "unpack", "unpack_raw", "unseal",
+    "ACK_FAIL", "ACK_INIT", "ACK_RESET", "ANCHORED", "Activate", "Adopt", "AskAckerState",
+    "AskEvents", "AskExceptions", "AskKill", "AskLogs", "AskMetrics", "AskPause", "AskRebalance",
+    "AskRecord", "AskResume", "AskSample", "AskSetMaxSpoutPending", "AskSetTrace", "AskStatistics",
+    "AskStatus", "AskTraces", "BACKPRESSURE", "BackpressureChange", "Bye", "CHECKPOINT",
+    "COMPLETED", "Control", "DATA", "Deactivate", "ExceptionReport", "HEADER_SIZE", "HELLO",
+    "Header", "Hello", "KINDS", "Kill", "Logs", "LogsReply", "MAX_FRAME", "MESSAGES", "Question",
+    "ROUTED", "RUN", "Ready", "Recording", "Replan", "Reply", "Restart", "Restarted", "Running",
+    "Samples", "Setting", "SmStats", "Stats", "Switch", "Switched", "TRACED", "TRACKED", "Tap",
+    "TraceReport", "Welcome", "WireError", "bp_header", "bp_transition", "control", "data_header",
+    "decode_batch", "decode_traced", "dest_of", "encodable", "encode_batch", "encode_traced",
+    "iter_records", "pack", "parse_header", "seal", "unpack", "unpack_raw", "unseal",
 ]
 
 # -- data plane ---------------------------------------------------------------------------
@@ -463,6 +462,31 @@ class LogsReply(Control):
     request: int
     ok: bool
     value: str
+
+
+@_message("adopt")
+@dataclass(frozen=True, slots=True)
+class Adopt(Control):
+    """A master that replaces a dead one -> stream manager: say what you run
+    (docs/reliability.md, "A master that may die")."""
+
+    master_pid: int
+
+
+@_message("running")
+@dataclass(frozen=True, slots=True)
+class Running(Control):
+    """Stream manager -> an adopting master: the container as it runs, for the master to
+    rebuild its supervision from. ``tasks``: task -> {"incarnation", "pid", "restarts"}
+    (pid 0 while its instance is being restarted)."""
+
+    container: int
+    generation: int
+    pid: int
+    inbound: str
+    run_dir: str
+    plan: dict
+    tasks: dict
 
 
 @_message("reply")

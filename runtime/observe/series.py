@@ -176,6 +176,11 @@ class TaskSeries:
             self.incarnation, self.last = incarnation, [0] * len(COUNTERS)
             self.hist_last = {}
         values = [record.get(c) or 0 for c in COUNTERS]
+        if self.last is None:  # adopted: what it did before, a master that died counted
+            self.last, self.latest = values, record
+            self.hist_last = {**(record.get("histograms") or {}),
+                              STREAMS: record.get("stream_emitted") or {}}
+            return
         grown = deltas(values, self.last)
         self.last, self.latest = values, record
         self.totals = [a + b for a, b in zip(self.totals, grown)]
@@ -211,6 +216,12 @@ class TaskSeries:
 
 class MetricsStore:
     """Every task's :class:`TaskSeries`, and the summaries the client asks for."""
+
+    def adopted(self, task: int, incarnation: int) -> None:
+        """A master replacing one that died: ``task``'s running incarnation counts from
+        its next report on (a baseline), not from its start (no spike in the rates)."""
+        series = self.tasks[task] = TaskSeries()
+        series.incarnation, series.last = incarnation, None
 
     def __init__(self) -> None:
         self.tasks: dict[int, TaskSeries] = {}

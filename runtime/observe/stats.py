@@ -31,6 +31,9 @@ class InstanceStats:
     dropped: int = 0  # tuples that could not be encoded, or malformed frames received
     errors: int = 0  # exceptions raised by user code
     restarts: int = 0
+    # times the topology master died and was replaced: counts and rates then restart
+    # from what the instances report next (docs/reliability.md, "A master that may die")
+    master_restarts: int = 0
     # spouts with acking on (at least once):
     pending: int = 0  # spout tuples in flight (an acker: roots in its ledger)
     max_spout_pending: int | None = None  # the current limit (set, tuned, or None)

@@ -35,7 +35,8 @@ class RunningTopology(TraceQuestions, DataQuestions, SlownessQuestions):
     """
 
     def __init__(self, name: str, plan: PhysicalPlan, run_dir: str, secret: bytes,
-                 endpoint: str, process: subprocess.Popen, submitted: float) -> None:
+                 endpoint: str, process: subprocess.Popen, submitted: float,
+                 relaunch: Callable[[int], subprocess.Popen] | None = None) -> None:
         # where each task runs now (``running.plan()`` or ``running.plan``), replaced by
         # rebalance
         self.name, self.plan, self.run_dir = name, plan, run_dir
@@ -43,7 +44,9 @@ class RunningTopology(TraceQuestions, DataQuestions, SlownessQuestions):
         self.endpoint, self.submitted = endpoint, submitted
         self._secret = secret
         self._metrics_url: str | None = None  # asked once: "" when nothing is served
-        self._link = MasterLink(name, endpoint, secret, process, self._secure)
+        self.paused_here = False  # paused through this handle: a new master is told
+        # relaunch(n): the n-th master that replaces a dead one (local scheduler)
+        self._link = MasterLink(name, endpoint, secret, process, self._secure, relaunch)
 
     @staticmethod
     def _secure(sock):
@@ -58,8 +61,21 @@ class RunningTopology(TraceQuestions, DataQuestions, SlownessQuestions):
 
     @property
     def alive(self) -> bool:
-        """Whether the topology master process is still running."""
+        """Whether the topology runs: its master does, or a master that died (not a clean
+        stop) is being replaced."""
         return self._link.alive
+
+    @property
+    def master_pid(self) -> int:
+        """The process id of the current topology master: a master that dies is replaced
+        by one that adopts the running processes (docs/reliability.md, "A master that may
+        die"), and this changes."""
+        return self._link.process.pid
+
+    @property
+    def master_restarts(self) -> int:
+        """How many times a dead master was replaced."""
+        return self._link.restarts
 
     @property
     def killed(self) -> bool:
@@ -156,12 +172,16 @@ class RunningTopology(TraceQuestions, DataQuestions, SlownessQuestions):
         failed. A spout restarted while paused starts paused. Records a ``paused`` event;
         returns False if the topology was already paused.
         """
-        return self._ask(wire.AskPause)
+        paused = self._ask(wire.AskPause)
+        self.paused_here = True
+        return paused
 
     def resume(self) -> bool:
         """Undo :meth:`pause`: each spout calls ``Spout.activate()`` and emits again.
         Records a ``resumed`` event; returns False if the topology was not paused."""
-        return self._ask(wire.AskResume)
+        resumed = self._ask(wire.AskResume)
+        self.paused_here = False
+        return resumed
 
     def set_max_spout_pending(self, value: int | str | None,
                               component: str | None = None) -> list[int]:

@@ -14,6 +14,9 @@ and its stream manager is told to kill and restart it.
 
 When its stdin reaches end-of-file (the submitting process is gone) it kills the
 topology, unless the topology was submitted detached.
+
+It may die: its stream managers outlive it, and a master started with ``adopt`` in its
+boot binds the same address and adopts them (:mod:`~runtime.processes.adoption`).
 """
 
 from __future__ import annotations
@@ -33,6 +36,7 @@ from runtime import _procs, wire
 from runtime.model.constants import LOG_TAIL, LOG_WAIT, METRICS_PORT
 from runtime.model.plan import PhysicalPlan
 
+from . import adoption as _adoption
 from . import curve as _curve
 from .export import MetricsServer
 from .observation import Observation
@@ -78,6 +82,10 @@ class TopologyMaster:
         # (its own thread) copies them
         self.lock = threading.Lock()
         self.export, self.export_error = self._serve_metrics()
+        # a master replacing one that died has an Adoption (``done`` once it has adopted
+        # the containers); a first master has None
+        self.adoption = (_adoption.Adoption(self, boot.get("master_restarts", 1), self.clock())
+                         if boot.get("adopt") else None)
 
     def _bind(self) -> None:
         """The ROUTER every process and client talks to: on loopback, or (remote) a CURVE
@@ -91,9 +99,14 @@ class TopologyMaster:
         keys = _curve.keys_of(self.remote or {})
         self.gate = _curve.Gatekeeper(self.zctx, keys) if keys is not None else None
         _curve.serve(self.sock, keys, self.gate, "master")
+        if self.boot.get("adopt"):  # where the dead master listened: everyone reconnects
+            self.endpoint = _adoption.read_endpoint(self.boot["run_dir"])
+            self.sock.bind(self.endpoint)
+            return
         host = self.remote["bind_host"] if self.remote else "127.0.0.1"
         port = self.sock.bind_to_random_port(f"tcp://{host}")
         self.endpoint = f"tcp://{self.remote['advertise_host'] if self.remote else host}:{port}"
+        _adoption.write_endpoint(self.boot["run_dir"], self.endpoint)
 
     def _parts(self, boot: dict) -> None:
         """Supervision, observation and live settings, over one task table; their sends
@@ -107,6 +120,16 @@ class TopologyMaster:
         self.settings = LiveSettings(self.plan, self.tasks, self.supervision.tell_ready,
                                      self.observation.event)
         self.traces = MasterTraces(self.plan, self.tasks)
+
+    def take_plan(self, data: dict) -> None:
+        """Adopting: the plan the stream managers run (a rebalance may have changed it
+        since submit) replaces the boot's, and the parts start again from it."""
+        if wire.unpack(wire.pack(self.plan.to_data())) == data:
+            return
+        log.info("adopting: the containers run a plan other than the submitted one")
+        self.plan = PhysicalPlan.from_data(data)
+        self._parts(self.boot)
+        self.handlers = self._handlers()
 
     def _serve_metrics(self) -> tuple[MetricsServer | None, str | None]:
         """The Prometheus endpoint, if ``metrics_port`` was given; a port that cannot be
@@ -145,7 +168,7 @@ class TopologyMaster:
                 wire.BackpressureChange: obs.on_backpressure, wire.SmStats: obs.on_sm_stats,
                 wire.Bye: self.on_bye, wire.AskKill: self.on_kill, wire.AskLogs: self.relay_logs,
                 wire.AskRebalance: self.on_rebalance, wire.Switched: self.on_switched,
-                wire.LogsReply: self.on_logs_reply,
+                wire.LogsReply: self.on_logs_reply, wire.Running: self.on_running,
                 **{kind: self._replying(answer) for kind, answer in answers.items()}}
 
     # -- messages -----------------------------------------------------------------------
@@ -216,6 +239,8 @@ class TopologyMaster:
         self.supervision.activate(ident)
 
     def on_stats(self, ident: bytes, msg: wire.Stats) -> None:
+        if self.adoption is not None and not self.adoption.counts(msg.task):
+            return
         if self.supervision.current(msg.task, msg.incarnation) is not None:
             self.observation.on_stats(msg)
             self.supervision.heartbeat(msg.task)
@@ -223,6 +248,13 @@ class TopologyMaster:
     def on_samples(self, ident: bytes, msg: wire.Samples) -> None:
         if self.supervision.current(msg.task, msg.incarnation) is not None:
             self.observation.on_samples(msg)
+
+    def on_running(self, ident: bytes, msg: wire.Running) -> None:
+        """A container's report, taken while adopting; dropped (and counted) otherwise,
+        or when it makes no sense."""
+        if self.adoption is None or not self.adoption.on_running(ident, msg):
+            self.dropped += 1
+            log.warning("dropped a running report from %r", ident)
 
     def on_bye(self, ident: bytes, msg: wire.Bye) -> None:
         log.info("%s %s said bye", msg.role, msg.id)
@@ -280,6 +312,7 @@ class TopologyMaster:
         status = {**self.supervision.status(), **self.observation.status(),
                   **self.traces.counts(),
                   "dropped": self.dropped, "rebalancing": self.rebalancing is not None,
+                  "master_restarts": self.boot.get("master_restarts", 0),
                   "metrics_url": self.export.url if self.export is not None else None}
         if self.export_error:
             status["metrics_error"] = self.export_error
@@ -340,7 +373,8 @@ class TopologyMaster:
 
     # -- main loop ----------------------------------------------------------------------
     def run(self) -> None:
-        self.supervision.start_containers()
+        if self.adoption is None:
+            self.supervision.start_containers()
         poller = zmq.Poller()
         poller.register(self.sock, zmq.POLLIN)
         stdin = sys.stdin.buffer.fileno()
@@ -361,6 +395,10 @@ class TopologyMaster:
         answer log requests that waited too long. Nothing once it is stopping."""
         if self.stopping:
             return
+        if self.adoption is not None:
+            self.adoption.tick(now)
+            if not self.adoption.done:
+                return  # its containers are not known yet
         if self.rebalancing is not None and self.rebalancing.tick(now):
             self.rebalancing = None
         self.supervision.watch_containers(now)

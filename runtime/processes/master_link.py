@@ -1,5 +1,9 @@
 """The submitter's end of the control channel to a topology master: one DEALER socket,
-every message sealed with the topology's secret, one question at a time."""
+every message sealed with the topology's secret, one question at a time.
+
+A master that dies (not a clean stop) is replaced: a watcher thread, or the question
+that finds it dead, starts an adopting master (``relaunch``), which binds the same
+address (docs/reliability.md, "A master that may die")."""
 
 from __future__ import annotations
 
@@ -9,12 +13,16 @@ import secrets
 import subprocess
 import threading
 import time
+from collections import deque
 from collections.abc import Callable
 from typing import Any
 
 from runtime import _procs, wire
 
 log = logging.getLogger("tupleflow.client")
+
+REVIVALS = 3  # new masters at most per REVIVAL_WINDOW: a master that keeps dying stays dead
+REVIVAL_WINDOW = 60.0  # seconds
 
 
 class TopologyDead(RuntimeError):
@@ -27,7 +35,8 @@ class MasterLink:
     accepts (size-limited on loopback, a CURVE client on Spark)."""
 
     def __init__(self, name: str, endpoint: str, secret: bytes, process: subprocess.Popen,
-                 secure: Callable[[Any], Any]) -> None:
+                 secure: Callable[[Any], Any],
+                 relaunch: Callable[[int], subprocess.Popen] | None = None) -> None:
         import zmq  # here, not at the top: importing runtime to define a topology needs none
 
         self.name, self.secret, self.process = name, secret, process
@@ -39,28 +48,84 @@ class MasterLink:
         self.sock.setsockopt(zmq.IDENTITY, b"c" + secrets.token_hex(8).encode())
         self.sock.setsockopt(zmq.LINGER, 0)
         self.sock.connect(endpoint)
+        # replacing a dead master: relaunch(n) starts the n-th new one; each master leads
+        # its own process group, and what a dead one started stays in its group
+        self.relaunch, self.restarts = relaunch, 0
+        self.given_up: str | None = None  # why a dead master was not replaced
+        self.groups = [process.pid]
+        self.revived: deque[float] = deque(maxlen=REVIVALS)
+        if relaunch is not None:
+            threading.Thread(target=self._watch, name=f"master-watch-{name}",
+                             daemon=True).start()
 
     @property
     def alive(self) -> bool:
-        """Whether the topology master process is still running."""
-        return self.process.poll() is None
+        """Whether the topology runs: its master process does, or a dead one will be
+        replaced (it did not stop cleanly, and this end has not given up)."""
+        return self.process.poll() is None or self._revivable()
+
+    def _revivable(self) -> bool:
+        code = self.process.poll()
+        return (self.relaunch is not None and not self.closed and not self.given_up
+                and code is not None and code != 0)
 
     def ask(self, question: type[wire.Question], timeout: float, **fields: Any) -> Any:
         """Ask the master one question (a record of :mod:`runtime.wire`, made here with
-        the next id) and return the value of its reply; RuntimeError if it refused."""
+        the next id) and return the value of its reply; RuntimeError if it refused. A
+        master found dead is replaced first (not for a kill) and asked again."""
         with self.lock:
-            if self.closed or not self.alive:
-                raise TopologyDead(f"topology {self.name!r} is not running")
-            self.ids += 1
-            msg = question(id=self.ids, **fields)
-            self.sock.send_multipart(wire.seal(self.secret, msg))
-            return self._await_reply(msg, time.monotonic() + timeout)
+            while True:
+                if question is not wire.AskKill and self._revivable():
+                    self._revive()
+                deadline = time.monotonic() + timeout  # a new master may have taken a while
+                if self.closed or self.process.poll() is not None:
+                    raise TopologyDead(self.given_up or f"topology {self.name!r} is not running")
+                self.ids += 1
+                msg = question(id=self.ids, **fields)
+                self.sock.send_multipart(wire.seal(self.secret, msg))
+                with contextlib.suppress(_Died):
+                    return self._await_reply(msg, deadline)
+                if question is wire.AskKill or not self._revivable():
+                    raise TopologyDead(f"topology {self.name!r} died")
+
+    def _watch(self) -> None:
+        """Replace the master as soon as it dies, asked or not (the data flow needs no
+        master, but restarts, heartbeats and statistics do)."""
+        while True:
+            proc = self.process
+            proc.wait()
+            with self.lock:
+                if self.closed or (proc is self.process and not self._revivable()):
+                    return
+                if proc is self.process:
+                    with contextlib.suppress(TopologyDead):
+                        self._revive()
+
+    def _revive(self) -> None:
+        """Start a master that adopts the running processes (the lock is held)."""
+        now = time.monotonic()
+        if len(self.revived) == REVIVALS and now - self.revived[0] < REVIVAL_WINDOW:
+            self.given_up = (f"topology {self.name!r}: its master died {REVIVALS + 1} times "
+                             f"in {REVIVAL_WINDOW:.0f} s; not replaced again")
+            raise TopologyDead(self.given_up)
+        self.revived.append(now)
+        log.warning("topology %r: the master (pid %d) died with code %s; starting a new one",
+                    self.name, self.process.pid, self.process.returncode)
+        try:
+            proc = self.relaunch(self.restarts + 1)
+        except Exception as exc:
+            self.given_up = (f"topology {self.name!r}: its master died and a new one did "
+                             f"not start: {exc}")
+            raise TopologyDead(self.given_up) from exc
+        _procs.close_pipe(self.process)
+        self.process, self.restarts = proc, self.restarts + 1
+        self.groups.append(proc.pid)
 
     def _await_reply(self, question: wire.Question, deadline: float) -> Any:
         while (left := deadline - time.monotonic()) > 0:
             if not self.sock.poll(int(min(left, 0.1) * 1000) + 1):
-                if not self.alive:
-                    raise TopologyDead(f"topology {self.name!r} died")
+                if self.process.poll() is not None:
+                    raise _Died()
                 continue
             try:
                 msg = wire.unseal(self.secret, self.sock.recv_multipart())
@@ -90,7 +155,13 @@ class MasterLink:
             return True
 
     def _sweep(self) -> None:
-        """Whatever the master left behind in its process group goes too."""
-        _procs.kill_group(self.process.pid, timeout=1.0)
+        """Whatever the masters (this one, and the dead ones it replaced) left behind in
+        their process groups goes too."""
+        for group in self.groups:
+            _procs.kill_group(group, timeout=1.0)
         with contextlib.suppress(subprocess.TimeoutExpired):
             self.process.wait(1.0)
+
+
+class _Died(Exception):
+    """The master died while a question waited for its answer."""

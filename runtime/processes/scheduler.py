@@ -50,10 +50,26 @@ def submit(topology, *, scheduler: str, containers: int,
     boot = {"secret": secret, "run_dir": run_dir, "plan": plan.to_data(), "bundle": bundle,
             "detached": detached, "sys_path": _sys_path()}
     submitted = time.time()
-    proc = _procs.spawn("runtime.processes.master", boot, new_session=True, stdout=subprocess.PIPE,
-                        log_path=os.path.join(_procs.log_dir(run_dir), "master.log"),
-                        env=_child_env())
+    proc = start_master(boot)
     endpoint = _await_ready(proc, run_dir)
-    running = RunningTopology(topology.name, plan, run_dir, secret, endpoint, proc, submitted)
+    running = RunningTopology(topology.name, plan, run_dir, secret, endpoint, proc, submitted,
+                              relaunch=lambda n: adopting_master(
+                                  {**boot, "paused": running.paused_here}, n))
     running.topology = topology  # what workbench.reconcile reads a definition from
     return running
+
+
+def start_master(boot: dict) -> subprocess.Popen:
+    """A topology master, leading a new session (its process group is swept at kill)."""
+    log_path = os.path.join(_procs.log_dir(boot["run_dir"]), "master.log")
+    return _procs.spawn("runtime.processes.master", boot, new_session=True,
+                        stdout=subprocess.PIPE, log_path=log_path, env=_child_env())
+
+
+def adopting_master(boot: dict, restarts: int) -> subprocess.Popen:
+    """The ``restarts``-th master replacing a dead one: it binds where the first listened
+    and adopts the running stream managers (runtime/processes/adoption.py); started and
+    listening, or RuntimeError."""
+    proc = start_master({**boot, "adopt": True, "master_restarts": restarts})
+    _await_ready(proc, boot["run_dir"])
+    return proc

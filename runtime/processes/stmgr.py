@@ -25,6 +25,7 @@ from runtime import _procs, wire
 from runtime.model.constants import STATS_INTERVAL
 from runtime.model.plan import PhysicalPlan
 
+from . import adoption as _adoption
 from . import curve as _curve
 from .children import STABLE_AFTER, Child, Children, Spare, read_tail
 from .routing import QUEUE_FRAMES, Reads, Router, endpoint
@@ -66,11 +67,13 @@ class StreamManager:
             wire.Kill: self.on_kill, wire.Restart: lambda msg: self.children.kill_hung(msg),
             wire.Welcome: lambda msg: self.router.rewire(msg.inbound or {}),
             wire.Logs: lambda msg: self.children.send_log(msg, self.run_dir),
-            wire.Replan: self.on_replan}
+            wire.Replan: self.on_replan, wire.Adopt: self.on_adopt}
         # ``switched``: the plan every local instance runs on, the one a master re-adopting
         # this container learns (its ``epoch`` is in every sm_stats); ``plan``: the newest,
         # whose added tasks may still be starting (a rebalance in place)
         self.switched: PhysicalPlan | None = None
+        # it outlives its master (a new one adopts it), but not the submitter
+        self.submitter = _adoption.SubmitterWatch(boot.get("submitter"), self.stop)
 
     # -- control ------------------------------------------------------------------------
     def tell(self, msg: wire.Control) -> None:
@@ -183,6 +186,15 @@ class StreamManager:
     def on_kill(self, msg: wire.Kill) -> None:
         self.stopping = True
 
+    def stop(self) -> None:
+        self.stopping = True
+
+    def on_adopt(self, msg: wire.Adopt) -> None:
+        """A new master (the one before died): tell it what runs here."""
+        log.info("container %d: adopted by a new master (pid %d)", self.container,
+                 msg.master_pid)
+        self.tell(_adoption.running_report(self))
+
     def report(self, now: float) -> None:
         """Every ``stats_interval``: the bytes and frames queued towards each destination
         and the time this container's spouts were held (``sm_stats`` to the master)."""
@@ -221,6 +233,7 @@ class StreamManager:
             reads.update(router.held, router.backpressure.holds_spouts())
             if now >= next_look:
                 self.children.supervise(now)
+                self.submitter.look(now)
                 next_look = now + SUPERVISE_EVERY
         self.shutdown()
 
@@ -244,7 +257,8 @@ class StreamManager:
 
 def main() -> None:
     boot = _procs.read_boot()
-    _procs.die_with_parent(boot.get("parent"))
+    if "submitter" not in boot:  # a Spark task's: it dies with that task
+        _procs.die_with_parent(boot.get("parent"))
     _procs.setup_logging("")
     log.info("container %d, generation %d: started (pid %d)", boot["container"],
              boot.get("generation", 0), os.getpid())

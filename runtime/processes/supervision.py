@@ -23,6 +23,7 @@ from runtime.model.constants import HEARTBEAT_TIMEOUT, RESTART_BACKOFF_MAX
 from runtime.model.plan import PhysicalPlan
 from runtime.observe import health as _health
 
+from . import adoption as _adoption
 from .children import STABLE_AFTER
 from .tasks import TaskTable
 
@@ -46,7 +47,9 @@ class Supervision:
         self.remote: dict | None = boot.get("remote")
         self.state = "starting"
         self.started = time.time()
-        self.paused = False  # spouts deactivated by the client (pause/resume)
+        # spouts deactivated by the client (pause/resume); a master adopting the
+        # processes of one that died is told by the submitting handle
+        self.paused: bool = boot.get("paused", False)
         self.sms: dict[int, dict[str, Any]] = {}  # container -> its stream manager's hello
         self.containers: dict[int, subprocess.Popen] = {}
         self.generations: dict[int, int] = {}  # container -> how many times it was started
@@ -75,10 +78,13 @@ class Supervision:
                         for t in self.plan.tasks_in(c)}
         boot = {"secret": self.boot["secret"], "tm": self.endpoint, "container": c,
                 "generation": generation, "incarnations": incarnations,
-                "run_dir": self.boot["run_dir"], "sys_path": self.boot.get("sys_path", [])}
+                "run_dir": self.boot["run_dir"], "sys_path": self.boot.get("sys_path", []),
+                # it outlives this master, not the submitter (unless detached)
+                "submitter": None if self.boot.get("detached") else self.boot.get("parent")}
         path = os.path.join(_procs.log_dir(self.boot["run_dir"]), f"container-{c}.log")
-        self.containers[c] = _procs.spawn("runtime.processes.stmgr", boot, log_path=path)
+        proc = self.containers[c] = _procs.spawn("runtime.processes.stmgr", boot, log_path=path)
         self.started_at[c] = time.monotonic()
+        _adoption.write_container(self.boot["run_dir"], c, proc.pid, generation)
 
     def watch_containers(self, now: float) -> None:
         """Reap dead containers, and restart them after a back-off that grows while they

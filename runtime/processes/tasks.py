@@ -91,4 +91,4 @@ class TaskTable:
 def _blank(t) -> dict[str, Any]:
     return {"component": t.component, "task": t.task, "container": t.container,
             "kind": None, "state": "starting", "incarnation": 0, "restarts": 0,
-            "ready": False}
+            "ready": False, "master_restarts": 0}

@@ -34,7 +34,8 @@ def results(stdout: str) -> list[dict[str, str]]:
 
 @pytest.mark.slow
 @pytest.mark.timeout(180)
-@pytest.mark.parametrize("scenario", ["bolt-kill", "log-spout-kill", "stmgr-kill"])
+@pytest.mark.parametrize("scenario", ["bolt-kill", "log-spout-kill", "stmgr-kill",
+                                      "master-kill"])
 def test_a_small_run_loses_nothing_and_bounds_its_duplicates(scenario):
     # 3 s of messages: the first fault comes 2 s in (chaos.py's floor), so it lands mid-stream
     done = run_chaos("--scenario", scenario, "--messages", "3600", "--rate", "1200",
@@ -47,6 +48,11 @@ def test_a_small_run_loses_nothing_and_bounds_its_duplicates(scenario):
     assert figures["lost"] == 0
     assert figures["duplicates"] <= figures["bound"]
     assert figures["peak_rss_mb"] > 0 and figures["acked"] > 0
+    if scenario == "master-kill":  # a new master adopted the containers, and said when
+        (words,) = [line.split()[2:] for line in done.stdout.splitlines()
+                    if line.startswith("# master-kill: master_s=")]
+        seconds = dict(word.split("=") for word in words)
+        assert float(seconds["master_s"]) > float(seconds["adoption_s"]) > 0
 
 
 # -- the pure parts --------------------------------------------------------------------------

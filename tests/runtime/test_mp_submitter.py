@@ -8,6 +8,7 @@ inherit this test's environment, including the run root the leak guard watches.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import select
@@ -156,21 +157,43 @@ def topology_processes(master_pid: int) -> list[psutil.Process]:
     return procs
 
 
-def test_the_topology_dies_with_its_submitter(tmp_path):
-    proc = run_script(tmp_path, SUBMIT_AND_WAIT.format(detached=False,
-                                                       after="time.sleep(600)"))
+@contextlib.contextmanager
+def script_submitted(tmp_path, detached: bool, after: str):
+    """A submitter script running SUBMIT_AND_WAIT, and what it printed (the master's pid
+    and the run directory); the script is killed at the end."""
+    proc = run_script(tmp_path, SUBMIT_AND_WAIT.format(detached=detached, after=after))
     try:
-        info = json.loads(read_line(proc, timeout=30))
-        procs = topology_processes(info["pid"])
-        proc.kill()
-        proc.wait(timeout=10)
-        wait_for(lambda: all(gone(p) for p in procs), timeout=15,
-                 what="the topology's processes to exit after its submitter was killed")
+        yield proc, json.loads(read_line(proc, timeout=30))
     finally:
         proc.kill()
         proc.wait(timeout=10)
         proc.stdout.close()
         proc.stderr.close()
+
+
+def test_the_topology_dies_with_its_submitter(tmp_path):
+    with script_submitted(tmp_path, False, "time.sleep(600)") as (proc, info):
+        procs = topology_processes(info["pid"])
+        proc.kill()
+        proc.wait(timeout=10)
+        wait_for(lambda: all(gone(p) for p in procs), timeout=15,
+                 what="the topology's processes to exit after its submitter was killed")
+
+
+def test_stream_managers_that_outlived_their_master_die_with_the_submitter(tmp_path):
+    """A stream manager outlives its master (a new one adopts it, issue 23), but not the
+    submitter of a topology that is not detached: with both gone, the containers stop
+    by themselves."""
+    with script_submitted(tmp_path, False, "time.sleep(600)") as (proc, info):
+        procs = topology_processes(info["pid"])
+        psutil.Process(proc.pid).suspend()  # its handle must not start a new master
+        procs[0].kill()  # the master
+        wait_for(lambda: gone(procs[0]), timeout=15, what="the master to die")
+        assert not any(gone(p) for p in procs[1:])  # the containers outlive it
+        proc.kill()
+        proc.wait(timeout=10)
+        wait_for(lambda: all(gone(p) for p in procs), timeout=30,
+                 what="the containers to stop once the submitter was gone too")
 
 
 def test_a_detached_topology_outlives_its_submitter(tmp_path):

@@ -273,18 +273,23 @@ def test_kill_while_another_thread_polls_statistics(tupleflow_processes):
     assert tupleflow_processes() == []
 
 
-def test_a_killed_master_takes_its_topology_along(tupleflow_processes):
+def test_a_killed_master_is_replaced_while_its_topology_runs_on(tupleflow_processes):
+    """A dead master no longer takes its topology along (issue 23): the handle starts a
+    new one, which adopts the running stream managers and instances
+    (test_mp_master_death.py has the at-least-once word count)."""
     running = small_topology("headless").submit(containers=2)
-    running.wait_active(timeout=20)
-    procs = topology_processes(running)
-    procs[0].kill()
-    # A SIGKILLed master's /proc entry reads "zombie" while its other threads still exit,
-    # before waitpid can reap it: wait for the handle to see the death too.
-    wait_for(lambda: all(gone(p) for p in procs) and not running.alive, timeout=15,
-             what="the master, stream managers and instances to die")
-    assert not running.alive
-    with pytest.raises(TopologyDead):
-        running.statistics()
+    running.wait_until(lambda s: total(s, "sink", "executed") > 10, timeout=20)
+    old, containers = running.master_pid, running.status()["containers"]
+    stream_managers = [psutil.Process(pid) for pid in containers.values()]
+    psutil.Process(old).kill()
+    wait_for(lambda: running.master_pid != old, timeout=60, what="a new master")
+    assert running.alive
+    wait_for(lambda: running.status()["state"] == "running", timeout=60,
+             what="the new master to adopt the containers")
+    executed = total(running.statistics(), "sink", "executed")
+    running.wait_until(lambda s: total(s, "sink", "executed") > executed + 10, timeout=30)
+    assert running.status()["containers"] == containers
+    assert all(p.is_running() for p in stream_managers)
     running.kill()
     assert tupleflow_processes() == []
 

@@ -1,0 +1,300 @@
+"""A master that may die: what lets a topology's processes outlive their master, and a
+new master adopt them (docs/reliability.md, "A master that may die").
+
+- The run directory remembers where the master listens (``master.endpoint``) and each
+  container's stream manager (``containers/sm-C.json``: pid and generation). A new master
+  binds the same address, so every stream manager's and instance's control socket
+  reconnects by itself (zmq retries a lost connection), and knows whom to ask.
+- :class:`Adoption` is the new master's: it asks every container what it runs
+  (:class:`~runtime.wire.Adopt`) until all have answered (:class:`~runtime.wire.Running`),
+  then rebuilds supervision from the answers, with the plan they report; a container
+  whose stream manager died meanwhile is started again.
+- :class:`Orphan` is a stream manager this master did not start, watched by its pid.
+- :func:`running_report` is the stream manager's answer, :class:`SubmitterWatch` what
+  ends a container once the submitting process is gone (what a master did at the end of
+  its stdin, when the master itself may be gone).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import os
+import signal
+import subprocess
+import time
+from collections.abc import Callable
+from typing import Any
+
+import psutil
+
+from runtime import wire
+
+log = logging.getLogger("tupleflow.adoption")
+
+ENDPOINT_FILE = "master.endpoint"
+ASK_EVERY = 0.5  # seconds between two asks to a container that has not answered
+ADOPT_WAIT = 20.0  # seconds a live but silent stream manager is waited for
+WATCH_EVERY = 1.0  # seconds between a stream manager's looks at its submitter
+
+
+# -- the run directory --------------------------------------------------------------------
+
+def write_endpoint(run_dir: str, endpoint: str) -> None:
+    _write(os.path.join(run_dir, ENDPOINT_FILE), endpoint)
+
+
+def read_endpoint(run_dir: str) -> str:
+    with open(os.path.join(run_dir, ENDPOINT_FILE)) as f:
+        return f.read().strip()
+
+
+def write_container(run_dir: str, container: int, pid: int, generation: int) -> None:
+    """Remember a started stream manager, for a master that may replace this one."""
+    folder = os.path.join(run_dir, "containers")
+    os.makedirs(folder, exist_ok=True)
+    _write(os.path.join(folder, f"sm-{container}.json"),
+           json.dumps({"pid": pid, "generation": generation}))
+
+
+def read_containers(run_dir: str, containers: int) -> dict[int, dict]:
+    """Container -> ``{"pid", "generation"}`` of its last started stream manager."""
+    found = {}
+    for c in range(containers):
+        path = os.path.join(run_dir, "containers", f"sm-{c}.json")
+        with contextlib.suppress(OSError, ValueError), open(path) as f:
+            found[c] = json.load(f)
+    return found
+
+
+def _write(path: str, text: str) -> None:
+    """Write whole or not at all (a reader never sees half a file)."""
+    with open(path + ".tmp", "w") as f:
+        f.write(text)
+    os.replace(path + ".tmp", path)
+
+
+# -- a process started by another master ----------------------------------------------------
+
+class Orphan:
+    """The part of :class:`subprocess.Popen` supervision uses, for a stream manager a dead
+    master started: watched by pid (psutil checks its start time, so a reused pid is not
+    taken for it). Its exit code is not ours to read: ``returncode`` is -1 once gone."""
+
+    stdin = None
+
+    def __init__(self, pid: int) -> None:
+        self.pid, self.returncode = pid, None
+        try:
+            self._proc: psutil.Process | None = psutil.Process(pid)
+        except psutil.Error:
+            self._proc, self.returncode = None, -1
+
+    def poll(self) -> int | None:
+        if self.returncode is None and not self._runs():
+            self.returncode = -1
+        return self.returncode
+
+    def _runs(self) -> bool:
+        try:  # a zombie runs nothing: its parent (init) has not reaped it yet
+            return self._proc.is_running() and self._proc.status() != psutil.STATUS_ZOMBIE
+        except psutil.Error:
+            return False
+
+    def wait(self, timeout: float | None = None) -> int:
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while self.poll() is None:
+            if deadline is not None and time.monotonic() > deadline:
+                raise subprocess.TimeoutExpired(f"pid {self.pid}", timeout)
+            time.sleep(0.02)  # polling a process that is not our child: no waitpid
+        return self.returncode
+
+    def send_signal(self, sig: int) -> None:
+        if self.poll() is None:
+            with contextlib.suppress(psutil.Error):
+                self._proc.send_signal(sig)
+
+    def kill(self) -> None:
+        self.send_signal(signal.SIGKILL)
+
+
+def sm_ident(container: int, generation: int) -> bytes:
+    """A stream manager's control identity (as ``stmgr.StreamManager`` sets it)."""
+    return b"s%d.%d" % (container, generation)
+
+
+def instance_ident(task: int, incarnation: int) -> bytes:
+    """An instance's control identity (as ``instance.Instance`` sets it)."""
+    return b"i%d.%d" % (task, incarnation)
+
+
+# -- the adopting master ----------------------------------------------------------------------
+
+class Adoption:
+    """Owns a new master's adoption: the stream managers it knows of from the run
+    directory, the answers received, when each silent one was last asked, and whether it
+    is done. ``master`` is the :class:`~runtime.processes.master.TopologyMaster`; its
+    parts are rebuilt (with the reported plan) and filled in at the end."""
+
+    def __init__(self, master: Any, restarts: int, now: float) -> None:
+        self.master, self.restarts = master, restarts
+        self.known = read_containers(master.boot["run_dir"], master.plan.containers)
+        self.reports: dict[int, tuple[bytes, wire.Running]] = {}
+        self.asked: dict[int, float] = {}
+        self.began, self.deadline = now, now + ADOPT_WAIT
+        self.done = False
+        master.supervision.state = "adopting"  # "running" once every container answered
+
+    def tick(self, now: float) -> None:
+        """Ask whoever has not answered; finish once everyone did or cannot."""
+        if self.done:
+            return
+        silent = [c for c in range(self.master.plan.containers) if c not in self.reports]
+        gone = [c for c in silent if self._gone(c, now)]
+        for c in silent:
+            if c not in gone and now - self.asked.get(c, -ASK_EVERY) >= ASK_EVERY:
+                self.asked[c] = now
+                self.master.send(sm_ident(c, self.known[c]["generation"]),
+                                 wire.Adopt(master_pid=os.getpid()))
+        if len(gone) == len(silent):
+            self.finish(gone, now)
+
+    def _gone(self, c: int, now: float) -> bool:
+        """Never started, dead, or silent for too long (then it is killed)."""
+        if c not in self.known:
+            return True
+        sm = Orphan(self.known[c]["pid"])
+        if sm.poll() is None and now > self.deadline:
+            log.warning("container %d (pid %d) did not answer in %.0f s: killing it", c,
+                        sm.pid, ADOPT_WAIT)
+            sm.kill()
+            return True
+        return sm.poll() is not None
+
+    def on_running(self, ident: bytes, msg: wire.Running) -> bool:
+        """Keep a container's report; False if it comes too late or makes no sense."""
+        if self.done or not sensible(msg, self.master.plan.containers):
+            return False
+        self.reports[msg.container] = (ident, msg)
+        return True
+
+    def counts(self, task: int) -> bool:
+        """Whether a report of ``task`` counts yet: not before it is adopted, unless it
+        said hello to this master (its counts were nobody's)."""
+        record = self.master.tasks.get(task)
+        return self.done or bool(record and record["ready"])
+
+    def finish(self, gone: list[int], now: float) -> None:
+        """Take the reported plan, adopt what answered, start again what did not."""
+        self.done = True
+        master = self.master
+        plans = [msg.plan for _, msg in self.reports.values()]
+        if plans:
+            master.take_plan(newest(plans))
+        sup = master.supervision
+        # restarted while no master ran, and ready for this one: never told to activate
+        fresh = [t for t, record in master.tasks.items() if record["ready"]]
+        for ident, msg in self.reports.values():
+            adopt_container(sup, ident, msg)
+        for task, record in master.tasks.items():
+            if record["ready"] and task not in fresh:
+                master.observation.metrics.adopted(task, record["incarnation"])
+        for c in gone:
+            sup.generations[c] = self.known.get(c, {}).get("generation", -1)
+            sup.start_container(c)
+        for record in master.tasks.values():
+            record["master_restarts"] = self.restarts
+        sup.state = "running"  # the spouts were activated by the master that died
+        if not sup.paused:
+            sup.tell_ready(wire.Activate(), fresh)
+        master.observation.event(
+            "master_restarted", pid=os.getpid(), restarts=self.restarts,
+            adopted=sorted(self.reports), started_again=sorted(gone),
+            seconds=round(now - self.began, 3))
+
+
+def sensible(msg: wire.Running, containers: int) -> bool:
+    """Whether a report names a container of the plan and gives each task an int
+    incarnation, restart count and pid."""
+    return 0 <= msg.container < containers and all(
+        type(task) is int and type(info) is dict
+        and all(type(info.get(k)) is int for k in ("incarnation", "restarts", "pid"))
+        for task, info in msg.tasks.items())
+
+
+def newest(plans: list[dict]) -> dict:
+    """The plan to take when stream managers report several (a rebalance was under way):
+    the one with the highest ``epoch``, if plans carry one; else the first."""
+    return max(plans, key=lambda p: p.get("epoch", 0) if isinstance(p, dict) else 0)
+
+
+def adopt_container(sup: Any, ident: bytes, msg: wire.Running) -> None:
+    """Supervision's records of one container, from what its stream manager reports."""
+    c = msg.container
+    sup.sms[c] = {"ident": ident, "inbound": msg.inbound, "pid": msg.pid,
+                  "generation": msg.generation, "run_dir": msg.run_dir}
+    sup.generations[c] = msg.generation
+    sup.containers[c] = Orphan(msg.pid)
+    sup.started_at[c] = time.monotonic()
+    for task, info in msg.tasks.items():
+        _adopt_task(sup, int(task), info)
+
+
+def _adopt_task(sup: Any, task: int, info: dict) -> None:
+    """A running instance is taken as ready (it was, for the master that died: it is not
+    told to activate again); one being restarted says hello when it is."""
+    record = sup.tasks.get(task)
+    if record is None:
+        return
+    incarnation, pid = int(info["incarnation"]), int(info.get("pid") or 0)
+    record.update(incarnation=incarnation, pid=pid or None,
+                  restarts=int(info.get("restarts", 0)), ready=bool(pid),
+                  state="running" if pid else "restarting")
+    if pid:
+        sup.idents[task] = instance_ident(task, incarnation)
+        sup.heard[task] = sup.clock()
+
+
+# -- the stream manager's side ------------------------------------------------------------------
+
+def running_report(sm: Any) -> wire.Running:
+    """What the stream manager ``sm`` runs, for a master that adopts it: the plan its
+    instances last switched to (a rebalance in place may have told it a newer one whose
+    added tasks are still starting)."""
+    tasks = {}
+    for task, child in sm.children.children.items():
+        alive = child.proc is not None and child.proc.poll() is None
+        tasks[task] = {"incarnation": child.incarnation, "restarts": child.restarts,
+                       "pid": child.proc.pid if alive else 0}
+    return wire.Running(container=sm.container, generation=sm.generation, pid=os.getpid(),
+                        inbound=sm.router.inbound_endpoint(), run_dir=sm.run_dir,
+                        plan=(sm.switched or sm.plan).to_data(), tasks=tasks)
+
+
+class SubmitterWatch:
+    """Ends a container when the process that submitted the topology is gone, unless it
+    was submitted detached. The master used to do it (and its containers died with it);
+    now a stream manager outlives its master, so it looks itself. Owns when it next looks."""
+
+    def __init__(self, pid: int | None, stop: Callable[[], None]) -> None:
+        self.stop, self.next = stop, 0.0
+        try:
+            self.proc = psutil.Process(pid) if pid else None
+        except psutil.Error:
+            self.proc = None
+            stop()
+
+    def look(self, now: float) -> None:
+        if self.proc is None or now < self.next:
+            return
+        self.next = now + WATCH_EVERY
+        if not self._runs():
+            log.info("the submitting process (pid %d) has gone: stopping", self.proc.pid)
+            self.stop()
+
+    def _runs(self) -> bool:
+        try:
+            return self.proc.is_running() and self.proc.status() != psutil.STATUS_ZOMBIE
+        except psutil.Error:
+            return False

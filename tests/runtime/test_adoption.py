@@ -1,0 +1,256 @@
+"""A new master adopting the processes of one that died (runtime/processes/adoption.py),
+driven message by message on a fake clock: no topology process is started, the stream
+managers' answers are handed to the master's handler, and what it sends is recorded.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import pytest
+
+from runtime import Topology, wire
+from runtime.processes import adoption
+from runtime.processes.master import TopologyMaster
+from runtime.testing import FakeClock, ListSink, ListSpout
+
+GENERATION = 3  # the stream managers' generation when the first master died
+
+
+def topology() -> Topology:
+    topo = Topology("adopted")
+    topo.spout("numbers", ListSpout([[1]], fields=["n"]), parallelism=2)
+    topo.bolt("sink", ListSink, parallelism=2).shuffle_grouping("numbers")
+    return topo
+
+
+@pytest.fixture
+def dead_pid():
+    proc = subprocess.Popen([sys.executable, "-c", "pass"])
+    proc.wait()
+    return proc.pid
+
+
+@pytest.fixture
+def adopting(tmp_path):
+    """A factory: ``make(pids)`` is a master adopting the containers whose stream managers
+    the first (now dead) master started with these pids, at ``GENERATION``."""
+    made = []
+    plan = topology().physical_plan(2)
+    boot = {"secret": b"s" * 32, "run_dir": str(tmp_path), "plan": plan.to_data(),
+            "bundle": b""}
+
+    def make(pids: dict[int, int], **told) -> TopologyMaster:
+        first = TopologyMaster(boot)  # it writes where it listens, then "dies"
+        first.sock.close(linger=0)
+        first.zctx.term()
+        for c, pid in pids.items():
+            adoption.write_container(str(tmp_path), c, pid, GENERATION)
+        tm = TopologyMaster({**boot, "adopt": True, "master_restarts": 1, **told})
+        made.append(tm)
+        assert tm.endpoint == first.endpoint  # everyone reconnects to the same address
+        tm.clock = FakeClock(1000.0)
+        tm.adoption = adoption.Adoption(tm, 1, tm.clock())
+        tm.sent = []
+        tm.send = lambda ident, msg: tm.sent.append((ident, msg.KIND, msg.fields()))
+        tm.started = []
+        tm.supervision.start_container = tm.started.append
+        return tm
+
+    yield make
+    for tm in made:
+        tm.sock.close(linger=0)
+        tm.zctx.term()
+
+
+def running(tm, c: int, incarnations: dict[int, int], plan: dict | None = None) -> wire.Running:
+    """Container ``c``'s answer: its tasks at these incarnations, each with a pid."""
+    tasks = {t: {"incarnation": i, "pid": 5000 + t, "restarts": i} for t, i in incarnations.items()}
+    return wire.Running(container=c, generation=GENERATION, pid=os.getpid(), inbound=f"in-{c}",
+                        run_dir="run", plan=plan or tm.plan.to_data(), tasks=tasks)
+
+
+def tasks_of(tm, c: int) -> list[int]:
+    return [t.task for t in tm.plan.tasks_in(c)]
+
+
+def asked(tm) -> list[bytes]:
+    return [ident for ident, kind, _ in tm.sent if kind == "adopt"]
+
+
+def test_it_asks_each_container_by_its_identity_until_it_answers(adopting):
+    me = os.getpid()
+    tm = adopting({0: me, 1: me})
+    tm.tick(tm.clock())
+    assert asked(tm) == [b"s0.3", b"s1.3"]
+    tm.clock.advance(adoption.ASK_EVERY / 2)
+    tm.tick(tm.clock())
+    assert len(asked(tm)) == 2  # not again before ASK_EVERY
+    tm.handle(b"s0.3", running(tm, 0, {t: 0 for t in tasks_of(tm, 0)}))
+    tm.clock.advance(adoption.ASK_EVERY)
+    tm.tick(tm.clock())
+    assert asked(tm)[2:] == [b"s1.3"]  # only the silent one
+    assert tm.supervision.status()["state"] == "adopting" and not tm.adoption.done
+
+
+def test_it_rebuilds_supervision_from_what_the_containers_report(adopting):
+    me = os.getpid()
+    tm = adopting({0: me, 1: me})
+    for c in (0, 1):
+        tm.handle(b"s%d.3" % c, running(tm, c, {t: 2 for t in tasks_of(tm, c)}))
+    tm.tick(tm.clock())
+    sup = tm.supervision
+    assert tm.adoption.done and sup.state == "running"
+    assert {c: sm["ident"] for c, sm in sup.sms.items()} == {0: b"s0.3", 1: b"s1.3"}
+    assert sup.generations == {0: GENERATION, 1: GENERATION}
+    assert tm.supervision.status()["containers"] == {0: me, 1: me}
+    for t, record in tm.tasks.items():
+        assert (record["incarnation"], record["pid"], record["restarts"]) == (2, 5000 + t, 2)
+        assert record["ready"] and record["master_restarts"] == 1
+        assert sup.idents[t] == b"i%d.2" % t
+    (event,) = [e for e in tm.observation.events if e["kind"] == "master_restarted"]
+    assert event["adopted"] == [0, 1] and event["started_again"] == [] and event["restarts"] == 1
+    # the adopted incarnations' reports count; an older one's do not
+    task = tasks_of(tm, 0)[0]
+    for incarnation, executed in ((2, 7), (1, 99)):
+        tm.handle(b"", wire.control("stats", task=task, incarnation=incarnation,
+                                    record={"kind": "bolt", "state": "running",
+                                            "executed": executed}))
+    assert tm.tasks[task]["executed"] == 7
+    assert tm.started == [] and [k for _, k, _ in tm.sent if k == "activate"] == []
+
+
+def test_metrics_count_from_the_adoption_on_and_nothing_before_it(adopting):
+    """An adopted instance's counters run since it started; the new master's rates
+    start from its first report after the adoption (a baseline), not with a spike."""
+    me = os.getpid()
+    tm = adopting({0: me, 1: me})
+    task = tasks_of(tm, 0)[0]
+
+    def stats(executed):
+        tm.handle(b"", wire.control("stats", task=task, incarnation=0, record={
+            "kind": "bolt", "state": "running", "executed": executed}))
+
+    stats(500)  # before the adoption: not counted (the container has not answered)
+    assert tm.tasks[task].get("executed") is None
+    for c in (0, 1):
+        tm.handle(b"s%d.3" % c, running(tm, c, {t: 0 for t in tasks_of(tm, c)}))
+    tm.tick(tm.clock())
+    stats(1000)  # the baseline
+    tm.clock.advance(1.0)
+    stats(1040)
+    assert tm.tasks[task]["executed"] == 1040  # statistics: since the incarnation started
+    metrics = tm.observation.answer_metrics(wire.AskMetrics(id=1, window="all"))
+    assert metrics["instances"][task]["executed"] == 40  # metrics: since the adoption
+
+
+def test_a_report_that_makes_no_sense_or_comes_late_is_dropped_and_counted(adopting):
+    me = os.getpid()
+    tm = adopting({0: me, 1: me})
+    good = running(tm, 0, {t: 0 for t in tasks_of(tm, 0)})
+    for bad in (wire.Running(**{**good.fields(), "container": 7}),
+                wire.Running(**{**good.fields(), "tasks": {"x": {"incarnation": 0}}}),
+                wire.Running(**{**good.fields(), "tasks": {1: {"incarnation": "0"}}})):
+        tm.handle(b"s0.3", bad)
+    assert tm.dropped == 3 and tm.adoption.reports == {}
+    for c in (0, 1):
+        tm.handle(b"s%d.3" % c, running(tm, c, {t: 0 for t in tasks_of(tm, c)}))
+    tm.tick(tm.clock())
+    tm.handle(b"s0.3", good)  # after the adoption
+    assert tm.dropped == 4 and tm.adoption.done
+
+
+def test_a_container_whose_stream_manager_died_is_started_again(adopting, dead_pid):
+    tm = adopting({0: os.getpid(), 1: dead_pid})
+    tm.tick(tm.clock())
+    assert asked(tm) == [b"s0.3"]  # the dead one is not asked
+    tm.handle(b"s0.3", running(tm, 0, {t: 0 for t in tasks_of(tm, 0)}))
+    tm.tick(tm.clock())
+    assert tm.started == [1]
+    assert tm.supervision.generations[1] == GENERATION  # the new one is the next generation
+    (event,) = [e for e in tm.observation.events if e["kind"] == "master_restarted"]
+    assert event["adopted"] == [0] and event["started_again"] == [1]
+
+
+def test_a_stream_manager_silent_for_too_long_is_killed_and_started_again(adopting):
+    silent = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(120)"])
+    try:
+        tm = adopting({0: os.getpid(), 1: silent.pid})
+        tm.handle(b"s0.3", running(tm, 0, {t: 0 for t in tasks_of(tm, 0)}))
+        tm.tick(tm.clock())
+        assert tm.started == [] and silent.poll() is None
+        tm.clock.advance(adoption.ADOPT_WAIT + 1)
+        tm.tick(tm.clock())
+        assert silent.wait(10) == -9
+        assert tm.started == [1]
+    finally:
+        silent.kill()
+        silent.wait()
+
+
+def test_the_plan_the_containers_run_replaces_the_submitted_one(adopting):
+    me = os.getpid()
+    tm = adopting({0: me, 1: me})
+    reported = topology().physical_plan(2, max_spout_pending=7).to_data()
+    for c in (0, 1):
+        tm.handle(b"s%d.3" % c, running(tm, c, {t: 0 for t in tasks_of(tm, c)}, reported))
+    tm.tick(tm.clock())
+    assert tm.plan.config["max_spout_pending"] == 7
+    assert tm.supervision.plan is tm.plan and tm.adoption.done
+    assert all(r["ready"] for r in tm.tasks.values())
+
+
+def test_a_spout_ready_before_the_adoption_ends_is_activated_then(adopting):
+    me = os.getpid()
+    tm = adopting({0: me, 1: me})
+    spout = tm.plan.component_tasks()["numbers"][0]
+    c = tm.tasks[spout]["container"]
+    tm.handle(b"i%d.1" % spout, wire.Hello(role="instance", id=spout, incarnation=1, pid=9))
+    tm.handle(b"i%d.1" % spout, wire.Ready(task=spout, incarnation=1))
+    assert [k for _, k, _ in tm.sent if k == "activate"] == []  # not yet adopted
+    for k in (0, 1):
+        incarnations = {t: int(t == spout) for t in tasks_of(tm, k)}
+        tm.handle(b"s%d.3" % k, running(tm, k, incarnations))
+    tm.tick(tm.clock())
+    assert [i for i, k, _ in tm.sent if k == "activate"] == [b"i%d.1" % spout]
+    assert tm.tasks[spout]["container"] == c
+
+
+def test_a_pause_the_handle_made_holds_for_the_new_master(adopting):
+    me = os.getpid()
+    tm = adopting({0: me, 1: me}, paused=True)
+    spout = tm.plan.component_tasks()["numbers"][0]
+    tm.handle(b"i%d.1" % spout, wire.Hello(role="instance", id=spout, incarnation=1, pid=9))
+    tm.handle(b"i%d.1" % spout, wire.Ready(task=spout, incarnation=1))
+    for k in (0, 1):
+        incarnations = {t: int(t == spout) for t in tasks_of(tm, k)}
+        tm.handle(b"s%d.3" % k, running(tm, k, incarnations))
+    tm.tick(tm.clock())
+    assert tm.supervision.status()["paused"] is True
+    assert [k for _, k, _ in tm.sent if k == "activate"] == []  # it stays paused
+    assert tm.supervision.resume() is True
+    assert {i for i, k, _ in tm.sent if k == "activate"} == {
+        tm.supervision.idents[t] for t in tm.tasks}
+
+
+def test_an_orphan_is_watched_by_its_pid(dead_pid):
+    proc = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(120)"])
+    try:
+        orphan = adoption.Orphan(proc.pid)
+        assert orphan.poll() is None
+        with pytest.raises(subprocess.TimeoutExpired):
+            orphan.wait(0.05)
+        orphan.kill()
+        proc.wait(10)  # reaped by its parent (here, this test), as init would
+        assert orphan.wait(10) == -1
+    finally:
+        proc.kill()
+        proc.wait()
+    assert adoption.Orphan(dead_pid).poll() == -1
+
+
+def test_the_newest_reported_plan_wins():
+    assert adoption.newest([{"epoch": 1, "x": 1}, {"epoch": 2, "x": 2}])["x"] == 2
+    assert adoption.newest([{"x": 1}, {"x": 2}])["x"] == 1
