@@ -217,7 +217,9 @@ def victim_of(running, task: int, tupleflow_processes):
 def test_a_bolt_stopped_past_the_heartbeat_timeout(record_property, tupleflow_processes):
     rng = random.Random(1)
     with word_count("chaos-stop").submit(containers=2, heartbeat_timeout=2.0) as running:
-        running.wait_until(lambda s: total(s, "messages", "acked") > 2000, timeout=20)
+        # a bound on waiting, not a speed: two containers start in ~2 s on a quiet machine,
+        # and in ~20 s with the machine's two cores loaded 10 times over
+        running.wait_until(lambda s: total(s, "messages", "acked") > 2000, timeout=60)
         chosen, proc = victim(running, ("count",), rng, tupleflow_processes)
         proc.suspend()  # SIGSTOP
         try:
