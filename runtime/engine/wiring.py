@@ -302,8 +302,9 @@ def _basic_default_first(emit, bolt: BoltSide, out: StreamOut, cap: int):
     the input of one tree (``ids`` an int). Per child: the pick, an edge id, an XOR into
     the input's ``ack_val`` and one ``+=`` of ``entry, root, root ^ edge`` (acker.md,
     "One root, flat"); the batch waits for the end of the input (``ack_basic``), up to
-    ``cap`` items. In-process, 0.3-0.5 us a child less than ``bolt_emit``'s own way
-    (docs/internals/performance.md, "Trees at least once")."""
+    ``cap`` items. In-process, 0.26-0.45 us a child less than ``bolt_emit``'s own way
+    with one counter, up to 0.44 with two (docs/internals/performance.md, "Issue 17,
+    third pass")."""
     (outlet,) = out.outlets
     tracked, pick, bare, n = outlet.tracked, outlet.pick, out.bare, out.arity
     one = tracked[0] if len(tracked) == 1 else None  # one task: no pick to make
