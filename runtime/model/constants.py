@@ -56,7 +56,7 @@ DEFAULTS: dict[str, object] = {
     MESSAGE_TIMEOUT: 30.0,
     MAX_SPOUT_PENDING: None,
     TUNE_INTERVAL: 120.0,
-    TARGET_LATENCY: 0.1,  # docs/internals/tuner.md, "The default: a latency bound"
+    TARGET_LATENCY: 0.05,  # docs/internals/tuner.md, "The default: a latency bound"
     BATCH_SIZE: 2000,  # docs/internals/performance.md, "The frame path": fewer frames
     FLUSH_INTERVAL: 0.002,
     TICK_FREQ_SECS: None,

@@ -258,3 +258,44 @@ def test_a_malformed_anchored_body_is_refused_as_a_wire_error(body):
         with pytest.raises(wire.WireError):
             ex.on_frame(wire.data_header(wire.ANCHORED, stream, count, split),
                         wire.pack(body))
+
+
+class Mixed(BasicBolt):
+    """Per sentence, children every way a BasicBolt can emit: on the default stream
+    (the written-out way), anchored by hand, on a second stream; "arity" emits a child
+    of the wrong arity, which must be refused naming the component."""
+
+    outputs = {"default": ["word"], "side": ["word"]}
+
+    def process(self, tup):
+        first, *rest = tup.values[0].split()
+        if first == "arity":
+            self.emit([first, first])
+        self.emit([first])
+        self.emit([first], anchors=[tup])
+        self.emit([first], stream="side")
+        for word in rest:
+            self.emit([word])
+
+
+def test_every_way_a_basic_bolt_emits_keeps_its_trees_whole():
+    """The BasicBolt's written-out default-stream emit (wiring._basic_default_first)
+    and the general ways it falls back to, mixed in one input and over two counters:
+    every tree completes once and the acker holds nothing; a wrong arity is refused."""
+    topo = Topology("mixed")
+    topo.spout("feed", Sentences(words(40, 5) + ["arity w"]))
+    topo.bolt("split", Mixed).shuffle_grouping("feed")
+    topo.bolt("count", Count, parallelism=2).fields_grouping("split", ["word"])
+    topo.bolt("side", Count).shuffle_grouping("split", "side")
+    with InMemoryCluster(topo, ackers=1, batch_size=7, target_latency=None,
+                         message_timeout=30.0) as cluster:
+        cluster.run_until_idle()
+        feed = cluster.user_object(*cluster.plan.component_tasks()["feed"])
+        assert sorted(feed.acked) == list(range(40)) and feed.failed == []
+        acked = {}
+        for s in cluster.statistics():
+            acked[s.component] = acked.get(s.component, 0) + s.acked
+        assert (acked["count"], acked["side"]) == (40 * 6, 40)
+        assert sum(s.pending for s in cluster.statistics() if s.component == "__acker") == 0
+        (error,) = cluster.exceptions
+        assert error["component"] == "split" and "emitted 2 values" in error["error"]
