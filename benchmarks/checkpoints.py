@@ -45,6 +45,7 @@ no batching that depends on the load, so the wrapper's own cost is what differs.
 from __future__ import annotations
 
 import argparse
+import math
 import random
 import signal
 import statistics
@@ -150,7 +151,8 @@ def cost(n: int, pairs: int) -> None:
             if kind == "checkpointed":
                 made = checkpoint["id"] if checkpoint else 0
         c, cc = 1 - rates["checkpointed"] / rates["plain"], us["checkpointed"] / us["plain"] - 1
-        tc = task_us["checkpointed"] / task_us["plain"] - 1
+        # the tasks' CPU is read in clock ticks (10 ms): a tiny run may read none
+        tc = task_us["checkpointed"] / task_us["plain"] - 1 if task_us["plain"] else math.nan
         costs.append(c)
         cpu_costs.append(cc)
         task_costs.append(tc)

@@ -655,8 +655,8 @@ def _fits(value: Any, types: tuple[type, ...] | None) -> bool:
 def control(kind: str, **fields: Any) -> Control:
     """Build a control message by its kind, checked as a received one is.
 
-    >>> control("ready", task=3, incarnation=0)
-    Ready(task=3, incarnation=0)
+    >>> control("ready", task=3, incarnation=0, task_kind="bolt")
+    Ready(task=3, incarnation=0, task_kind='bolt')
     """
     return _decode({"t": kind, **fields})
 

@@ -39,8 +39,12 @@ def test_a_small_many_kill_run_keeps_the_state_exact():
 def test_a_cost_pair_prints_both_rates_and_their_ratio():
     pair, summary = run("--only", "cost", "--pairs", "1", "--words", "40000")
     assert list(pair) == ["name", "pair", "words", "plain_wps", "checkpointed_wps", "cost",
-                          "plain_cpu_us", "checkpointed_cpu_us", "cpu_cost", "checkpoints"]
+                          "plain_cpu_us", "checkpointed_cpu_us", "cpu_cost",
+                          "plain_task_cpu_us", "checkpointed_task_cpu_us", "task_cpu_cost",
+                          "checkpoints"]
     assert float(pair["plain_wps"]) > 0 and float(pair["checkpointed_wps"]) > 0
     assert float(pair["plain_cpu_us"]) > 0 and float(pair["checkpointed_cpu_us"]) > 0
+    # the counter tasks' own CPU, read in clock ticks (10 ms): a small run may read 0
+    assert float(pair["plain_task_cpu_us"]) >= 0 and float(pair["checkpointed_task_cpu_us"]) >= 0
     assert summary["median_cost"] == pair["cost"]
     assert summary["median_cpu_cost"] == pair["cpu_cost"]
