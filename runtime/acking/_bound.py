@@ -19,9 +19,13 @@ and their summed latency, and moves its limit:
   that roots completed under (since the last failure): :data:`GROWTH` times up. A bolt
   that acks only once it holds N tuples (a batch insert) completes nothing while fewer
   are in flight, and roots lost with a killed task complete nothing either; without
-  this the spout would wait for the message timeout. At a limit that roots did
-  complete under, the silence is a stall (a starved process, a pause), which more in
-  flight would only queue behind: the limit stays.
+  this the spout would wait for the message timeout;
+- the same silence under *every* limit roots completed under: back up to the lowest of
+  them. A windowed bolt acks a window's worth at once, late, so the cut for its latency
+  can take the limit under a window's worth, where nothing ever completes. That lowest
+  limit then counts as the floor does for the base latency below;
+- the same silence at a limit roots did complete under: a stall (a starved process, a
+  pause), which more in flight would only queue behind: the limit stays.
 
 The target is never below :data:`QUEUE_FACTOR` times the *base latency*: what a tree
 costs with next to no queue, such as a bolt that holds its tuples until a tick tuple.
@@ -75,8 +79,8 @@ class LatencyBound:
     """One spout task's latency bound on its roots in flight (its ``limit``)."""
 
     __slots__ = ("target", "floor", "limit", "turns", "base", "_since", "_acked",
-                 "_latency", "_failed", "_every", "_floor_turns", "_proven", "_read",
-                 "_counts")
+                 "_latency", "_failed", "_every", "_floor_turns", "_proven", "_lowest",
+                 "_before", "_least", "_read", "_counts")
 
     def __init__(self, target: float, floor: int, now: float) -> None:
         if not target > 0 or floor < 1:
@@ -89,12 +93,15 @@ class LatencyBound:
         self._counts: list[int] | None = None  # the latency histogram at the last turn
         self._floor_turns = 0  # turns in a row that ended with the limit at the floor
         self._proven = 0  # the highest limit roots completed under, since the last failure
+        self._lowest: int | None = None  # the lowest such limit (None: none completed)
+        self._before = self.limit  # the limit in force during the last turn
+        self._least = floor  # the least limit under which roots complete, as far as known
         self._since, self._acked, self._latency, self._failed = now, 0, 0.0, 0
         self._every = SHORTEST  # seconds: how long this turn lasts at least
 
     def set_floor(self, floor: int) -> None:
         """A new floor (the spout's streams are known after the tracker is made)."""
-        self.floor = max(1, floor)
+        self.floor = self._least = max(1, floor)
         self.limit = max(self.limit, self.floor)
 
     def turn(self, acked: int, latency: float, failed: int, held: bool,
@@ -114,12 +121,18 @@ class LatencyBound:
             tail = mean if tail is None else max(mean, tail)
         lost = failed - self._failed
         self._proven = 0 if lost else max(self._proven, self.limit) if done else self._proven
+        # the roots completed in this turn were sent under this turn's limit or the last's
+        under, self._before = max(self.limit, self._before), self.limit
+        if lost:
+            self._lowest, self._least = None, self.floor
+        elif done:
+            self._lowest = under if self._lowest is None else min(self._lowest, under)
         self._since, self._acked, self._latency, self._failed = now, acked, latency, failed
         self.turns += 1
         if mean is not None and self._floor_turns >= 2:  # its roots were all sent at the floor
             self.base, self._read = mean if self._read is None else min(mean, self._read), mean
         self.limit = max(self.floor, self._next(done / elapsed, mean, tail, lost, held))
-        self._floor_turns = self._floor_turns + 1 if self.limit == self.floor else 0
+        self._floor_turns = self._floor_turns + 1 if self.limit <= self._least else 0
         return self.limit
 
     @property
@@ -143,7 +156,16 @@ class LatencyBound:
         if mean is None:  # a silence: more in flight helps only above a proven limit
             if lost:
                 return self.floor
-            return self.limit * GROWTH if held and self.limit > self._proven else self.limit
+            if not held:
+                return self.limit
+            if self.limit > self._proven:  # never seen completing at this limit: more
+                return self.limit * GROWTH
+            if self._lowest is not None and self.limit < self._lowest:
+                # under every limit roots completed at: back to the lowest, which is the
+                # least that completes (a window's worth), and reads as a floor would
+                self._least = self._lowest
+                return self._lowest
+            return self.limit  # a limit roots completed under: a stall
         aim = self.aim
         little = round(rate * aim)
         if mean > aim:
