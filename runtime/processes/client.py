@@ -283,4 +283,5 @@ class RunningTopology(TraceQuestions, DataQuestions, SlownessQuestions):
 
 def _summary(stats: list[InstanceStats]) -> str:
     return ", ".join(f"{s.component}[{s.task}] {s.state} emitted={s.emitted} "
-                     f"executed={s.executed}" for s in stats)
+                     + (f"acked={s.acked} failed={s.failed} pending={s.pending}"
+                        if s.kind == "spout" else f"executed={s.executed}") for s in stats)
