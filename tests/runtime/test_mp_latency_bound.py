@@ -80,7 +80,9 @@ def test_a_10_ms_bolt_with_the_defaults_is_throttled_within_seconds_and_nothing_
 
     with topo.submit(containers=1, ackers=1, message_timeout=TIMEOUT) as running:
         running.wait_active(timeout=30)
-        running.wait_until(throttled, timeout=5.0, interval=0.1)  # within 5 s of activation
+        # a bound on waiting, not a speed (a loaded CI machine once took 8 s); how soon
+        # the spout is throttled is measured by benchmarks/rss_slow_bolt.py ("throttled=")
+        running.wait_until(throttled, timeout=30.0, interval=0.1)
         spout = the_spout(running.wait_until(finished, timeout=45, interval=0.1))
     assert (spout.timed_out, spout.failed) == (0, 0)
     assert spout.complete_latency_ms["p99"] < TIMEOUT / 2 * 1000
