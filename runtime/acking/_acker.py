@@ -48,6 +48,9 @@ class SystemTask:
     def step(self, calls: int) -> int:
         return 0
 
+    def spout_held(self) -> bool:
+        return False
+
     def run_leftover(self) -> None:
         pass
 

@@ -40,6 +40,11 @@ class TaskExecutor(Protocol):
         """A spout's turn of ``calls`` next_tuple calls; tuples emitted (0 for others)."""
         ...
 
+    def spout_held(self) -> bool:
+        """Whether a spout's turn may not call next_tuple now (output waits, or
+        max_spout_pending roots are in flight); False for others."""
+        ...
+
     def on_frame(self, header: bytes, body: bytes) -> None: ...
 
     def on_timer(self, now: float) -> float:

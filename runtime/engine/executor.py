@@ -201,6 +201,11 @@ class Executor:
             return self._sampled_step(calls)
         return self.spout.step(calls, self.output_waiting)
 
+    def spout_held(self) -> bool:
+        """A spout's turn may not call ``next_tuple`` now (:meth:`SpoutSide.held`); False
+        for a bolt."""
+        return self.spout is not None and self.spout.held(self.output_waiting)
+
     def _sampled_step(self, calls: int) -> int:
         """A spout's turn cut where the next traced tuple is due (``tracer.skip`` tuples
         on), so that it is armed in time: a few pieces per traced tuple, not a wrapper

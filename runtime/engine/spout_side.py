@@ -58,6 +58,14 @@ class SpoutSide:
             self._ack_at_emit()
         return self.queued_or_sent() - before
 
+    def held(self, waiting: Sized) -> bool:
+        """Whether a turn may not call ``next_tuple`` now: output waits in ``waiting``, or
+        ``max_spout_pending`` roots are in flight. A turn that emitted nothing while not
+        held found the spout idle."""
+        tracker = self.tracker
+        return bool(waiting) or (tracker is not None and tracker.limit is not None
+                                 and tracker.room() <= 0)
+
     def _calls(self, next_tuple, calls: int, waiting: Sized) -> None:
         tracker, mark = self.tracker, self.runs.mark if self.runs is not None else None
         if tracker is not None and tracker.limit is not None:

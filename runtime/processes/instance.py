@@ -219,7 +219,7 @@ class Instance:
                 emitted = ex.step(calls)
                 took = time.monotonic() - started
                 ex.busy_seconds += took
-                calls = paced(calls, took, budget, emitted)
+                calls = paced(calls, took, budget, idle=not emitted and not ex.spout_held())
                 timeout = 0 if emitted else wait_ms
             else:
                 timeout = max(0, int((due - time.monotonic()) * 1000) + 1)
@@ -463,23 +463,24 @@ def _data_events(spout: bool, clear: bool) -> int:
     return reading | (0 if clear else zmq.POLLOUT)
 
 
-def paced(calls: int, took: float, budget: float, emitted: int = 1) -> int:
+def paced(calls: int, took: float, budget: float, idle: bool = False) -> int:
     """How many ``next_tuple`` calls to make in the next run, given that ``calls`` took
-    ``took`` seconds and emitted ``emitted`` tuples: a run should not outlast ``budget``
-    (the flush interval), so that a spout whose ``next_tuple`` blocks a while still
-    flushes, reports and hears a kill. A run that emitted nothing is followed by one call
-    (after the ``spout_wait`` sleep): an idle spout grown to ``SPOUT_CALLS`` calls a
-    wake-up spent about 16 % of a core doing nothing; one that emits grows back by
-    doubling, with no sleep between runs.
+    ``took`` seconds: a run should not outlast ``budget`` (the flush interval), so that a
+    spout whose ``next_tuple`` blocks a while still flushes, reports and hears a kill.
+    After an ``idle`` run (nothing emitted, though nothing held the spout) one call
+    follows, after the ``spout_wait`` sleep: an idle spout grown to ``SPOUT_CALLS`` calls
+    a wake-up spent about 16 % of a core doing nothing. One that emits again grows back
+    by doubling, with no sleep between runs; a spout held by ``max_spout_pending`` or by
+    its unsent output keeps its size for when it is let go.
 
     >>> paced(1, 0.00001, 0.002), paced(500, 0.00001, 0.002)
     (2, 500)
     >>> paced(500, 5.0, 0.002), paced(100, 0.004, 0.002), paced(100, 0.0015, 0.002)
     (1, 50, 100)
-    >>> paced(500, 0.00001, 0.002, emitted=0)
+    >>> paced(500, 0.00001, 0.002, idle=True)
     1
     """
-    if not emitted:
+    if idle:
         return 1
     if took > budget:
         return max(1, int(calls * budget / took))
