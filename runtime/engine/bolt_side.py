@@ -52,22 +52,23 @@ class BoltSide:
 
     # -- frames -------------------------------------------------------------------------
     def on_frame(self, h: wire.Header, body: bytes, waiting: Sized,
-                 ack_now: bool = True) -> None:
+                 ack_now: bool = True, process: Callable | None = None) -> None:
         """A DATA, TRACKED, RUN or ANCHORED frame: ``process`` its tuples; the acks of a
         tracked frame go at once (``ack_now`` False: with the next frame's, or at the
-        flush: a traced frame's, which would otherwise cost a frame of acks of its own)."""
+        flush: a traced frame's, which would otherwise cost a frame of acks of its own).
+        ``process``, if given, is called instead of the user's (the tracer's wrapper)."""
         self.counts.frame_arrived()
         batch = wire.decode_batch(body)
         source = self._source(h.src, h.stream)
         if h.kind == wire.DATA:
-            return self.execute(batch, source, None, waiting)
+            return self.execute(batch, source, None, waiting, None, process)
         if h.kind == wire.ANCHORED:
             entries, ids, vals = _anchored_parts(batch)
         else:
             (entries, ids), vals = (_run_parts if h.kind == wire.RUN else _tracked_parts)(
                 batch), None
         try:
-            return self.execute(entries, source, ids, waiting, vals)
+            return self.execute(entries, source, ids, waiting, vals, process)
         finally:  # they are few frames, and waiting for the flush timer would add to
             if ack_now:  # complete latency
                 self.acks.flush()
@@ -90,12 +91,15 @@ class BoltSide:
         return TupleSource.of(comp, src, name, self.specs[comp].streams[name])
 
     def execute(self, entries: list, source: TupleSource, ids: Iterable | None,
-                waiting: Sized, vals: Iterable | None = None) -> None:
+                waiting: Sized, vals: Iterable | None = None,
+                process: Callable | None = None) -> None:
         """``process`` each entry of a frame's batch as a Tuple from ``source`` (``ids``:
         the entries' tracking ids in order, None for untracked ones; ``vals``: their
         starting ``ack_val``, None for all 0: only an ANCHORED frame's differ). A BasicBolt's input
         is acked when ``process`` returns, failed when it raises FailedException, and
-        its emits anchor to it.
+        its emits anchor to it. A ``process`` given is called instead of the user's (a
+        traced frame's wrapper): the user's object is never touched, since reading or
+        patching its ``__dict__`` would slow every attribute its own code reads.
 
         Once output waits unsent (``waiting``), the rest is set aside in ``leftover`` (a
         bolt emitting 10,000 tuples per input must not turn a whole frame of inputs into
@@ -109,7 +113,8 @@ class BoltSide:
         (to ack later, or in a window) gets a new Tuple each time. In-process, with the
         word count's bolt: ~150-200 ns a tuple less (docs/internals/performance.md,
         "Tuples made once")."""
-        process, basic, current = self.user.process, self.basic, self.current
+        process = self.user.process if process is None else process
+        basic, current = self.basic, self.current
         ack_basic = self.ack_basic
         bare = len(source.fields) == 1  # its entries are bare values (wire.py)
         make = OneFieldTuple if bare else Tuple

@@ -363,3 +363,49 @@ def test_a_traced_call_cuts_no_batch_and_its_tree_never_reaches_the_acker(ackers
     kinds = (wire.DATA, wire.RUN, wire.ANCHORED, wire.TRACKED, wire.ACKS, wire.ACKED)
     assert {k: traced.get(k, 0) for k in kinds} == {k: untraced.get(k, 0) for k in kinds}
     assert wire.ACKS not in traced
+
+
+class Watched:
+    """Records what the runtime does to the user's object once it runs: the attributes
+    set on it and the reads of its ``__dict__`` (either makes CPython 3.11 give up the
+    object's inline attribute loads, and its own code then runs slower for good)."""
+
+    def watch(self) -> None:
+        object.__setattr__(self, "touched", [])
+
+    def __setattr__(self, name, value):
+        if "touched" in self.__dict__ and name not in ("kept", "i"):
+            self.touched.append(f"set {name}")
+        object.__setattr__(self, name, value)
+
+    def __getattribute__(self, name):
+        if name == "__dict__" and "touched" in object.__getattribute__(self, "__dict__"):
+            object.__getattribute__(self, "touched").append("read __dict__")
+        return object.__getattribute__(self, name)
+
+
+class WatchedSplit(Watched, Split):
+    def prepare(self, config, context):
+        self.watch()
+
+
+class WatchedCount(Watched, Count):
+    def prepare(self, config, context):
+        super().prepare(config, context)
+        self.watch()
+
+
+@pytest.mark.parametrize("ackers", [1, 0])
+def test_a_traced_call_leaves_the_bolts_objects_untouched(ackers):
+    # the traced process is handed to the frame's execute, not set on the user's object
+    topo = Topology("watched")
+    topo.spout("sentences", Sentences(20))
+    topo.bolt("split", WatchedSplit).shuffle_grouping("sentences")
+    topo.bolt("count", WatchedCount).fields_grouping("split", ["word"])
+    with InMemoryCluster(topo, ackers=ackers, trace=1.0) as cluster:
+        cluster.run_until_idle()
+        assert len(cluster.traces()) == 20
+        assert all(len(t.hops) == 5 for t in cluster.traces())
+        for comp in ("split", "count"):
+            user = cluster.user_object(cluster.plan.component_tasks()[comp][0])
+            assert object.__getattribute__(user, "touched") == [], comp
