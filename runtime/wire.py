@@ -180,7 +180,7 @@ def decode_traced(body: bytes) -> list[tuple[int, bytes, int, list, float]]:
     """Each entry's kind, inner body, trace id, hop ids and emit time (wall seconds);
     WireError if any is malformed."""
     entries = decode_batch(body)
-    if not entries or not all(_traced_entry(e) for e in entries):
+    if not entries or not all(map(_traced_entry, entries)):
         raise WireError("a traced frame must hold [kind, body, trace id, hop ids, emit time] "
                         "entries")
     return [(e[0], e[1], e[2], e[3], float(e[4])) for e in entries]
@@ -189,7 +189,10 @@ def decode_traced(body: bytes) -> list[tuple[int, bytes, int, list, float]]:
 def _traced_entry(e: Any) -> bool:
     return (type(e) is list and len(e) == 5 and e[0] in _TRACED_INNER and type(e[1]) is bytes
             and type(e[2]) is int and type(e[3]) is list and type(e[4]) in (int, float)
-            and all(type(h) is int for h in e[3]))
+            and set(map(type, e[3])) <= _INTS)  # one C loop over the hop ids
+
+
+_INTS = {int}
 
 
 def encodable(value: Any) -> bool:

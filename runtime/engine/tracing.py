@@ -23,13 +23,15 @@ Records (plain lists, msgpack-ready; ``runtime.observe.tracestore`` reads them):
 
 =====================================================================  =======================
 ``["start", trace, msg_id, component, task, values, started, tracked]``  a spout traced a tuple
-``["sent", trace, hop, parent, dest, stream, values, emitted]``          a copy left for ``dest``
+``["sent", trace, hops, parent, dest, stream, entries, bare, emitted]``  copies left for ``dest``
 ``["hop", trace, hop, queued_ms, executed_ms, outcome]``                 a copy was processed
 ``["outcome", trace, hop, outcome]``                                     a held copy was settled
 ``["done", trace, status, complete_ms]``                                 the spout's outcome
 =====================================================================  =======================
 
-``parent`` is 0 for the spout's own copies (hop ids are random, never 0).
+``parent`` is 0 for the spout's own copies (hop ids are random, never 0). A ``sent``
+record covers one frame: ``hops`` and ``entries`` (as the frame holds them: bare values
+when ``bare``) in the same order, one per copy; the master's store splits it.
 """
 
 from __future__ import annotations
@@ -57,6 +59,13 @@ _STATUS = {wire.ACKED_OK: "acked", wire.ACKED_FAILED: "failed",
 def new_mark() -> int:
     """A trace or hop id: random, 63 bits, never 0 (0 is 'the spout' as a parent)."""
     return random.getrandbits(63) or 1
+
+
+def new_marks(n: int) -> list[int]:
+    """Hop ids for the ``n`` tuples of one frame: consecutive from a random start (62
+    bits, never 0), one draw per frame rather than per tuple."""
+    first = random.getrandbits(62) + 1
+    return list(range(first, first + n))
 
 
 def gap(rate: float) -> int:
@@ -146,13 +155,12 @@ class Tracer:
     def _mark(self, out: StreamOut, h: wire.Header, body: bytes, trace: int,
               parent: int) -> None:
         entries = _entries(h.kind, wire.decode_batch(body))
-        now, hops = self.wall(), [new_mark() for _ in entries]
+        now, hops = self.wall(), new_marks(len(entries))
         key = wire.data_header(wire.TRACED, h.stream, h.dest, h.src)
         self.pending.setdefault(key, []).append([h.kind, body, trace, hops, now])
-        records, bare, name = self.records, out.bare, out.name
-        for hop, entry in zip(hops, entries):
-            records.append(["sent", trace, hop, parent, h.dest, name,
-                            [entry] if bare else list(entry), now])
+        # one record for the frame (the store splits it): per tuple, only its hop id
+        self.records.append(["sent", trace, hops, parent, h.dest, out.name, entries,
+                             out.bare, now])
 
     def flush(self) -> None:
         """Send the traced tuples kept, one TRACED frame per task (the caller's turn ends:
@@ -279,7 +287,10 @@ class Tracer:
             self._close()  # the last traced input's children, its ack folded in
 
     def _traced_process(self, bolt, process, trace: int, hops, emitted: float):
-        wall, counts = self.wall, bolt.counts
+        # called once per traced tuple (ten per sentence at a counter): what it needs is
+        # bound here, and a sink (no subscribed stream) skips the catching altogether
+        wall, counts, record, live = self.wall, bolt.counts, self.records.append, self.live
+        basic, acking = bolt.basic, self.acking
 
         def traced(tup):
             hop = next(hops, None)
@@ -288,8 +299,8 @@ class Tracer:
             if hop is None:  # more tuples than marks: a malformed entry; not traced
                 return process(tup)
             tracked, failed, raised = tup.ids is not None, counts.failed, False
-            if self.live:  # a sink (a counter, per word) has no children to catch
-                self.open = (self.set_aside(), trace, hop, self.acking and tracked)
+            if live:  # a sink (a counter, per word) has no children to catch
+                self.open = (self.set_aside(), trace, hop, acking and tracked)
             started = wall()
             try:
                 return process(tup)
@@ -298,9 +309,16 @@ class Tracer:
                 raise
             finally:
                 ended = wall()
-                outcome = self._outcome(bolt, tup, tracked, raised or counts.failed > failed)
-                self.records.append(["hop", trace, hop, max(0.0, (started - emitted) * 1e3),
-                                     (ended - started) * 1e3, outcome])
+                failed = raised or counts.failed > failed
+                # settled: a BasicBolt's input as process returns, another bolt's once
+                # its ids are gone (acked or failed inside process)
+                if basic or (tracked and tup.ids is None):
+                    outcome = "failed" if failed else "acked"
+                else:
+                    outcome = None
+                queued = (started - emitted) * 1e3
+                record(["hop", trace, hop, queued if queued > 0.0 else 0.0,
+                        (ended - started) * 1e3, outcome])
                 if outcome is None and tracked:
                     self._hold(tup, trace, hop)
 
@@ -314,15 +332,6 @@ class Tracer:
             saved, trace, hop, only_anchored = self.open
             self.open = None
             self.catch(saved, trace, hop, only_anchored)
-
-    def _outcome(self, bolt, tup: Tuple, tracked: bool, failed: bool) -> str | None:
-        """A BasicBolt's input is acked as process returns, failed if it raised
-        FailedException; another bolt's is settled once its ids are gone."""
-        if bolt.basic:
-            return "failed" if failed else "acked"
-        if tracked and tup.ids is None:
-            return "failed" if failed else "acked"
-        return None
 
     # -- held inputs: acked or failed after their process call --------------------------
     def _hold(self, tup: Tuple, trace: int, hop: int) -> None:

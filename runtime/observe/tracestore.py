@@ -100,10 +100,10 @@ class TraceStore:
             self._trees.move_to_end(trace)
             self._by_msg[_key(record[2])] = trace
         elif kind == "sent":
-            hop, rest = record[2], list(record[3:8])
-            if hop not in tree.sent and hop not in tree.ran:
-                tree.missing += 1
-            tree.sent[hop] = rest
+            if type(record[2]) is list:  # a frame's copies (hops, entries, bare, emitted)
+                self._sent_frame(tree, *record[2:9])
+            else:  # one copy: hop, parent, dest, stream, values, emitted
+                self._sent(tree, record[2], list(record[3:8]))
         elif kind == "hop":
             hop = record[2]
             if hop not in tree.ran and hop in tree.sent:
@@ -118,6 +118,20 @@ class TraceStore:
             tree.status, tree.complete_ms = status, float(record[3])
         else:
             raise ValueError(f"unknown trace record {kind!r}")
+
+    @staticmethod
+    def _sent(tree: _Tree, hop: int, rest: list) -> None:
+        if hop not in tree.sent and hop not in tree.ran:
+            tree.missing += 1
+        tree.sent[hop] = rest
+
+    def _sent_frame(self, tree: _Tree, hops: list, parent: int, dest: int, stream: str,
+                    entries: list, bare: bool, emitted: float) -> None:
+        if type(entries) is not list or len(entries) != len(hops):
+            raise ValueError("a sent frame needs one entry per hop")
+        for hop, entry in zip(hops, entries):
+            self._sent(tree, hop, [parent, dest, stream, [entry] if bare else entry,
+                                   emitted])
 
     # -- queries ------------------------------------------------------------------------
     def __len__(self) -> int:

@@ -409,3 +409,28 @@ def test_a_traced_call_leaves_the_bolts_objects_untouched(ackers):
         for comp in ("split", "count"):
             user = cluster.user_object(cluster.plan.component_tasks()[comp][0])
             assert object.__getattribute__(user, "touched") == [], comp
+
+
+def test_a_traced_frame_is_one_sent_record_the_store_splits(monkeypatch):
+    # a task records a frame's copies once (hop ids consecutive, values as the frame
+    # holds them); the store splits them into one hop each, as before
+    filed: list = []
+    add = TraceStore.add
+    monkeypatch.setattr(TraceStore, "add", lambda self, task, inc, records, now: (
+        filed.extend(records), add(self, task, inc, records, now))[1])
+    with InMemoryCluster(sentences(Sentences(3), count_tasks=1), ackers=1,
+                         trace=1.0) as cluster:
+        cluster.run_until_idle()
+        for t in cluster.traces():
+            check_tree(t, 4)
+    sent = [r for r in filed if r[0] == "sent"]
+    assert len(sent) == 3 * 2  # per sentence: the spout's frame and the split's
+    for r in sent:
+        hops = r[2]
+        assert hops == list(range(hops[0], hops[0] + len(hops))) and len(r[6]) == len(hops)
+    store = TraceStore({2: "split"})
+    store.add(1, 0, [started(7, "m"), ["sent", 7, [70, 71], 0, 2, "default", ["a", "b"],
+                                       True, 1.0], ["sent", 7, [72], 0, 2, "default", [],
+                                                    True, 1.0]], now=1.0)
+    assert [h.values for h in store.lineage("m", now=1.0).hops] == [("a",), ("b",)]
+    assert store.malformed == 1  # a frame's record with fewer entries than hops
