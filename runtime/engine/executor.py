@@ -208,11 +208,14 @@ class Executor:
 
     def _sampled_step(self, calls: int) -> int:
         """A spout's turn cut where the next traced tuple is due (``tracer.skip`` tuples
-        on), so that it is armed in time: a few pieces per traced tuple, not a wrapper
-        around every emit."""
+        on), so that it is armed in time: two pieces per traced tuple, not a wrapper
+        around every emit. Once armed, the piece runs up to the next one due (the gap
+        after it, ``tracer.after``, is drawn when it is armed): the armed emit traces
+        the piece's first tuple and disarms itself."""
         tracer, total, idle = self.tracer, 0, 0
         while calls > 0:
-            n = min(calls, max(tracer.skip, 1))
+            skip = tracer.skip if tracer.skip > 0 else tracer.after
+            n = min(calls, max(skip, 1))
             got = self.spout.step(n, self.output_waiting)
             tracer.arm(got)
             total, calls = total + got, calls - n

@@ -92,7 +92,9 @@ class Tracer:
         self.wall, self.keep = wall, HELD_FOR * timeout
         self.records: deque[list] = deque(maxlen=MAX_RECORDS)  # the heartbeat pops them
         self.user: Any = None  # the user's object, once bound (start)
-        self.rate, self.skip = 0.0, 0
+        # spout tuples to let pass before the next traced one, and the gap after that
+        # one (drawn when the emit is armed, so the spout's turn needs no cut after it)
+        self.rate, self.skip, self.after = 0.0, 0, 0
         self.set_rate(rate)
         # a spout's traced roots: root -> (trace, started); msg_id -> root (timeouts)
         self.roots: dict[int, tuple[int, float]] = {}
@@ -127,13 +129,13 @@ class Tracer:
         return [(out, out.set_aside()) for out in self.live]
 
     def catch(self, saved: list, trace: int, parent: int,
-              only_anchored: bool) -> list[tuple[int, bytes]]:
+              only_anchored: bool) -> list[tuple[int, list]]:
         """Flush every stream, catching the frames (``StreamOut.send`` swapped for the
         flush): they hold only tuples emitted since :meth:`set_aside`, each a child of
         ``parent``; then put back what was set aside, to go at the usual flush. Each
         frame caught is kept, marked, for :meth:`flush`; with ``only_anchored``, an
         untracked frame (an emit not anchored, under acking) is no descendant and is
-        sent as it is. Returns each kept frame's kind and body."""
+        sent as it is. Returns each kept frame's kind and decoded batch."""
         caught: list[tuple[StreamOut, bytes, bytes]] = []
         for out, held in saved:
             send, out.send = out.send, lambda h, b, out=out: caught.append((out, h, b))
@@ -148,19 +150,22 @@ class Tracer:
             if only_anchored and h.kind == wire.DATA:
                 self.send(header, body)
             else:
-                self._mark(out, h, body, trace, parent)
-                kept.append((h.kind, body))
+                kept.append((h.kind, self._mark(out, h, body, trace, parent)))
         return kept
 
     def _mark(self, out: StreamOut, h: wire.Header, body: bytes, trace: int,
-              parent: int) -> None:
-        entries = _entries(h.kind, wire.decode_batch(body))
+              parent: int) -> list:
+        """Keep a caught frame for :meth:`flush`, marked, and record its copies; returns
+        its decoded batch (read once)."""
+        batch = wire.decode_batch(body)
+        entries = _entries(h.kind, batch)
         now, hops = self.wall(), new_marks(len(entries))
         key = wire.data_header(wire.TRACED, h.stream, h.dest, h.src)
         self.pending.setdefault(key, []).append([h.kind, body, trace, hops, now])
         # one record for the frame (the store splits it): per tuple, only its hop id
         self.records.append(["sent", trace, hops, parent, h.dest, out.name, entries,
                              out.bare, now])
+        return batch
 
     def flush(self) -> None:
         """Send the traced tuples kept, one TRACED frame per task (the caller's turn ends:
@@ -182,11 +187,14 @@ class Tracer:
         base = user.emit
         if getattr(base, "traced", False):
             return
+        self.after = gap(self.rate)
 
         def emit(values, stream=DEFAULT_STREAM, msg_id=None):
-            self.skip = gap(self.rate) if self.rate > 0 else 1
+            self.skip = self.after if self.rate > 0 else 1
             if self.skip > 0:  # the next one is not due yet: one shot
                 user.emit = base
+            else:  # the next one is due too: armed still, with the gap after it
+                self.after = gap(self.rate)
             out = self.streams.get(stream)
             if out is None:
                 return base(values, stream, msg_id)
@@ -208,7 +216,7 @@ class Tracer:
         emit.traced, emit.base = True, base
         user.emit = emit
 
-    def _watch_root(self, inner: list[tuple[int, bytes]], trace: int, msg_id,
+    def _watch_root(self, inner: list[tuple[int, list]], trace: int, msg_id,
                     started: float) -> None:
         root = _root_of(inner)
         if root is None:
@@ -298,22 +306,21 @@ class Tracer:
                 self._close()  # acked now)
             if hop is None:  # more tuples than marks: a malformed entry; not traced
                 return process(tup)
-            tracked, failed, raised = tup.ids is not None, counts.failed, False
+            tracked, failed = tup.ids is not None, counts.failed
             if live:  # a sink (a counter, per word) has no children to catch
                 self.open = (self.set_aside(), trace, hop, acking and tracked)
             started = wall()
             try:
                 return process(tup)
             except FailedException:
-                raised = True
+                failed = -1  # failed, whatever the count says
                 raise
             finally:
                 ended = wall()
-                failed = raised or counts.failed > failed
                 # settled: a BasicBolt's input as process returns, another bolt's once
                 # its ids are gone (acked or failed inside process)
                 if basic or (tracked and tup.ids is None):
-                    outcome = "failed" if failed else "acked"
+                    outcome = "failed" if counts.failed > failed else "acked"
                 else:
                     outcome = None
                 queued = (started - emitted) * 1e3
@@ -388,10 +395,10 @@ def _entries(kind: int, batch: list) -> list:
     return batch
 
 
-def _root_of(inner: list[tuple[int, bytes]]) -> int | None:
-    """The root a spout's traced tuple was given, read back from its own frames."""
-    for kind, body in inner:
-        batch = wire.decode_batch(body)
+def _root_of(inner: list[tuple[int, list]]) -> int | None:
+    """The root a spout's traced tuple was given, read back from its own frames (their
+    decoded batches)."""
+    for kind, batch in inner:
         if kind == wire.RUN and len(batch) == 2 and type(batch[0]) is int:
             return batch[0]
         if kind == wire.TRACKED and len(batch) == 2:

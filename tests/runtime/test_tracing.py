@@ -434,3 +434,21 @@ def test_a_traced_frame_is_one_sent_record_the_store_splits(monkeypatch):
                                                     True, 1.0]], now=1.0)
     assert [h.values for h in store.lineage("m", now=1.0).hops] == [("a",), ("b",)]
     assert store.malformed == 1  # a frame's record with fewer entries than hops
+
+
+def test_a_traced_spout_tuple_cuts_its_turn_in_two_pieces_only():
+    # the turn is cut where the traced tuple is due; the piece it starts runs on to the
+    # next one due (the gap after it is drawn when the emit is armed), not one call
+    random.seed(5)
+    with InMemoryCluster(numbers(20_000), ackers=1, trace=0.01, target_latency=None) as cluster:
+        spout = cluster.executors[cluster.plan.component_tasks()["numbers"][0]].spout
+        pieces, step = [], spout.step
+        spout.step = lambda calls, waiting: pieces.append(calls) or step(calls, waiting)
+        for _ in range(200):  # 100 calls a turn, 20,000 tuples
+            cluster.step(100)
+            pieces.append(None)  # a turn's end
+        cluster.run_until_idle()
+        traced = len(cluster.traces(limit=1000))
+    assert 150 <= traced <= 250  # ~200
+    cut = len(pieces) - 2 * 200  # pieces beyond one a turn
+    assert traced - 30 <= cut <= traced + 5, (cut, traced)  # one a traced tuple (it was two)
