@@ -48,6 +48,18 @@ Reading the output
                sentences=20000 traced_us=52.10 untraced_us=51.20 cost_pct=1.8
                traced_frames=1121 untraced_frames=598
 
+    The twin's runs, one after the other, move by ±25 % on a loaded machine, more than
+    the cost. So, next, a traced and an untraced twin run side by side in this process,
+    stepped in turn (a spout turn and the flush timer each), and each one's CPU time is
+    summed over its own turns: the load of the moment weighs on both. Twice ``--rounds``
+    pairs, the traced twin going first in every other one (the twin that goes first
+    pays a few percent more, whichever it is); ``cost_pct`` is the mean of the pairs'
+    extra CPU, ``first_pct`` and ``second_pct`` split it by who went first::
+
+        RESULT name=tracing-interleaved workload=sentences acking=off runs=6 trace=0.01
+               sentences=20000 traced_trees=200 cost_pct=4.9 median_pct=5.9
+               first_pct=7.5 second_pct=2.3 target_pct=3.0
+
     Then the query: a run with ``trace=1.0`` and three-word sentences fills the
     master's store with ``--stored`` traces (10,000), and ``running.traces()`` (the
     newest 100), ``running.traces(status="failed")`` (none match: it reads them all)
@@ -199,6 +211,55 @@ def in_process_pairs(args, acking: bool) -> str:
             f"traced_frames={fa:.0f} untraced_frames={fb:.0f}")
 
 
+def twin_pair(args, acking: bool, traced_first: bool) -> tuple[float, float, int]:
+    """A traced and an untraced twin in this process, stepped in turn (one turn and the
+    flush timer each, ``traced_first`` deciding who goes first in each pair of turns),
+    the CPU time of each one's turns summed: what the machine's load does to one, it does
+    to the other within milliseconds. Returns both CPU times and the trees traced."""
+    shape = argparse.Namespace(spouts=1, splitters=1, counters=1)
+    config = {"sentences": args.in_process, "words_per_sentence": args.words_per_sentence,
+              "ackers": 1 if acking else 0, "target_latency": None}
+    with InMemoryCluster(build_topology(shape, acking), eager_flush=False, trace=TRACED,
+                         **config) as paid, \
+            InMemoryCluster(build_topology(shape, acking), eager_flush=False, trace=0.0,
+                            **config) as free:
+        twins = [paid, free] if traced_first else [free, paid]
+        spouts = {id(t): t.user_object(t.plan.component_tasks()[SPOUT][0]) for t in twins}
+        spent = {id(t): 0.0 for t in twins}
+        gc.collect()  # as in_process does
+        while twins:
+            for twin in list(twins):
+                started = time.process_time()
+                twin.step(100)
+                twin.advance(0.002)
+                spent[id(twin)] += time.process_time() - started
+                if not (spouts[id(twin)].left or twin.frames):
+                    twins.remove(twin)
+        traced = len(paid.traces(limit=100_000))
+    return spent[id(paid)], spent[id(free)], traced
+
+
+def interleaved_pairs(args, acking: bool) -> str:
+    """The CPU line of twins stepped in turn (:func:`twin_pair`), twice ``--rounds``
+    pairs, who goes first alternating (going first costs a few percent on this machine,
+    so ``cost_pct`` is the mean of the pairs' costs; ``first_pct`` and ``second_pct``
+    are its means with the traced twin first and second)."""
+    costs: dict[bool, list[float]] = {True: [], False: []}
+    traced = []
+    for r in range(args.rounds * 2):
+        paid, free, n = twin_pair(args, acking, r % 2 == 0)
+        costs[r % 2 == 0].append((paid / free - 1) * 100)
+        traced.append(n)
+    every = costs[True] + costs[False]
+    return (f"RESULT name=tracing-interleaved workload=sentences "
+            f"acking={'on' if acking else 'off'} runs={len(every)} trace={TRACED} "
+            f"sentences={args.in_process} traced_trees={statistics.median(traced):.0f} "
+            f"cost_pct={statistics.mean(every):.1f} "
+            f"median_pct={statistics.median(every):.1f} "
+            f"first_pct={statistics.mean(costs[True]):.1f} "
+            f"second_pct={statistics.mean(costs[False]):.1f} target_pct={TARGET_PCT}")
+
+
 # -- this checkout against one without tracing (both off) ------------------------------------
 
 def sentences_tps(root: str, args, acking: bool) -> float:
@@ -337,6 +398,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         for acking in modes if not args.no_pairs else ():
             print(in_process_pairs(args, acking), flush=True)
+            print(interleaved_pairs(args, acking), flush=True)
             if args.against:
                 print(against_in_process(args, acking), flush=True)
             if args.no_processes:
