@@ -116,7 +116,7 @@ class BoltSide:
         process = self.user.process if process is None else process
         basic, current = self.basic, self.current
         ack_basic = self.ack_basic
-        bare = len(source.fields) == 1  # its entries are bare values (wire.py)
+        bare = len(source.fields) == 1  # its entries are bare values (runtime/wire)
         make = OneFieldTuple if bare else Tuple
         tids = repeat(None) if ids is None else iter(ids)
         tvals = repeat(0) if vals is None else iter(vals)

@@ -7,7 +7,7 @@ batch rather than per emit keeps the per-tuple work in tight loops: a subscriber
 a single task takes the batch whole, and an all-grouping encodes it once for every task.
 
 On a stream of one field every batch holds the tuples' bare values, not one-element
-lists: that is how they travel (``runtime/wire.py``, "One-field streams"). Whatever
+lists: that is how they travel (``runtime/wire/__init__.py``, "One-field streams"). Whatever
 hands tuples to something else (a custom grouping, a tap, a report of a tuple that
 cannot be sent) wraps a bare value back into its list first.
 
@@ -80,7 +80,7 @@ class StreamOut:
         # a spout's tracked batches hold pairs (TRACKED), a bolt's triples (ANCHORED)
         self.tracked_kind = tracked_kind
         self.stride = 3 if tracked_kind == wire.ANCHORED else 2
-        self.bare = arity == 1  # batches hold bare values (runtime/wire.py)
+        self.bare = arity == 1  # batches hold bare values (runtime/wire/__init__.py)
         self.items: list = []
         self.outlets: list[Outlet] = []
         self.direct: dict[int, tuple[bytes, list]] = {}  # task -> (header, pending values)
@@ -107,7 +107,7 @@ class StreamOut:
 
     def entry(self, values, comp: str):
         """What this stream's batches hold for ``values``: the list, or on a one-field
-        stream the bare value (runtime/wire.py, "One-field streams")."""
+        stream the bare value (runtime/wire/__init__.py, "One-field streams")."""
         if not self.bare:
             return values
         try:

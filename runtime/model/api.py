@@ -223,7 +223,7 @@ class Tuple:
 
 class OneFieldTuple(Tuple):
     """A :class:`Tuple` of a one-field stream, made from the bare value its frame
-    carries (``runtime/wire.py``, "One-field streams"): the one-element ``values`` list is
+    carries (``runtime/wire/__init__.py``, "One-field streams"): the one-element ``values`` list is
     built in the same call that makes the Tuple. It is a Tuple in every other way.
 
     >>> src = TupleSource.of("words", 3, "default", ["word"])

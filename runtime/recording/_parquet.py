@@ -73,7 +73,7 @@ class Recorder:
                  clock: Callable[[], float] = time.time,
                  report: Callable[[str], None] = log.error, bare: bool = False) -> None:
         self.raw, self.converter = raw, converter
-        # a one-field stream's batches hold bare values, as its frames do (runtime/wire.py)
+        # a one-field stream's batches hold bare values, as its frames do (runtime/wire/__init__.py)
         self.untracked = BARE if bare else UNTRACKED
         self.rows_limit, self.seconds = segment_rows, segment_seconds
         self.clock, self.report = clock, report

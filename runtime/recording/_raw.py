@@ -18,7 +18,7 @@ about to lock it); its own writer removes it.
 
 Kinds of entry: ``UNTRACKED``, a msgpack array of value lists (a DATA frame's body);
 ``BARE``, the same for a stream of one field, whose DATA bodies hold bare values
-(``runtime/wire.py``, "One-field streams"); ``TRACKED``, a msgpack ``[value lists,
+(``runtime/wire/__init__.py``, "One-field streams"); ``TRACKED``, a msgpack ``[value lists,
 signed root ids]``. A truncated last entry (a
 process killed in the middle of a write) is ignored: every complete entry is kept.
 """

@@ -1,4 +1,4 @@
-"""One-field streams send bare values (runtime/wire.py, "One-field streams"): what a bolt
+"""One-field streams send bare values (runtime/wire/__init__.py, "One-field streams"): what a bolt
 sees, what is sent, and every path a tuple of such a stream can take. In memory."""
 
 from __future__ import annotations

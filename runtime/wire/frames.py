@@ -1,0 +1,162 @@
+"""The data plane: frame kinds, the 12-byte header, batches of tuples, TRACED frames.
+
+A data frame is two parts, ``[header, body]``: the header routes it (a stream manager reads
+only the destination), the body is a msgpack batch a task decodes. The one msgpack packer
+of the package lives here; the control plane and the records on disk share it.
+"""
+
+from __future__ import annotations
+
+import struct
+from typing import Any, NamedTuple
+
+import msgpack
+
+__all__ = [
+    "ACKED", "ACKED_FAILED", "ACKED_OK", "ACKED_RENEWED", "ACKED_TIMEOUT", "ACKS", "ACK_ACK",
+    "ACK_FAIL", "ACK_INIT", "ACK_RESET", "ANCHORED", "BACKPRESSURE", "CHECKPOINT", "COMPLETED",
+    "DATA", "HEADER_SIZE", "HELLO", "Header", "KINDS", "MAX_FRAME", "ROUTED", "RUN", "TRACED",
+    "TRACKED", "WireError", "bp_header", "bp_transition", "data_header", "decode_batch",
+    "decode_traced", "dest_of", "encodable", "encode_batch", "encode_traced", "parse_header",
+]
+
+DATA = 1  # body: a batch of tuples, each a list of values, or bare (a one-field stream)
+TRACKED = 2  # body: flat tuple, ids, tuple, ids... (ids: {root: edge}, or an int root
+# that is its own edge id: a spout tuple's only copy) for at-least-once tuples
+ACKS = 3  # body: flat op, root, value triples (ACK ops) for an acker task; an INIT's
+# spout task is the frame's source (docs/internals/acker.md, "Frames")
+ACKED = 4  # body: flat root, outcome pairs (ACKED outcomes) for a spout task, from an acker
+RUN = 5  # body: [first root, [tuple, tuple, ...]]: a spout's tracked tuples numbered by
+# consecutive self-initialising roots, first, first + 1, ... (acker.md, "Runs of roots")
+COMPLETED = 6  # body: [first root, count, [root, ...]]: one-tuple trees a bolt acked, for
+# the spout task written in their roots (docs/internals/acker.md, "Leaves")
+ANCHORED = 7  # body: flat tuple, ids, ack_val triples: a bolt's tracked tuples. ids: an
+# int root (the tuple belongs to that one tree; its ack value is ids ^ ack_val, so
+# ack_val is root ^ its edge id) or a {root: edge} map with ack_val 0 (acker.md, "Frames")
+TRACED = 8  # body: [[kind, inner body, trace id, [hop id, ...], emit time], ...]: frames of
+# that kind (DATA, TRACKED, RUN, ANCHORED) holding only traced tuples, with their marks
+# (docs/internals/tracing.md)
+HELLO = 9  # instance -> its stream manager, once connected: "route my frames to me"
+BACKPRESSURE = 10  # stream manager -> peers: src is the cause task; stream 1 = start, 0 = stop
+CHECKPOINT = 11  # body: [op, epoch, checkpoint id]: the checkpoint protocol between the
+# checkpoint spout and the tasks (runtime/state/, docs/internals/checkpoints.md)
+# what a stream manager forwards to a task, and every kind there is
+ROUTED = frozenset({DATA, TRACKED, ACKS, ACKED, RUN, COMPLETED, ANCHORED, TRACED, CHECKPOINT})
+KINDS = ROUTED | {HELLO, BACKPRESSURE}
+
+# ACKS ops: what a spout or bolt tells the acker about a root (Storm's __ack_* streams)
+ACK_INIT, ACK_ACK, ACK_FAIL, ACK_RESET = 0, 1, 2, 3
+# ACKED outcomes: what the acker tells the spout task that emitted the root
+ACKED_OK, ACKED_FAILED, ACKED_TIMEOUT, ACKED_RENEWED = 0, 1, 2, 3  # renewed: reset_timeout
+
+_HEADER = struct.Struct("<BxHII")  # kind, pad, stream id, destination task, source task
+HEADER_SIZE = _HEADER.size
+MAX_FRAME = 64 * 1024 * 1024  # bytes; larger frames are refused by every receiver
+
+
+class WireError(ValueError):
+    """A frame that cannot be understood: dropped by the receiver, with a log line."""
+
+
+class Header(NamedTuple):
+    """A data frame's 12-byte header: what it is, on which stream, for and from which task."""
+    kind: int
+    stream: int
+    dest: int
+    src: int
+
+
+def data_header(kind: int, stream: int, dest: int, src: int) -> bytes:
+    return _HEADER.pack(kind, stream, dest, src)
+
+
+def parse_header(raw: bytes) -> Header:
+    if len(raw) != HEADER_SIZE:
+        raise WireError(f"header of {len(raw)} bytes, expected {HEADER_SIZE}")
+    header = Header(*_HEADER.unpack(raw))
+    if header.kind not in KINDS:
+        raise WireError(f"unknown frame kind {header.kind}")
+    return header
+
+
+def bp_header(task: int, on: bool) -> bytes:
+    """A backpressure announcement: ``task`` crossed the high mark (on) or drained (off).
+
+    >>> bp_transition(parse_header(bp_header(7, True)))
+    'start'
+    """
+    return _HEADER.pack(BACKPRESSURE, int(on), 0, task)
+
+
+def bp_transition(header: Header) -> str:
+    return "start" if header.stream else "stop"
+
+
+def dest_of(raw: bytes) -> int:
+    """The destination task of a data header (the only thing a stream manager reads)."""
+    if len(raw) != HEADER_SIZE:
+        raise WireError(f"header of {len(raw)} bytes, expected {HEADER_SIZE}")
+    return _HEADER.unpack(raw)[2]
+
+
+_pack = msgpack.Packer(use_bin_type=True, autoreset=True).pack
+
+
+def encode_batch(tuples: list) -> bytes:
+    """One msgpack array of tuples. Raises TypeError for a value msgpack cannot carry."""
+    return _pack(tuples)
+
+
+def decode_batch(body: bytes) -> list:
+    if len(body) > MAX_FRAME:
+        raise WireError(f"frame of {len(body)} bytes exceeds the {MAX_FRAME}-byte limit")
+    try:
+        batch = msgpack.unpackb(body, raw=False, use_list=True, strict_map_key=False)
+    except Exception as exc:  # msgpack raises several unrelated types on bad input
+        raise WireError(f"undecodable batch: {exc}") from None
+    if type(batch) is not list:
+        raise WireError(f"a batch must be an array, got {type(batch).__name__}")
+    return batch
+
+
+_TRACED_INNER = frozenset({DATA, TRACKED, RUN, ANCHORED})
+
+
+def encode_traced(entries: list) -> bytes:
+    """A TRACED body: traced tuples for one task, as entries ``[kind, body, trace, hops,
+    emitted]``: a frame of that kind holding only tuples of one trace (kind and body
+    untouched), the trace id, a hop id per tuple, in order, and when it left. The inner
+    frame keeps its own decoder; only traced tuples pay for the wrap.
+
+    >>> decode_traced(encode_traced([[DATA, encode_batch([["a"]]), 7, [9], 1.5]]))
+    [(1, b'\\x91\\x91\\xa1a', 7, [9], 1.5)]
+    """
+    return _pack(entries)
+
+
+def decode_traced(body: bytes) -> list[tuple[int, bytes, int, list, float]]:
+    """Each entry's kind, inner body, trace id, hop ids and emit time (wall seconds);
+    WireError if any is malformed."""
+    entries = decode_batch(body)
+    if not entries or not all(map(_traced_entry, entries)):
+        raise WireError("a traced frame must hold [kind, body, trace id, hop ids, emit time] "
+                        "entries")
+    return [(e[0], e[1], e[2], e[3], float(e[4])) for e in entries]
+
+
+def _traced_entry(e: Any) -> bool:
+    return (type(e) is list and len(e) == 5 and e[0] in _TRACED_INNER and type(e[1]) is bytes
+            and type(e[2]) is int and type(e[3]) is list and type(e[4]) in (int, float)
+            and set(map(type, e[3])) <= _INTS)  # one C loop over the hop ids
+
+
+_INTS = {int}
+
+
+def encodable(value: Any) -> bool:
+    """Whether msgpack can carry this value (used to name the culprit of a failed batch)."""
+    try:
+        _pack(value)
+    except (TypeError, ValueError, OverflowError):
+        return False
+    return True
