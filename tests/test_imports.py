@@ -73,3 +73,34 @@ def test_a_cycle_made_by_a_function_level_import_is_found(tmp_path):
 def test_no_import_cycles():
     cycles = sorted(" -> ".join(c + c[:1]) for c in nx.simple_cycles(import_graph()))
     assert cycles == []
+
+
+def importers_of(top: str, root: Path = ROOT) -> set[str]:
+    """The project's modules that import the package ``top`` (or a module of it)."""
+    found = set()
+    for module, path in module_files(root).items():
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            names = ([a.name for a in node.names] if isinstance(node, ast.Import) else
+                     [node.module or ""] if isinstance(node, ast.ImportFrom) and not node.level
+                     else [])
+            if any(name == top or name.startswith(top + ".") for name in names):
+                found.add(module)
+    return found
+
+
+
+def test_only_the_wire_package_speaks_msgpack():
+    """Tuples and control records travel as msgpack, encoded and checked in one place
+    (runtime/wire): a module packing on its own would bypass the checks of what a peer
+    may send."""
+    speakers = importers_of("msgpack")
+    assert speakers  # the check sees the imports it guards
+    assert {m for m in speakers if not m.startswith("runtime.wire.")} == set()
+
+
+def test_a_module_importing_msgpack_outside_the_wire_package_is_found(tmp_path):
+    for package in PACKAGES:
+        (tmp_path / package).mkdir()
+        (tmp_path / package / "__init__.py").write_text("")
+    (tmp_path / "workbench" / "rogue.py").write_text("def f():\n    import msgpack.ext\n")
+    assert importers_of("msgpack", tmp_path) == {"workbench.rogue"}
