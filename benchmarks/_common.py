@@ -16,6 +16,7 @@ import contextlib
 import functools
 import queue
 import random
+import statistics
 import string
 import time
 from dataclasses import dataclass
@@ -248,3 +249,14 @@ def reap(processes, grace: float = 5.0) -> None:
         if process.is_alive():
             process.terminate()
             process.join()
+
+
+def paired_cost_pct(on: list[float], off: list[float]) -> float:
+    """The cost from each round's own pair: ``(1 - median of on / off) * 100``. A rate
+    that drifts over the run (the machine gets busier) moves both windows of a round,
+    and the medians of each side apart.
+
+    >>> round(paired_cost_pct([90, 45, 60], [100, 50, 50]), 1)
+    10.0
+    """
+    return (1 - statistics.median(a / b for a, b in zip(on, off) if b)) * 100

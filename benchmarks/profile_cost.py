@@ -20,7 +20,7 @@ Reading the output
         RESULT name=profile-cost rounds=5 rate_hz=100 off_per_s=5120 on_per_s=5050
                cost_pct=1.4 target_pct=5.0 call_s_median=2.15 call_s_max=2.31
                call_target_s=3.0 samples_median=190 off_per_cpu_s=5400 on_per_cpu_s=5390
-               sampler_cpu_pct=4.1
+               sampler_cpu_pct=4.1 paired_cost_pct=1.2
 
     ``off_per_s`` and ``on_per_s`` are the medians over the rounds, ``cost_pct`` is
     ``(1 - on / off) * 100`` (negative when noise is larger than the cost), and
@@ -29,8 +29,12 @@ Reading the output
     what is measured. ``*_per_cpu_s`` (tuples per CPU second of the bolt's process) is
     the same comparison with the machine's other load taken out: it shows whether
     sampling slows the task's own execution, but not time it loses waiting for a core.
-    ``sampler_cpu_pct`` is the CPU the samplers (two py-spy processes per task) used, in
-    percent of one core over the profile: what profiling takes from the machine.
+    ``paired_cost_pct`` is the cost read from each round's own pair of windows (the median
+    of their ratios): the figure to read when the rate drifts over the run (a quiet run
+    on 2026-11-26 went from 4,193 to 2,894 a second over five rounds: the medians of each
+    side said 6.9 %, the pairs 0.5 %). ``sampler_cpu_pct`` is the CPU the samplers (two
+    py-spy processes per task) used, in percent of one core over the profile: what
+    profiling takes from the machine.
 
     python benchmarks/profile_cost.py --rounds 5 --seconds 2
 """
@@ -42,6 +46,8 @@ import resource
 import statistics
 import threading
 import time
+
+from _common import paired_cost_pct
 
 from runtime import Bolt, Spout, Topology
 
@@ -151,7 +157,8 @@ def main() -> None:
           f"samples_median={statistics.median(c['samples'] for c in calls):.0f} "
           f"off_per_cpu_s={statistics.median(per_cpu[False]):.0f} "
           f"on_per_cpu_s={statistics.median(per_cpu[True]):.0f} "
-          f"sampler_cpu_pct={sampler / args.seconds * 100:.1f}")
+          f"sampler_cpu_pct={sampler / args.seconds * 100:.1f} "
+          f"paired_cost_pct={paired_cost_pct(on, off):.1f}")
 
 
 if __name__ == "__main__":
