@@ -40,6 +40,7 @@ from . import adoption as _adoption
 from . import curve as _curve
 from .export import MetricsServer
 from .observation import Observation
+from .outbox import Outbox
 from .rebalance import Rebalance
 from .settings import LiveSettings
 from .supervision import Supervision
@@ -96,6 +97,7 @@ class TopologyMaster:
         # after a rebalance, new instances reuse task ids (and incarnation 0): each takes
         # its identity from the dead one it replaces (every message is still sealed)
         self.sock.setsockopt(zmq.ROUTER_HANDOVER, 1)
+        self.outbox = Outbox(self.sock)  # a peer not (yet) connected: its messages wait
         keys = _curve.keys_of(self.remote or {})
         self.gate = _curve.Gatekeeper(self.zctx, keys) if keys is not None else None
         _curve.serve(self.sock, keys, self.gate, "master")
@@ -173,7 +175,7 @@ class TopologyMaster:
 
     # -- messages -----------------------------------------------------------------------
     def send(self, ident: bytes, msg: wire.Control) -> None:
-        self.sock.send_multipart([ident, *wire.seal(self.secret, msg)])
+        self.outbox.send(ident, wire.seal(self.secret, msg), self.clock())
 
     def receive(self) -> None:
         while self.sock.poll(0):
@@ -395,6 +397,7 @@ class TopologyMaster:
         answer log requests that waited too long. Nothing once it is stopping."""
         if self.stopping:
             return
+        self.outbox.retry(now)
         if self.adoption is not None:
             self.adoption.tick(now)
             if not self.adoption.done:
