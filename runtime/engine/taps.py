@@ -76,8 +76,10 @@ class StreamWatch:
         if on and out.recorder is None:
             out.recorder = self._recorder(stream)
         elif not on and out.recorder is not None:
-            recorder, out.recorder = out.recorder, None
-            recorder.close()
+            try:  # written before the statistics (another thread) say it stopped
+                out.recorder.close()
+            finally:
+                out.recorder = None
         return True
 
     def _recorder(self, stream: str):
