@@ -120,12 +120,12 @@ class LatencyBound:
             self._every = min(LONG, max(SHORTEST, LATENCIES * mean))
             tail = mean if tail is None else max(mean, tail)
         lost = failed - self._failed
-        self._proven = 0 if lost else max(self._proven, self.limit) if done else self._proven
         # the roots completed in this turn were sent under this turn's limit or the last's
         under, self._before = max(self.limit, self._before), self.limit
         if lost:
-            self._lowest, self._least = None, self.floor
+            self._proven, self._lowest, self._least = 0, None, self.floor
         elif done:
+            self._proven = max(self._proven, self.limit)
             self._lowest = under if self._lowest is None else min(self._lowest, under)
         self._since, self._acked, self._latency, self._failed = now, acked, latency, failed
         self.turns += 1

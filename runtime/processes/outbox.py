@@ -13,7 +13,6 @@ goes or :data:`WAIT` seconds pass (then it is dropped with a log line: the peer 
 
 from __future__ import annotations
 
-import errno
 import logging
 from collections import deque
 
@@ -57,7 +56,7 @@ class Outbox:
         try:
             self.sock.send_multipart([ident, *frames], flags=zmq.NOBLOCK)
         except zmq.ZMQError as exc:
-            if exc.errno in (errno.EHOSTUNREACH, zmq.EHOSTUNREACH, zmq.EAGAIN):
+            if exc.errno in (zmq.EHOSTUNREACH, zmq.EAGAIN):
                 return False
             raise
         return True
