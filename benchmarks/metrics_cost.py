@@ -1,8 +1,11 @@
-"""The cost of observability: word count with metrics on, and with ``metrics=False``.
+"""The cost of observability: a topology with metrics on, and with ``metrics=False``.
 
 Workload
-    ``benchmarks/wordcount.py``'s topology (a spout of random words, a fields grouping,
-    counting bolts; acking as ``--acking`` says), run alternately with the engine's
+    ``--workload wordcount`` (the default): ``benchmarks/wordcount.py``'s topology (a spout
+    of random words, a fields grouping, counting bolts); ``--workload sentences``:
+    ``benchmarks/sentences.py``'s (a spout of 10-word sentences, a splitting BasicBolt
+    anchoring each word to its sentence, counting bolts; ``--tuples`` counts sentences).
+    Acking as ``--acking`` says. Each is run alternately with the engine's
     default ``metrics=True`` (latency histograms of every batch, process latency, CPU
     and RSS per report) and with ``metrics=False`` (only the counters correctness and
     the statistics records need). The order alternates each round (on/off, off/on, ...)
@@ -12,7 +15,7 @@ Reading the output
     One line per run, the wordcount benchmark's shape plus ``metrics=on|off`` and
     ``round``, then one summary line (wrapped here)::
 
-        RESULT name=metrics-cost workload=wordcount acking=off rounds=3
+        RESULT name=metrics-cost workload=wordcount acking=off rounds=3 tuples=1000000
                on_tps=254000 off_tps=259000 cost_pct=1.9 target_pct=5.0
                paired_cost_pct=1.5
 
@@ -35,6 +38,7 @@ Reading the output
     a frame of 1000 ten-word sentences, each split and its words emitted, anchored).
 
     python benchmarks/metrics_cost.py --tuples 1000000 --rounds 3
+    python benchmarks/metrics_cost.py --workload sentences --tuples 200000 --acking on
 """
 
 from __future__ import annotations
@@ -43,7 +47,14 @@ import statistics
 import sys
 import time
 
-from _common import BenchmarkError, Measurement, base_parser, paired_cost_pct, timeout_for
+from _common import (
+    BenchmarkError,
+    Measurement,
+    base_parser,
+    executing_window,
+    paired_cost_pct,
+    timeout_for,
+)
 from wordcount import (
     HALF_RATE_SECONDS,
     WORKLOAD,
@@ -60,6 +71,20 @@ TARGET_PCT = 5.0  # the issue's target: full metrics cost at most 5 % of through
 
 
 def run_once(args, metrics: bool, round_: int) -> Measurement:
+    """One end-to-end run of ``args.workload`` with metrics on or off."""
+    run = run_sentences if args.workload == "sentences" else run_wordcount
+    return run(args, metrics, (("metrics", "on" if metrics else "off"), ("round", round_)))
+
+
+def check_histograms(stats, metrics: bool, component: str) -> None:
+    """Metrics on reports latency histograms; metrics off, none (else the pair compares
+    nothing)."""
+    if metrics != any(r.latency_ms for r in stats if r.component == component):
+        raise BenchmarkError(f"metrics={metrics}, but latency histograms were "
+                             f"{'not ' if metrics else ''}reported")
+
+
+def run_wordcount(args, metrics: bool, extra: tuple) -> Measurement:
     acking = args.acking == "on"
     config = {"tuples": args.tuples, "ackers": 1 if acking else 0, "metrics": metrics,
               **engine_options(args)}
@@ -68,12 +93,31 @@ def run_once(args, metrics: bool, round_: int) -> Measurement:
         stats = wait_until_counted(running, args.tuples,
                                    timeout_for(args.tuples) + HALF_RATE_SECONDS, acking)
     check_tupleflow(stats, args.tuples)
-    if metrics != any(r.latency_ms for r in stats if r.component == "count"):
-        raise BenchmarkError(f"metrics={metrics}, but latency histograms were "
-                             f"{'not ' if metrics else ''}reported")
+    check_histograms(stats, metrics, "count")
     return Measurement("tupleflow", WORKLOAD, acking, args.spouts, args.bolts, args.tuples,
-                       counting_window(stats),
-                       (("metrics", "on" if metrics else "off"), ("round", round_)))
+                       counting_window(stats), extra)
+
+
+def run_sentences(args, metrics: bool, extra: tuple) -> Measurement:
+    """The sentences benchmark's topology (1 spout, ``--bolts`` splitters and as many
+    counters), ``args.tuples`` sentences of 10 words, started paused so that start-up is
+    not measured; timed from the first word counted to the last."""
+    import sentences as s
+
+    shape = s.make_parser().parse_args(
+        ["--sentences", str(args.tuples), "--spouts", str(args.spouts), "--splitters",
+         str(args.bolts), "--counters", str(args.bolts), "--acking", args.acking,
+         "--containers", str(args.containers)])
+    acking, words = args.acking == "on", args.tuples * shape.words_per_sentence
+    config = {**s.run_config(shape, args.tuples, None), **engine_options(args),
+              "metrics": metrics}
+    with s.started_paused(s.build_topology(shape, acking), args.containers, config) as running:
+        running.resume()
+        stats = s.wait_until_done(running, args.tuples, words, acking)
+    s.check_tupleflow(stats, args.tuples, words, acking)
+    check_histograms(stats, metrics, s.COUNT)
+    return Measurement("tupleflow", s.WORKLOAD, acking, args.spouts, 2 * args.bolts,
+                       args.tuples, executing_window(stats, s.COUNT), extra)
 
 
 BLOCK = 20  # frames fed to one executor before switching to the other
@@ -154,6 +198,8 @@ def executor_cost(frames: int, batch: int = 1000, workload: str = "wordcount") -
 def main(argv: list[str] | None = None) -> int:
     parser = base_parser(__doc__, default_tuples=1_000_000)
     parser.add_argument("--rounds", type=int, default=3, help="runs with metrics on and off")
+    parser.add_argument("--workload", choices=("wordcount", "sentences"), default="wordcount",
+                        help="the end-to-end topology (--tuples counts sentences for sentences)")
     parser.add_argument("--frames", type=int, default=5000,
                         help="frames of the in-process executor measurement (0: skip it)")
     args = parser.parse_args(argv)
@@ -171,7 +217,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"FAILED {error}", file=sys.stderr, flush=True)
         return 1
     on, off = statistics.median(rates[True]), statistics.median(rates[False])
-    print(f"RESULT name=metrics-cost workload={WORKLOAD} acking={args.acking} "
+    print(f"RESULT name=metrics-cost workload={args.workload} acking={args.acking} "
           f"rounds={args.rounds} tuples={args.tuples} on_tps={on:.0f} off_tps={off:.0f} "
           f"cost_pct={(1 - on / off) * 100:.1f} target_pct={TARGET_PCT} "
           f"paired_cost_pct={paired_cost_pct(rates[True], rates[False]):.1f}", flush=True)
