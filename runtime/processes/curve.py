@@ -26,8 +26,10 @@ import threading
 from dataclasses import dataclass, field
 
 import zmq
-from zmq.auth.thread import ThreadAuthenticator
-from zmq.utils.monitor import recv_monitor_message
+
+# zmq.auth.thread and zmq.utils.monitor are imported where a Gatekeeper uses them: both
+# pull in asyncio, about a fifth of the start-up of a process that never serves CURVE
+# (every instance, stream manager and master of a local topology).
 
 log = logging.getLogger(__name__)
 
@@ -138,6 +140,8 @@ class Gatekeeper:
     """
 
     def __init__(self, ctx: zmq.Context, keys: TopologyKeys) -> None:
+        from zmq.auth.thread import ThreadAuthenticator  # not at the top: see the imports
+
         self.ctx = ctx
         self.refusals = Refusals()
         self.auth = ThreadAuthenticator(ctx, log=logging.getLogger(__name__ + ".zap"))
@@ -159,6 +163,8 @@ class Gatekeeper:
         self._monitors.append(thread)
 
     def _watch(self, monitor: zmq.Socket, name: str) -> None:
+        from zmq.utils.monitor import recv_monitor_message  # not at the top: see the imports
+
         poller = zmq.Poller()
         poller.register(monitor, zmq.POLLIN)
         try:
