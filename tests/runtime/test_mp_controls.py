@@ -113,7 +113,8 @@ def test_pause_stops_the_spout_while_its_acks_complete_and_resume_restarts_it():
     topo.spout("numbers", Tracked(rate=300))
     topo.bolt("sink", Swallow).shuffle_grouping("numbers")
     with topo.submit(containers=2, ackers=1) as running:
-        running.wait_until(lambda s: one(s, "numbers").acked > 30, timeout=20)
+        # the first wait includes starting two containers: 20 s ran out at load 31
+        running.wait_until(lambda s: one(s, "numbers").acked > 30, timeout=60)
         assert hooks(running, "numbers") == ["activate"]
         assert running.pause() is True and running.status()["paused"] is True
         wait_for(lambda: hooks(running, "numbers") == ["activate", "deactivate"])
