@@ -276,3 +276,23 @@ def pytest_collection_modifyitems(config, items):
     for item in items:
         if SPARK_FIXTURES & set(getattr(item, "fixturenames", ())):
             item.add_marker(pytest.mark.xdist_group("spark"))
+    _slow_modules_first(items)
+
+
+# the longest tests, 20 to 70 s each: a notebook run through, a browser driving JupyterLab
+LONGEST = ("tests/tutorials/", "tests/browser/")
+
+
+def _slow_modules_first(items) -> None:
+    """The longest tests first, then the modules that hold a test marked slow (processes,
+    Spark), then the rest; each module's tests still together and in order. xdist hands
+    the tests out in this order, and a minute-long test handed out last would keep one
+    worker busy while the other idles at the end of the run. (The Spark group goes first
+    anyway: xdist sends the largest group first.)"""
+    slow = {_module_of(item) for item in items if item.get_closest_marker("slow")}
+    items.sort(key=lambda item: 0 if _module_of(item).startswith(LONGEST)
+               else 1 if _module_of(item) in slow else 2)
+
+
+def _module_of(item) -> str:
+    return item.nodeid.split("::")[0]
