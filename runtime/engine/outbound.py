@@ -34,7 +34,6 @@ from typing import Any, Protocol
 
 from runtime import wire
 from runtime.groupings import (
-    KEY_GROUPS,
     AllGrouping,
     FieldsGrouping,
     GlobalGrouping,
@@ -364,8 +363,10 @@ def _splitter(grouping, outlet: Outlet, bare: bool) -> Callable[[list, StreamOut
     if isinstance(grouping, AllGrouping) or (single and n == 1):
         return _whole(headers)
     if isinstance(grouping, FieldsGrouping) and len(grouping.indexes) == 1:
-        split = _by_key_group if grouping.keyed else _by_field
-        return split(headers, None if bare else grouping.indexes[0])
+        field = None if bare else grouping.indexes[0]
+        if grouping.keyed:
+            return _by_key_group(headers, field, grouping.key_groups)
+        return _by_field(headers, field)
     if single:
         pick = grouping.pick
         if bare and type(grouping) not in _VALUE_BLIND:
@@ -417,28 +418,28 @@ def _by_field(headers: list[bytes], field: int | None):
     return take
 
 
-def _by_key_group(headers: list[bytes], field: int | None):
+def _by_key_group(headers: list[bytes], field: int | None, groups: int):
     """The same for a subscriber with keyed state: the choice of
-    :func:`~runtime.groupings.key_task`, through key groups (issue 22)."""
+    :func:`~runtime.groupings.key_task` through its ``groups`` key groups (issue 22)."""
     n, key = len(headers), field_hash
 
     def index(entry):
-        return key_task(key(entry if field is None else entry[field]), n)
+        return key_task(key(entry if field is None else entry[field]), n, groups)
 
-    if n > KEY_GROUPS:
+    if n > groups:
         return _by_pick(headers, index)
-    slots = key_slots(n)
+    slots = key_slots(n, groups)
 
     def take(items, out):
         parts = [[] for _ in headers]
-        try:  # key_task inlined: the key group is the top 7 bits of hash * 0x9E3779B1
+        try:  # key_task inlined: the key group is (hash * 0x9E3779B1 mod 2**32) * groups >> 32
             if field is None:
                 for v in items:
-                    parts[slots[(key(v) * 0x9E3779B1 & 0xFFFFFFFF) >> 25]].append(v)
+                    parts[slots[(key(v) * 0x9E3779B1 & 0xFFFFFFFF) * groups >> 32]].append(v)
             else:
                 for values in items:
-                    parts[slots[(key(values[field]) * 0x9E3779B1 & 0xFFFFFFFF) >> 25]].append(
-                        values)
+                    parts[slots[(key(values[field]) * 0x9E3779B1 & 0xFFFFFFFF) * groups
+                                >> 32]].append(values)
         except (TypeError, ValueError):  # a key msgpack could not carry either: go carefully
             parts = _split_carefully(items, index, len(headers), out)
         _ship_parts(headers, parts, out)
