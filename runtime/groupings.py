@@ -166,13 +166,18 @@ def _fields_picker(indexes: tuple[int, ...], n: int, keyed: bool = False,
 
 
 def _key_group_picker(indexes: tuple[int, ...], n: int, groups: int):
-    slots, gold = key_slots(n, groups), _GOLDEN  # key_task, inlined
+    """key_task, inlined: for a power-of-two number of groups (the default, 128) the
+    product's top bits, a shift; for any other, the product scaled (a multiplication
+    more, ~13 % a tuple: benchmarks/rebalance.py --split)."""
+    slots, gold = key_slots(n, groups), _GOLDEN
     if len(indexes) == 1:
         (i,) = indexes
         key = field_hash
+        if groups & (groups - 1) == 0:
+            shift = 33 - groups.bit_length()
+            return lambda values: slots[(key(values[i]) * gold & 0xFFFFFFFF) >> shift]
         return lambda values: slots[(key(values[i]) * gold & 0xFFFFFFFF) * groups >> 32]
-    return lambda values: slots[(stable_hash([values[i] for i in indexes]) * gold
-                                 & 0xFFFFFFFF) * groups >> 32]
+    return lambda values: slots[key_group(stable_hash([values[i] for i in indexes]), groups)]
 
 
 class PartialKeyGrouping(_Keyed):

@@ -429,22 +429,55 @@ def _by_key_group(headers: list[bytes], field: int | None, groups: int):
     if n > groups:
         return _by_pick(headers, index)
     slots = key_slots(n, groups)
+    power = groups & (groups - 1) == 0  # then the product's top bits: a shift, no scaling
+    deal = _deal_shifted(slots, 33 - groups.bit_length()) if power else _deal_scaled(slots, groups)
 
     def take(items, out):
-        parts = [[] for _ in headers]
-        try:  # key_task inlined: the key group is (hash * 0x9E3779B1 mod 2**32) * groups >> 32
-            if field is None:
-                for v in items:
-                    parts[slots[(key(v) * 0x9E3779B1 & 0xFFFFFFFF) * groups >> 32]].append(v)
-            else:
-                for values in items:
-                    parts[slots[(key(values[field]) * 0x9E3779B1 & 0xFFFFFFFF) * groups
-                                >> 32]].append(values)
+        try:
+            parts = deal(items, field, n)
         except (TypeError, ValueError):  # a key msgpack could not carry either: go carefully
             parts = _split_carefully(items, index, len(headers), out)
         _ship_parts(headers, parts, out)
 
     return take
+
+
+def _deal_shifted(slots: list[int], shift: int):
+    """Items to their tasks' parts, :func:`~runtime.groupings.key_task` inlined for a
+    power-of-two number of groups: the top bits of hash * 0x9E3779B1 (for 128, >> 25).
+    The scaled form costs ~13 % more a tuple: the default keeps the shift."""
+    key = field_hash
+
+    def deal(items, field, n):
+        parts = [[] for _ in range(n)]
+        if field is None:
+            for v in items:
+                parts[slots[(key(v) * 0x9E3779B1 & 0xFFFFFFFF) >> shift]].append(v)
+        else:
+            for values in items:
+                parts[slots[(key(values[field]) * 0x9E3779B1 & 0xFFFFFFFF) >> shift]].append(
+                    values)
+        return parts
+
+    return deal
+
+
+def _deal_scaled(slots: list[int], groups: int):
+    """The same for any number of groups: the product scaled to ``groups`` (>> 32)."""
+    key = field_hash
+
+    def deal(items, field, n):
+        parts = [[] for _ in range(n)]
+        if field is None:
+            for v in items:
+                parts[slots[(key(v) * 0x9E3779B1 & 0xFFFFFFFF) * groups >> 32]].append(v)
+        else:
+            for values in items:
+                parts[slots[(key(values[field]) * 0x9E3779B1 & 0xFFFFFFFF) * groups
+                            >> 32]].append(values)
+        return parts
+
+    return deal
 
 
 def _by_pick(headers: list[bytes], pick: Callable[[list], int]):

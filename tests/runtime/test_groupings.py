@@ -460,10 +460,15 @@ def test_a_non_default_maximum_deals_its_own_key_groups_to_the_tasks(groups, n):
                for w, h in zip(words, hashes, strict=True))
 
 
-@given(st.lists(keys, min_size=1, max_size=30), st.integers(1, 6), st.booleans())
-def test_outbound_split_through_a_non_default_maximum_matches_the_pick(batch_keys, n, bare):
+@given(st.lists(keys, min_size=1, max_size=30), st.integers(1, 6), st.booleans(),
+       st.sampled_from([6, 8, 128, 1000]))
+def test_outbound_split_through_key_groups_matches_the_pick(batch_keys, n, bare, groups):
+    """The split (a shift for a power of two groups, scaled otherwise) and the pick agree,
+    and both are key_task's choice."""
+    from runtime.groupings import key_task
+
     tasks = list(range(10, 10 + n))
-    grouping = keyed(6, tasks, ("word",) if bare else ("word", "i"))
+    grouping = keyed(groups, tasks, ("word",) if bare else ("word", "i"))
     if bare:
         got = bare_splits(grouping, tasks, batch_keys)
         sent = [(task, [value]) for task, values in got.items() for value in values]
@@ -471,6 +476,8 @@ def test_outbound_split_through_a_non_default_maximum_matches_the_pick(batch_key
         got = splits(grouping, tasks, [[k, i] for i, k in enumerate(batch_keys)])
         sent = [(task, values) for task, rows in got.items() for values in rows]
     assert all(grouping.choose_tasks(values) == [task] for task, values in sent)
+    assert all(task == 10 + key_task(stable_hash(values[0]), n, groups)
+               for task, values in sent)
     assert len(sent) == len(batch_keys)
 
 
