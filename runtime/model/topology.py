@@ -244,7 +244,8 @@ class Topology:
     @property
     def graph(self):
         """The logical plan as a ``networkx.DiGraph``: nodes are components (attributes
-        ``kind``, ``parallelism``, ``cls``), edges carry ``stream`` and ``grouping``."""
+        ``kind``, ``parallelism``, ``max_parallelism``, ``cls``), edges carry ``stream``
+        and ``grouping``."""
         from .graph import logical_graph
 
         return logical_graph(self)

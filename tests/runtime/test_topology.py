@@ -312,7 +312,8 @@ def wordcount() -> Topology:
 def test_graph_nodes():
     graph = wordcount().graph
     assert list(graph.nodes) == ["words", "split", "count", "sink"]
-    assert graph.nodes["split"] == {"kind": "bolt", "parallelism": 3, "cls": "Split",
+    assert graph.nodes["split"] == {"kind": "bolt", "parallelism": 3, "max_parallelism": 128,
+                                    "cls": "Split",
                                     "streams": {"default": ("word",),
                                                 "errors": ("line", "why")}}
     assert graph.nodes["words"]["kind"] == "spout"
