@@ -19,7 +19,7 @@ Reading the output (one line each)::
     RESULT name=rebalance-exact steps=3 words=... exact=1
     RESULT name=rebalance-stateless steps=3 ids=... lost=0 duplicates=...
     RESULT name=fields-split words=200000 tasks=4 rounds=7 modulo_ns=... key_group_ns=...
-           ratio=...
+           ratio=... key_group_6_ns=...
 
     python benchmarks/rebalance.py --words 60000 --steps 8,3,4
     python benchmarks/rebalance.py --stateless --words 60000 --steps 4,1,2
@@ -28,7 +28,8 @@ Reading the output (one line each)::
 The last line compares, in one process (CPU time, interleaved rounds, medians), the
 engine's two fields splits (``runtime/engine/outbound.py``) of 200,000 words over 4
 tasks: ``hash % n`` (every stateless subscriber) and through key groups (a
-``StatefulBolt`` subscriber only).
+``StatefulBolt`` subscriber only), 128 (the default maximum parallelism) and 6 (a bolt
+declared with ``max_parallelism=6``: the same arithmetic, another table).
 """
 
 from __future__ import annotations
@@ -44,6 +45,7 @@ from checkpoints import fill_log, topology, words
 
 from runtime import Topology
 from runtime.engine.outbound import _by_field, _by_key_group
+from runtime.groupings import KEY_GROUPS
 from runtime.testing import ListSink, PacedLogSpout, PassOn, read_sink, wait_for
 
 
@@ -106,16 +108,21 @@ class _Out:
 
 def split_cost(n_words: int = 200_000, tasks: int = 4, rounds: int = 7) -> None:
     items, out = words(n_words), _Out()
-    modulo, engine = _by_field([b"h"] * tasks, None), _by_key_group([b"h"] * tasks, None)
-    took: dict[str, list[float]] = {"modulo": [], "key_group": []}
+    headers = [b"h"] * tasks
+    splits = {"modulo": _by_field(headers, None),
+              "key_group": _by_key_group(headers, None, KEY_GROUPS),
+              "key_group_6": _by_key_group(headers, None, 6)}  # a max_parallelism=6 bolt
+    took: dict[str, list[float]] = {name: [] for name in splits}
     for _ in range(rounds):
-        for name, split in (("modulo", modulo), ("key_group", engine)):
+        for name, split in splits.items():
             t = time.process_time()
             split(items, out)
             took[name].append((time.process_time() - t) / n_words * 1e9)
-    old, new = statistics.median(took["modulo"]), statistics.median(took["key_group"])
+    ns = {name: statistics.median(times) for name, times in took.items()}
+    old, new = ns["modulo"], ns["key_group"]
     print(f"RESULT name=fields-split words={n_words} tasks={tasks} rounds={rounds} "
-          f"modulo_ns={old:.0f} key_group_ns={new:.0f} ratio={new / old:.2f}")
+          f"modulo_ns={old:.0f} key_group_ns={new:.0f} ratio={new / old:.2f} "
+          f"key_group_6_ns={ns['key_group_6']:.0f}")
 
 
 def main() -> None:

@@ -26,37 +26,46 @@ __all__ = ["AllGrouping", "DirectGrouping", "FieldsGrouping", "GlobalGrouping", 
            "KEY_GROUPS", "LocalOrShuffleGrouping", "PartialKeyGrouping", "ShuffleGrouping",
            "field_hash", "key_group", "key_slots", "key_task", "label", "stable_hash"]
 
-# A key's hash picks one of KEY_GROUPS key groups, and the groups are dealt to the tasks
+# A key's hash picks one of a component's key groups, and the groups are dealt to the tasks
 # in contiguous ranges, so that a rebalance moves whole groups (and a StatefulBolt's state
-# can follow them: runtime/state/_rebalance.py). It is the maximum parallelism of a
-# fields-grouped component: above it some tasks would get no group at all.
+# can follow them: runtime/state/_rebalance.py). The number of key groups is the
+# component's maximum parallelism (``max_parallelism=`` on ``topo.bolt``; KEY_GROUPS by
+# default): above it some tasks would get no group at all.
 KEY_GROUPS = 128
 _GOLDEN = 0x9E3779B1  # Knuth's multiplicative hash: the top bits of h * it depend on all of h
-_GROUP_SHIFT = 32 - 7  # the product's top 7 bits: one of 128 groups
 
 
-def key_group(h: int) -> int:
-    """The key group of a 32-bit key hash. CRC-32 is linear, so its low bits alone are
-    poorly spread (keys that differ only in their last digit share bit 6); the top bits of
-    a multiplication by the golden ratio mix every bit in."""
-    return ((h * _GOLDEN) & 0xFFFFFFFF) >> _GROUP_SHIFT
+def key_group(h: int, groups: int = KEY_GROUPS) -> int:
+    """The key group, among ``groups``, of a 32-bit key hash. CRC-32 is linear, so its low
+    bits alone are poorly spread (keys that differ only in their last digit share bit 6);
+    the top bits of a multiplication by the golden ratio mix every bit in. The product's
+    32 bits, read as a fraction of 2**32, scaled to ``groups`` (Lemire's range reduction):
+    for 128 groups, its top 7 bits.
+
+    >>> key_group(0xDEADBEEF) == ((0xDEADBEEF * _GOLDEN) & 0xFFFFFFFF) >> 25
+    True
+    """
+    return ((h * _GOLDEN) & 0xFFFFFFFF) * groups >> 32
 
 
-def key_slots(n: int) -> list[int]:
+def key_slots(n: int, groups: int = KEY_GROUPS) -> list[int]:
     """Key group -> the index of its task among ``n``: contiguous ranges, as even as they
-    can be (group ``g`` goes to ``g * n // KEY_GROUPS``).
+    can be (group ``g`` goes to ``g * n // groups``).
 
     >>> key_slots(2)[:2], key_slots(2)[64], key_slots(1) == [0] * KEY_GROUPS
     ([0, 0], 1, True)
+    >>> key_slots(3, groups=6)
+    [0, 0, 1, 1, 2, 2]
     """
-    return [g * n // KEY_GROUPS for g in range(KEY_GROUPS)]
+    return [g * n // groups for g in range(groups)]
 
 
-def key_task(h: int, n: int) -> int:
+def key_task(h: int, n: int, groups: int = KEY_GROUPS) -> int:
     """The index of the task, among ``n``, that a key of hash ``h`` goes to: through its
-    key group, up to ``KEY_GROUPS`` tasks; above that (no rebalance, no state move reaches
-    there) ``h % n``. Hot paths use the same arithmetic through :func:`key_slots`."""
-    return h % n if n > KEY_GROUPS else key_group(h) * n // KEY_GROUPS
+    key group, up to ``groups`` tasks; above that (the definition and the rebalance guard
+    never let it happen) ``h % n``. Hot paths use the same arithmetic through
+    :func:`key_slots`."""
+    return h % n if n > groups else key_group(h, groups) * n // groups
 
 
 class Grouping:
@@ -127,20 +136,24 @@ class FieldsGrouping(_Keyed):
 
     name = "fields"
     # set by the engine when the subscriber keeps keyed state (a StatefulBolt): its keys
-    # go through key groups, which a rebalance can move with their state (issue 22)
+    # go through key groups, which a rebalance can move with their state (issue 22); as
+    # many groups as the subscriber's maximum parallelism
     keyed = False
+    key_groups = KEY_GROUPS
 
     def prepare(self, context, stream, target_tasks):
         super().prepare(context, stream, target_tasks)
-        self.pick = _fields_picker(self.indexes, len(self.target_tasks), self.keyed)
+        self.pick = _fields_picker(self.indexes, len(self.target_tasks), self.keyed,
+                                   self.key_groups)
 
 
-def _fields_picker(indexes: tuple[int, ...], n: int, keyed: bool = False):
+def _fields_picker(indexes: tuple[int, ...], n: int, keyed: bool = False,
+                   groups: int = KEY_GROUPS):
     """``pick(values)`` of a fields grouping: the key's hash modulo ``n``, or for keyed
-    state through key groups (see :data:`KEY_GROUPS`), a multiplication, a mask, a shift
-    and a lookup dearer. Each is one closure: this runs once per tuple."""
-    if keyed and n <= KEY_GROUPS:
-        return _key_group_picker(indexes, n)
+    state through ``groups`` key groups (see :func:`key_group`), two multiplications, a
+    mask, a shift and a lookup dearer. Each is one closure: this runs once per tuple."""
+    if keyed and n <= groups:
+        return _key_group_picker(indexes, n, groups)
     if len(indexes) == 1:
         (i,) = indexes
         key = field_hash
@@ -152,14 +165,19 @@ def _fields_picker(indexes: tuple[int, ...], n: int, keyed: bool = False):
     return lambda values: stable_hash([values[i] for i in indexes]) % n
 
 
-def _key_group_picker(indexes: tuple[int, ...], n: int):
-    slots, gold, shift = key_slots(n), _GOLDEN, _GROUP_SHIFT  # key_task, inlined
+def _key_group_picker(indexes: tuple[int, ...], n: int, groups: int):
+    """key_task, inlined: for a power-of-two number of groups (the default, 128) the
+    product's top bits, a shift; for any other, the product scaled (a multiplication
+    more, ~13 % a tuple: benchmarks/rebalance.py --split)."""
+    slots, gold = key_slots(n, groups), _GOLDEN
     if len(indexes) == 1:
         (i,) = indexes
         key = field_hash
-        return lambda values: slots[(key(values[i]) * gold & 0xFFFFFFFF) >> shift]
-    return lambda values: slots[(stable_hash([values[i] for i in indexes]) * gold
-                                 & 0xFFFFFFFF) >> shift]
+        if groups & (groups - 1) == 0:
+            shift = 33 - groups.bit_length()
+            return lambda values: slots[(key(values[i]) * gold & 0xFFFFFFFF) >> shift]
+        return lambda values: slots[(key(values[i]) * gold & 0xFFFFFFFF) * groups >> 32]
+    return lambda values: slots[key_group(stable_hash([values[i] for i in indexes]), groups)]
 
 
 class PartialKeyGrouping(_Keyed):

@@ -22,6 +22,7 @@ from .model.constants import (
     DEFAULTS,
     FLUSH_INTERVAL,
     HEARTBEAT_TIMEOUT,
+    MAX_PARALLELISM,
     MAX_SPOUT_PENDING,
     MESSAGE_TIMEOUT,
     METRICS_ENABLED,
@@ -40,7 +41,7 @@ from .model.constants import (
     TUNE_INTERVAL,
 )
 from .model.controls import check_keep, check_max_spout_pending, check_n, check_trace
-from .model.options import option_problem
+from .model.options import max_parallelism_problem, option_problem
 
 __all__ = [
     "ACKERS",
@@ -53,6 +54,7 @@ __all__ = [
     "DEFAULT_STREAM",
     "FLUSH_INTERVAL",
     "HEARTBEAT_TIMEOUT",
+    "MAX_PARALLELISM",
     "MAX_SPOUT_PENDING",
     "MESSAGE_TIMEOUT",
     "METRICS_ENABLED",
@@ -73,5 +75,6 @@ __all__ = [
     "check_max_spout_pending",
     "check_n",
     "check_trace",
+    "max_parallelism_problem",
     "option_problem",
 ]

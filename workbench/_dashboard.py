@@ -38,6 +38,7 @@ from runtime.tuning import replay
 from . import _lineage_tab, _panels, _tap
 from ._history import History
 from ._parts import Parts
+from ._rebalance import moving, parse_rebalance, rebalanced
 
 WHAT_IF = {"similarity": 0.2}  # the tuner tab's default what-if: a wider similarity band
 SLOW_EVERY = 5  # ticks between two asks for events and exceptions (they only grow)
@@ -148,31 +149,6 @@ def parse_pending(text: str) -> int | str | None:
     return check_max_spout_pending(text)
 
 
-def parse_rebalance(text: str) -> tuple[dict[str, int], int | None]:
-    """What the rebalance box accepts: ``component=N ...`` and optionally
-    ``containers=N``, as ``%topology rebalance`` does (the master checks the rest).
-
-    >>> parse_rebalance(" count=4 split=1 "), parse_rebalance("count=2 containers=3")
-    (({'count': 4, 'split': 1}, None), ({'count': 2}, 3))
-    """
-    asked: dict[str, int] = {}
-    for word in text.split():
-        key, eq, value = word.partition("=")
-        if not eq or not key or not value.strip().isdigit():
-            raise ValueError(f"{word!r}: give component=N (and containers=N), e.g. count=4")
-        asked[key] = int(value)
-    containers = asked.pop("containers", None)
-    if not asked:
-        raise ValueError("give component=N (and containers=N), e.g. count=4")
-    return asked, containers
-
-
-def rebalanced(event: dict) -> str:
-    """A rebalance's outcome in words, for the message line."""
-    return (f"done in {event['seconds']:.2f} s (spouts paused {event['paused_seconds']:.2f} s)"
-            f": {event['parallelism']}, {event['containers']} container(s)")
-
-
 def tap_choices(running: Any, graph: Any = None) -> list[tuple[str, tuple | None]]:
     """What one can tap: every user stream's output (``__`` streams are the runtime's
     own), then, given the logical graph, every bolt's input; as dropdown options."""
@@ -226,6 +202,7 @@ class Dashboard(widgets.VBox):
         self._wake, self._done = threading.Event(), threading.Event()  # tick; stop asked
         self._over = threading.Event()  # stopped, and the last picture drawn and sent
         self._thread: threading.Thread | None = None
+        self._moving: threading.Thread | None = None  # the rebalance this dashboard asked for
         self._handle: Any = None
         self.on_stop: list[Callable[[], Any]] = []  # called once it has stopped
         self._parts = Parts(self, tap_choices(running, self.graph), list(self.graph.nodes),
@@ -418,28 +395,57 @@ class Dashboard(widgets.VBox):
     def act(self, what: str, action: Callable[[], Any]) -> None:
         """Run one control action; its outcome (or error, in words) goes to the message
         line."""
-        try:
-            outcome = action()
-        except ValueError as err:  # refused (a bad value, a bolt): the reason is the message
-            self._parts.message.value = f"{what}: refused: {_esc(err)}"
-        except Exception as err:
-            self._parts.message.value = f"{what}: {type(err).__name__}: {_esc(err)}"
-        else:
-            self._parts.message.value = f"{what}: {_esc(outcome)}" if outcome is not None \
-                else what
+        self._parts.message.value = outcome(what, action)
         self.poke()
 
-    def rebalance(self, text: str) -> None:
-        """Rebalance from the box's text (``count=4 split=1 [containers=2]``); returns when
-        it is done (docs/internals/rebalance.md), the message says how long the spouts
-        paused, or in words why it was refused."""
+    def rebalance(self, text: str) -> threading.Thread | None:
+        """Rebalance from the box's text (``count=4 split=1 [containers=2]``) in the
+        background (docs/internals/rebalance.md): returns at once, with the thread that
+        asks (None when the text was refused before asking). While it runs, the box and
+        the button are off and the rebalance line says what moves; then the line gives
+        the event's figures, or in words why it was refused. Asked while one of this
+        dashboard's runs, the master's guard answers (one at a time): its refusal goes to
+        the message line, which leaves the rebalance line to the one running."""
+        what = _esc(f"rebalance {' '.join(text.split())}")  # the person's words, as HTML
         try:
             asked, containers = parse_rebalance(text)
         except ValueError as err:
-            self._parts.message.value = f"rebalance {text.strip()!r}: {_esc(err)}"
-            return
-        self.act(f"rebalance {text.strip()}", lambda: rebalanced(
-            self.running.rebalance(asked, containers=containers)))
+            self._parts.moving.value = f"{what}: {_esc(err)}"
+            return None
+        if self.rebalancing:
+            return self._ask_rebalance(what, asked, containers, self._parts.message)
+        now = self.running.plan.parallelism()
+        self._parts.moving.value = f"{what}: {_esc(moving(asked, now, containers))}"
+        self._parts.rebalancing(True)
+        self._moving = self._ask_rebalance(what, asked, containers, self._parts.moving,
+                                           after=self._rebalanced)
+        return self._moving
+
+    @property
+    def rebalancing(self) -> bool:
+        """Whether a rebalance this dashboard asked for is still running."""
+        return self._moving is not None and self._moving.is_alive()
+
+    def _ask_rebalance(self, what: str, asked: dict, containers: int | None,
+                       line: widgets.HTML, after: Callable[[], Any] | None = None
+                       ) -> threading.Thread:
+        """Ask in a thread of its own (a rebalance lasts seconds: the widget thread must
+        not wait), write the outcome to ``line``, and refresh at once."""
+        def ask() -> None:
+            line.value = outcome(what, lambda: rebalanced(
+                self.running.rebalance(asked, containers=containers)))
+            if after is not None:
+                after()
+            self.poke()  # the graph's × N and the physical plan, now
+
+        thread = threading.Thread(target=ask, daemon=True,
+                                  name=f"tupleflow-rebalance-{self.running.name}")
+        thread.start()
+        return thread
+
+    def _rebalanced(self) -> None:
+        if not self._done.is_set():  # a stopped dashboard keeps its controls off
+            self._parts.rebalancing(False)
 
     def kill(self) -> None:
         """Kill the topology and stop the dashboard (the status line shows ``killed``)."""
@@ -474,6 +480,24 @@ class Dashboard(widgets.VBox):
         self.act(f"max spout pending = {text.strip()}", lambda: told(
             self.running.set_max_spout_pending(value, component or None),
             self.running.plan.component_tasks(), _spouts(self.topology)))
+
+
+def outcome(what: str, action: Callable[[], Any]) -> str:
+    """Run a control's action; what it did, or in words why it was refused (a bad value,
+    a bolt, the rebalance guard), as HTML for a line of the dashboard.
+
+    >>> outcome("paused", lambda: None), outcome("n = 3", lambda: 3)
+    ('paused', 'n = 3: 3')
+    >>> outcome("x", lambda: {}["k"])
+    'x: KeyError: &#x27;k&#x27;'
+    """
+    try:
+        done = action()
+    except ValueError as err:  # refused: the reason is the message
+        return f"{what}: refused: {_esc(err)}"
+    except Exception as err:
+        return f"{what}: {type(err).__name__}: {_esc(err)}"
+    return f"{what}: {_esc(done)}" if done is not None else what
 
 
 def told(tasks: list[int], component_tasks: dict, spouts: list[str]) -> str:

@@ -40,6 +40,9 @@ from ._dsl import ComponentLine, Input, Line, Option, Token, did_you_mean, parse
 
 CONTAINERS = "containers"  # a submit setting, not a topology option
 ALIASES = {"tick": c.TICK_FREQ_SECS, "timeout": c.MESSAGE_TIMEOUT}  # short option names
+# what a component's line takes: its options, a window's, and max_parallelism (a keyword of
+# topo.bolt/topo.spout: the most tasks a rebalance may give it)
+PER_COMPONENT = c.COMPONENT_KEYS | _dsl_window.KEYS | {c.MAX_PARALLELISM}
 
 
 @dataclass(frozen=True)
@@ -200,11 +203,14 @@ def _custom_grouping(line: Line, token: Token, namespace: Mapping[str, Any]) -> 
 # -- options -----------------------------------------------------------------------------------
 def _option_key(line: Line, opt: Option, *, topology: bool) -> str:
     key = ALIASES.get(opt.key.text, opt.key.text)
-    known = set(c.DEFAULTS) | {CONTAINERS} if topology else c.COMPONENT_KEYS | _dsl_window.KEYS
+    known = set(c.DEFAULTS) | {CONTAINERS} if topology else PER_COMPONENT
     if key in known:
         return key
     if not topology and (key in c.DEFAULTS or key == CONTAINERS):
         raise line.error(f"`{key}` is a topology option: set it on the %%topology line",
+                         opt.key)
+    if topology and key in PER_COMPONENT:
+        raise line.error(f"`{key}` is a per-component option: set it on a component's line",
                          opt.key)
     where = "topology" if topology else "per-component"
     hint = did_you_mean(opt.key.text, known | {a for a, k in ALIASES.items() if k in known})
@@ -226,10 +232,16 @@ def _option_value(line: Line, opt: Option) -> Any:
         value = text  # a bare word is a string: max_spout_pending=auto
     if key == c.RECORD and isinstance(value, str):  # record=default or record="default,errors"
         value = [stream.strip() for stream in value.split(",") if stream.strip()]
-    problem = _containers_problem(value) if key == CONTAINERS else c.option_problem(key, value)
+    problem = _value_problem(key, value)
     if problem:
         raise line.error(f"`{opt.key.text}` must be {problem}, not {value!r}", opt.value)
     return value
+
+
+def _value_problem(key: str, value: Any) -> str | None:
+    if key == c.MAX_PARALLELISM:
+        return c.max_parallelism_problem(value)
+    return _containers_problem(value) if key == CONTAINERS else c.option_problem(key, value)
 
 
 def _containers_problem(value: Any) -> str | None:

@@ -75,13 +75,14 @@ class Parts:
         self.plan, self.pending, self.tap_table = html(), html(), html()
         self.events, self.message, self.tasks = html(), html(), html()
         self.lineage, self.acker = html(), html()
+        self.moving = html()  # the rebalance line: what moves, then what it did or why not
         self.exceptions = Exceptions()
         for widget, cls in ((self.status, "status"), (self.graph, "graph"),
                             (self.metrics, "metrics"), (self.plan, "plan"),
                             (self.pending, "pending"), (self.tap_table, "tap"),
                             (self.events, "events"), (self.message, "message"),
                             (self.tasks, "tasks"), (self.lineage, "lineage"),
-                            (self.acker, "ackers")):
+                            (self.acker, "ackers"), (self.moving, "rebalance")):
             widget.add_class(f"tupleflow-{cls}")
         self._controls(board, spouts)
         self.edge = widgets.Dropdown(options=taps, description="tap", style=WIDE)
@@ -158,7 +159,7 @@ class Parts:
     def layout(self) -> list:
         bar = widgets.HBox(self.controls(), layout={"flex_flow": "row wrap"})
         bar.add_class("tupleflow-controls")
-        header = widgets.VBox([self.style, self.status, bar, self.message])
+        header = widgets.VBox([self.style, self.status, bar, self.message, self.moving])
         header.add_class("tupleflow-header")
         lineage_bar = widgets.HBox([self.status_filter, self.trace_pick, self.rate_box,
                                     self.set_rate], layout={"flex_flow": "row wrap"})
@@ -174,7 +175,7 @@ class Parts:
 
     def all(self) -> list:
         return [self.style, self.status, self.graph, self.metrics, self.plan, self.pending,
-                self.tap_table, self.events, self.message, self.tasks, self.edge,
+                self.tap_table, self.events, self.message, self.moving, self.tasks, self.edge,
                 self.component, self.lineage, self.acker, self.status_filter, self.trace_pick,
                 self.follow, self.rate_box, self.set_rate, *self.exceptions.all(),
                 *self.controls(), *self.boxes]
@@ -222,6 +223,10 @@ class Parts:
             dropdown.options = options  # (a new list selects its first option)
         if dropdown.value != value:
             dropdown.value = value
+
+    def rebalancing(self, busy: bool) -> None:
+        """The rebalance box and button off while one of this dashboard's runs."""
+        self.rebalance.disabled = self.rebalance_box.disabled = busy
 
     def disable(self) -> None:
         for widget in (*self.controls(), self.edge, self.set_rate, self.rate_box):

@@ -220,8 +220,9 @@ def _live_node(node: str, data: dict, xy: tuple[float, float], box_w: int, index
                        + ["tf-failed"] * bool(live.get("failed")))
     stroke, width = (BACKPRESSURE, 4) if cause else (colour, 2)
     tip = f"{data.get('kind', '')} {node}" + (" — backpressure root cause" if cause else "")
-    parts = [f'<g class="{_esc(classes)}" data-component="{_esc(node)}"><title>{_esc(tip)}'
-             "</title>",
+    tasks = live.get("tasks") or data.get("parallelism", 1)  # live: a rebalance changes it
+    parts = [f'<g class="{_esc(classes)}" data-component="{_esc(node)}" '
+             f'data-tasks="{_esc(tasks)}"><title>{_esc(tip)}</title>',
              f'<rect x="{x:.1f}" y="{y:.1f}" width="{box_w}" height="{BOX_H}" rx="10" ry="10" '
              f'fill="{colour}" fill-opacity="0.12" stroke="{stroke}" stroke-width="{width}"/>',
              _capacity_bar(x, y, box_w, live.get("capacity")),
@@ -230,8 +231,7 @@ def _live_node(node: str, data: dict, xy: tuple[float, float], box_w: int, index
              f'<text x="{cx:.1f}" y="{y + 36:.1f}" text-anchor="middle" fill="#333">'
              f"{_esc(_cut(data.get('cls', '')))}</text>",
              f'<text x="{cx:.1f}" y="{y + 49:.1f}" text-anchor="middle" fill="#555" '
-             f'font-size="11">× {live.get("tasks") or data.get("parallelism", 1)}'
-             f"{_capacity_text(live)}</text>"]
+             f'font-size="11">× {tasks}{_capacity_text(live)}</text>']
     parts.extend(_badges(x, y, box_w, live, cause))
     parts.append("</g>")
     return "".join(parts)

@@ -69,15 +69,18 @@ def subscribe_all(streams: Mapping[str, StreamOut], plan: PhysicalPlan,
         for sub in target.inputs:
             if sub.source == spec.id:
                 _subscribe(streams[sub.stream], sub, tasks[target.id],
-                           stream_ids[(spec.id, sub.stream)], context, target.keyed_state)
+                           stream_ids[(spec.id, sub.stream)], context,
+                           target.max_parallelism if target.keyed_state else 0)
 
 
 def _subscribe(out: StreamOut, sub, tasks: tuple[int, ...], stream_id: int,
-               context: Context, keyed: bool) -> None:
+               context: Context, key_groups: int) -> None:
+    """``key_groups``: the subscriber's, when it keeps keyed state (else 0)."""
     task = context.task_id
     grouping = copy.copy(sub.grouping)  # each sender prepares its own
-    if keyed and isinstance(grouping, FieldsGrouping):
+    if key_groups and isinstance(grouping, FieldsGrouping):
         grouping.keyed = True  # keyed state: through key groups (runtime/groupings.py)
+        grouping.key_groups = key_groups
     if isinstance(grouping, DirectGrouping):
         for t in tasks:
             out.direct[t] = (wire.data_header(wire.DATA, stream_id, t, task), [])

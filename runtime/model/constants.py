@@ -48,6 +48,13 @@ STATE_DIR = "state_dir"  # set by the scheduler, not the user: the run directory
 METRICS_ENABLED = "metrics"  # False: no latency histograms, CPU or RSS (bare counters)
 TRACE = "trace"  # fraction of spout tuples traced, 0.0..1.0 (0.0: off; docs/internals/tracing.md)
 TRACE_STORE = "trace_store"  # traces the master keeps, newest; older ones are dropped, counted
+MAX_PARALLELISM = "max_parallelism"  # per component (a keyword of topo.spout/topo.bolt, not
+#   an option): the most tasks a rebalance may give it, and for keyed state its number of
+#   key groups; fixed at definition (default: KEY_GROUPS, 128, or the parallelism if higher)
+MAX_PARALLELISM_LIMIT = 1 << 15  # the highest max_parallelism one may set (Flink's too): a
+#   keyed sender holds a list of that many key groups per subscriber
+MAX_PARALLELISMS = "max_parallelisms"  # set by the plan, not the user: component -> its
+#   max_parallelism, so that the master's rebalance guard knows it (it has no topology)
 METRICS_PORT = "metrics_port"  # serve the metrics in Prometheus's text format on this
 #                                loopback port (0: a free one; None: not served)
 

@@ -26,7 +26,8 @@ def logical_graph(topology) -> nx.DiGraph:
     graph = LogicalGraph(name=topology.name)
     for spec in topology.components.values():
         graph.add_node(spec.id, kind=spec.kind, parallelism=spec.parallelism,
-                       cls=spec.class_name, streams=dict(spec.streams))
+                       max_parallelism=spec.max_parallelism, cls=spec.class_name,
+                       streams=dict(spec.streams))
     for spec in topology.components.values():
         for sub in spec.inputs:
             _add_edge(graph, sub, spec.id)

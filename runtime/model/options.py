@@ -22,6 +22,18 @@ def option_problem(key: str, value: Any) -> str | None:
     return check(value) if check else None
 
 
+def max_parallelism_problem(value: Any) -> str | None:
+    """What ``max_parallelism=`` must be, on ``topo.spout``/``topo.bolt`` and in a
+    ``%%topology`` line (that it is at least the parallelism is checked beside it).
+
+    >>> max_parallelism_problem(16), max_parallelism_problem(0)
+    (None, 'an integer from 1 to 32768')
+    """
+    ok = isinstance(value, int) and not isinstance(value, bool) and \
+        1 <= value <= c.MAX_PARALLELISM_LIMIT
+    return None if ok else f"an integer from 1 to {c.MAX_PARALLELISM_LIMIT}"
+
+
 def unknown_option(where: str, key: str, known: Iterable[str], *, user_keys: bool) -> str:
     """The message for an option nobody knows: the closest known key, the list, and (where
     user keys are allowed) where a key of one's own goes instead.

@@ -23,7 +23,16 @@ from typing import Any
 
 from runtime.groupings import KEY_GROUPS
 
-from .constants import ACKER, ACKERS, CHECKPOINT_INTERVAL, CHECKPOINTER, DEFAULTS, SYSTEM, TICK
+from .constants import (
+    ACKER,
+    ACKERS,
+    CHECKPOINT_INTERVAL,
+    CHECKPOINTER,
+    DEFAULTS,
+    MAX_PARALLELISMS,
+    SYSTEM,
+    TICK,
+)
 from .errors import TopologyError
 from .options import option_problem
 
@@ -67,6 +76,7 @@ class PhysicalPlan:
         specs = list(topology.components.values())
         for spec in specs:
             check_config(f"component {spec.id!r}", spec.config)
+        config[MAX_PARALLELISMS] = {s.id: s.max_parallelism for s in specs}  # the guard's
         components = [(s.id, s.parallelism) for s in specs] + [(ACKER, int(config[ACKERS]))]
         if config.get(CHECKPOINT_INTERVAL):  # one checkpoint spout drives every checkpoint
             if int(config[ACKERS]):
@@ -184,22 +194,24 @@ def check_rebalance(plan: PhysicalPlan, parallelism: Any, containers: Any,
                     spouts: frozenset[str]) -> None:
     """Refuse a rebalance that cannot be done, naming the component and the problem
     (ValueError): an unknown or system component, a spout (not yet: issue 22), a
-    parallelism that is not an int from 1 to ``KEY_GROUPS`` (the maximum parallelism:
-    above it a fields grouping's key groups cannot cover every task, and keyed state
-    could not follow its keys), or a number of containers below 1."""
+    parallelism that is not an int from 1 to the component's maximum parallelism
+    (``max_parallelism=``, in the plan's config; ``KEY_GROUPS`` if the plan does not say:
+    above it the key groups cannot cover every task, and keyed state could not follow its
+    keys), or a number of containers below 1."""
     where = f"rebalance of {plan.topology!r}"
     if not isinstance(parallelism, Mapping) or not parallelism:
         raise ValueError(f"{where}: give {{component: parallelism}}, not {parallelism!r}")
     if containers is not None and (type(containers) is not int or containers < 1):
         raise ValueError(f"{where}: containers must be an int >= 1, not {containers!r}")
-    known = plan.parallelism()
+    known, maxima = plan.parallelism(), plan.config.get(MAX_PARALLELISMS) or {}
     for comp, count in parallelism.items():
-        if problem := _rebalance_problem(comp, count, known, spouts):
+        if problem := _rebalance_problem(comp, count, known, spouts,
+                                         maxima.get(comp, KEY_GROUPS)):
             raise ValueError(f"{where}: component {comp!r}: {problem}")
 
 
 def _rebalance_problem(comp: Any, count: Any, known: Mapping[str, int],
-                       spouts: frozenset[str]) -> str | None:
+                       spouts: frozenset[str], maximum: int) -> str | None:
     if comp not in known:
         return f"no such component (the components: {sorted(c for c in known if c[:2] != '__')})"
     if comp.startswith("__"):
@@ -208,9 +220,10 @@ def _rebalance_problem(comp: Any, count: Any, known: Mapping[str, int],
         return "a spout's parallelism cannot change yet (issue 22: only bolts so far)"
     if type(count) is not int or count < 1:
         return f"parallelism must be an int >= 1, not {count!r}"
-    if count > KEY_GROUPS:
-        return (f"parallelism {count} is above the maximum parallelism {KEY_GROUPS} (the "
-                "number of key groups a fields grouping and keyed state are split into)")
+    if count > maximum:
+        return (f"parallelism {count} is above its maximum parallelism {maximum} "
+                "(max_parallelism=, fixed when the topology was defined; for keyed state "
+                "its number of key groups)")
     return None
 
 

@@ -33,6 +33,7 @@ from .constants import (
     COMPONENT_KEYS,
     DEFAULT_STREAM,
     DEFAULTS,
+    MAX_PARALLELISM,
     MESSAGE_TIMEOUT,
     RECORD,
     RESERVED_PREFIX,
@@ -42,7 +43,7 @@ from .constants import (
 )
 from .errors import TopologyError
 from .fields import FieldError, split_field
-from .options import CHECKS, unknown_option
+from .options import CHECKS, max_parallelism_problem, unknown_option
 from .plan import check_config
 from .suggest import did_you_mean
 from .windowing import declare_window, timeout_warning
@@ -72,6 +73,8 @@ class ComponentSpec:
     streams: Mapping[str, tuple[str, ...]]
     inputs: tuple[Subscription, ...] = ()
     config: Mapping[str, Any] = field(default_factory=dict)
+    # the most tasks a rebalance may give it; for keyed state its number of key groups
+    max_parallelism: int = g.KEY_GROUPS
 
     @property
     def class_name(self) -> str:
@@ -151,13 +154,21 @@ class Topology:
         self._components: dict[str, ComponentSpec] = {}
 
     # -- declaring ------------------------------------------------------------------------
-    def spout(self, comp_id: str, impl: Any, parallelism: int = 1, **config: Any) -> Declarer:
-        """Add a spout (a :class:`Spout` subclass, or an instance used as a prototype)."""
-        return self._add(comp_id, "spout", Spout, impl, parallelism, config)
+    def spout(self, comp_id: str, impl: Any, parallelism: int = 1, *,
+              max_parallelism: int | None = None, **config: Any) -> Declarer:
+        """Add a spout (a :class:`Spout` subclass, or an instance used as a prototype).
+        ``max_parallelism``: as for :meth:`bolt`."""
+        return self._add(comp_id, "spout", Spout, impl, (parallelism, max_parallelism), config)
 
-    def bolt(self, comp_id: str, impl: Any, parallelism: int = 1, **config: Any) -> Declarer:
-        """Add a bolt; subscribe it to inputs with the returned declarer's groupings."""
-        return self._add(comp_id, "bolt", Bolt, impl, parallelism, config)
+    def bolt(self, comp_id: str, impl: Any, parallelism: int = 1, *,
+             max_parallelism: int | None = None, **config: Any) -> Declarer:
+        """Add a bolt; subscribe it to inputs with the returned declarer's groupings.
+
+        ``max_parallelism`` is the most tasks a rebalance may give it (more is refused),
+        and for a StatefulBolt the number of key groups its keys and their state are split
+        into: fixed for the topology's life. Default: 128, or the parallelism if higher;
+        at most 32768. See docs/internals/rebalance.md."""
+        return self._add(comp_id, "bolt", Bolt, impl, (parallelism, max_parallelism), config)
 
     def persistent_aggregate(self, comp_id: str, source: str, group_by, aggregator, state,
                              *, parallelism: int = 1, value_field: str = "value") -> Declarer:
@@ -169,20 +180,24 @@ class Topology:
         return hooks.call("persistent_aggregate", self, comp_id, source, group_by, aggregator,
                           state, parallelism=parallelism, value_field=value_field)
 
-    def _add(self, comp_id, kind, base, impl, parallelism, config) -> Declarer:
+    def _add(self, comp_id, kind, base, impl, sizes, config) -> Declarer:
+        """``sizes``: the parallelism and the max_parallelism asked (None: the default)."""
         check_user_id("component", comp_id)
         if comp_id in self._components:
             taken = self._components[comp_id].kind
             raise TopologyError(f"component {comp_id!r}: the id is already used by a {taken}")
         _check_impl(comp_id, kind, base, impl)
+        parallelism, maximum = sizes
         _check_parallelism(comp_id, parallelism)
+        maximum = _max_parallelism(comp_id, parallelism, maximum)
         _check_config(comp_id, config)
         streams = declared_streams(comp_id, impl)
         config = dict(config)
         self._check_windowed(comp_id, kind, impl, streams, config)
         _check_recorded(comp_id, config, streams)
         self._components[comp_id] = ComponentSpec(comp_id, kind, impl, parallelism, streams,
-                                                  config=dict(config))
+                                                  config=dict(config),
+                                                  max_parallelism=maximum)
         return Declarer(self, comp_id)
 
     def _check_windowed(self, comp_id, kind, impl, streams, config) -> None:
@@ -229,7 +244,8 @@ class Topology:
     @property
     def graph(self):
         """The logical plan as a ``networkx.DiGraph``: nodes are components (attributes
-        ``kind``, ``parallelism``, ``cls``), edges carry ``stream`` and ``grouping``."""
+        ``kind``, ``parallelism``, ``max_parallelism``, ``cls``), edges carry ``stream``
+        and ``grouping``."""
         from .graph import logical_graph
 
         return logical_graph(self)
@@ -375,10 +391,25 @@ def _check_parallelism(comp_id: str, parallelism: Any) -> None:
                             f"not {parallelism!r}")
 
 
+def _max_parallelism(comp_id: str, parallelism: int, maximum: Any) -> int:
+    """The component's maximum parallelism: the one asked, checked, or the default
+    (:data:`~runtime.groupings.KEY_GROUPS`, or the parallelism if higher)."""
+    if maximum is None:
+        return max(g.KEY_GROUPS, parallelism)
+    if problem := max_parallelism_problem(maximum):
+        raise TopologyError(f"component {comp_id!r}: max_parallelism must be {problem}, "
+                            f"not {maximum!r}")
+    if maximum < parallelism:
+        raise TopologyError(f"component {comp_id!r}: max_parallelism {maximum} is below its "
+                            f"parallelism {parallelism} (it is the most tasks the component "
+                            "may ever have)")
+    return maximum
+
+
 def _check_config(comp_id: str, config: Mapping[str, Any]) -> None:
     unknown = sorted(set(config) - COMPONENT_KEYS)
     if unknown:
-        hint = did_you_mean(unknown[0], COMPONENT_KEYS)
+        hint = did_you_mean(unknown[0], COMPONENT_KEYS | {MAX_PARALLELISM})
         raise TopologyError(f"component {comp_id!r}: unknown option(s) {unknown}{hint}; "
                             f"per-component options are {sorted(COMPONENT_KEYS)}")
     check_config(f"component {comp_id!r}", config)

@@ -216,17 +216,32 @@ class RunningTopology(TraceQuestions, DataQuestions, SlownessQuestions):
         pause for the drain and the switch); ``containers`` different from now restarts
         the containers. A StatefulBolt's committed state is split over its new tasks by
         key group. ValueError, naming the component, for an unknown or system component,
-        a spout, a parallelism outside 1..``KEY_GROUPS`` (128), or while another
-        rebalance runs (docs/internals/rebalance.md)."""
+        a spout, a parallelism outside 1..its ``max_parallelism`` (128 by default), or
+        while another rebalance runs (docs/internals/rebalance.md). It asks on a link of
+        its own: other threads' questions to this handle are answered meanwhile."""
+        side = self._side_link()  # this handle answers other threads meanwhile
         try:
-            answer = self._ask(wire.AskRebalance, timeout=timeout, parallelism=dict(parallelism),
-                               containers=containers)
+            answer = side.ask(wire.AskRebalance, timeout, parallelism=dict(parallelism),
+                              containers=containers)
         except TopologyDead:
+            if self.alive:  # its master died, and this handle's link replaces it
+                raise RuntimeError(f"topology {self.name!r}: its master died during the "
+                                   "rebalance (a new one takes over); ask again") from None
             raise
         except RuntimeError as exc:  # refused by the master: say so plainly
             raise ValueError(str(exc)) from None
+        finally:
+            side.drop()
         self.plan = PhysicalPlan.from_data(answer["plan"])
         return answer["event"]
+
+    def _side_link(self) -> MasterLink:
+        """A second link to the master, for one question that lasts (a rebalance: seconds)
+        while this handle's link stays free: the dashboard's refresh thread, or a second
+        rebalance (refused by the master's guard at once), ask meanwhile. No watcher:
+        the handle's own link replaces a master that dies."""
+        return MasterLink(self.name, self.endpoint, self._secret, self._link.process,
+                          self._secure)
 
     def logs(self, component: str, task: int) -> str:
         """The log file of one instance (its prints, warnings and tracebacks)."""

@@ -138,6 +138,15 @@ class MasterLink:
                 return msg.value
         raise TimeoutError(f"topology {self.name!r}: no answer to {question.KIND!r}")
 
+    def drop(self) -> None:
+        """Close this end's socket only, the master left running (a side link's end:
+        :meth:`RunningTopology.rebalance` asks its long question on one of its own)."""
+        with self.lock:
+            if not self.closed:
+                self.closed = True
+                self.sock.close(linger=0)
+                self.zctx.term()
+
     def close(self, timeout: float) -> bool:
         """Wait for the master to end, sweep its process group, close the socket; False
         if this end was closed already. Safe while another thread asks: the socket is

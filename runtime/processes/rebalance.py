@@ -35,7 +35,7 @@ from typing import Any
 
 from runtime import state as _state
 from runtime import wire
-from runtime.model.constants import ACKERS, CHECKPOINTER, STATE_STORE
+from runtime.model.constants import ACKERS, CHECKPOINTER, MAX_PARALLELISMS, STATE_STORE
 from runtime.model.plan import PhysicalPlan, check_rebalance
 
 log = logging.getLogger("tupleflow.rebalance")
@@ -176,7 +176,8 @@ class Rebalance:
         master.settle()
         if _state.checkpointing(self.plan.config):
             with contextlib.closing(self._store()) as store:
-                self.moved = _state.repartition(store, self.changes)
+                self.moved = _state.repartition(store, self.changes,
+                                                self.plan.config.get(MAX_PARALLELISMS))
         master.replan(self.plan)
         master.supervision.paused = True  # activated in _resume, when every task is ready
         master.supervision.start_containers()

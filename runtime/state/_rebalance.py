@@ -1,9 +1,10 @@
 """Keyed state follows its keys through a rebalance (issue 22; docs/internals/rebalance.md).
 
 A StatefulBolt task's committed state is a list of ``[key, value]`` pairs. A key belongs to
-one of :data:`~runtime.groupings.KEY_GROUPS` key groups (its fields-grouping hash modulo
-their number), and the groups are dealt to the tasks in contiguous ranges
-(:func:`~runtime.groupings.key_task`), exactly as the fields grouping deals the tuples.
+one of its component's key groups (as many as its ``max_parallelism``, 128 by default:
+:func:`~runtime.groupings.key_group` of its fields-grouping hash), and the groups are dealt
+to the tasks in contiguous ranges (:func:`~runtime.groupings.key_task`), exactly as the
+fields grouping deals the tuples.
 So with the topology stopped, the committed checkpoint is copied into a new one in which
 each rebalanced component's pairs are merged and split again over its new tasks; every
 task then restores its share from that checkpoint as it starts, and receives from the
@@ -20,20 +21,21 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from runtime.groupings import field_hash, key_task
+from runtime.groupings import KEY_GROUPS, field_hash, key_task
 
 from ._protocol import state_key
 
 
-def split(pairs: list, n: int) -> list[list]:
-    """``[key, value]`` pairs dealt to ``n`` tasks as the fields grouping deals their keys.
+def split(pairs: list, n: int, groups: int = KEY_GROUPS) -> list[list]:
+    """``[key, value]`` pairs dealt to ``n`` tasks as the fields grouping deals their keys
+    (through ``groups`` key groups).
 
     >>> [len(part) for part in split([[f"k{i}", i] for i in range(100)], 3)]
     [26, 34, 40]
     """
     parts: list[list] = [[] for _ in range(n)]
     for key, value in pairs:
-        parts[key_task(field_hash(_hashable(key)), n)].append([key, value])
+        parts[key_task(field_hash(_hashable(key)), n, groups)].append([key, value])
     return parts
 
 
@@ -41,12 +43,15 @@ def _hashable(key: Any) -> Any:
     return tuple(key) if isinstance(key, list) else key  # a tuple key is stored as a list
 
 
-def repartition(store, counts: Mapping[str, int]) -> dict[str, int] | None:
+def repartition(store, counts: Mapping[str, int],
+                groups: Mapping[str, int] | None = None) -> dict[str, int] | None:
     """Write a new checkpoint from the committed one with the state of each component in
-    ``counts`` split over its new number of tasks, and commit it. Returns component -> the
-    number of keys moved to a different task index (only components with saved state), or
-    None when nothing was committed yet (the new tasks then start empty, as would the old).
-    Only with the topology's tasks stopped: nothing else may write the store meanwhile."""
+    ``counts`` split over its new number of tasks, through its number of key groups in
+    ``groups`` (its max_parallelism; ``KEY_GROUPS`` if not given), and commit it. Returns
+    component -> the number of keys moved to a different task index (only components with
+    saved state), or None when nothing was committed yet (the new tasks then start empty,
+    as would the old). Only with the topology's tasks stopped: nothing else may write the
+    store meanwhile."""
     committed = store.committed()
     if committed is None:
         return None
@@ -57,12 +62,15 @@ def repartition(store, counts: Mapping[str, int]) -> dict[str, int] | None:
     for key, value in snap.items():
         if not key.startswith(prefixes):
             store.save(cid, key, value)
-    moved = {c: _reshard(store, cid, snap, c, n) for c, n in counts.items()}
+    groups = groups or {}
+    moved = {c: _reshard(store, cid, snap, c, n, groups.get(c, KEY_GROUPS))
+             for c, n in counts.items()}
     store.commit(cid, {**info, "rebalanced_from": old})
     return {c: m for c, m in moved.items() if m is not None}
 
 
-def _reshard(store, cid: int, snap: Mapping[str, Any], component: str, n: int) -> int | None:
+def _reshard(store, cid: int, snap: Mapping[str, Any], component: str, n: int,
+             groups: int) -> int | None:
     """Save ``component``'s state split over ``n`` tasks; the keys that changed task
     index (None if it saved no state: not a StatefulBolt)."""
     prefix = state_key(component, 0)[:-1]
@@ -70,7 +78,7 @@ def _reshard(store, cid: int, snap: Mapping[str, Any], component: str, n: int) -
     if not old:
         return None
     before = {repr(k): i for i, pairs in old.items() for k, _ in pairs}
-    parts = split([pair for pairs in old.values() for pair in pairs], n)
+    parts = split([pair for pairs in old.values() for pair in pairs], n, groups)
     for index, pairs in enumerate(parts):
         store.save(cid, state_key(component, index), pairs)
     return sum(before[repr(k)] != i for i, pairs in enumerate(parts) for k, _ in pairs)

@@ -75,7 +75,8 @@ class CheckpointSpout(SystemTask):
         components over their new tasks in a new checkpoint (:func:`repartition`), and
         roll every task back to it. Returns the keys moved per stateful component."""
         self.current, self.pending = None, set()
-        moved = repartition(self.store, counts)
+        moved = repartition(self.store, counts,
+                            {c: spec.max_parallelism for c, spec in self.specs.items()})
         self.rollback("rebalanced")
         return moved
 

@@ -116,6 +116,16 @@ def open_notebook(page, lab, cells: int = len(CELLS)) -> None:
                    ?.getAttribute('data-status') === 'idle'""", timeout=PAGE_LOAD)
 
 
+def run_notebook(page, lab, cells: list[str]) -> None:
+    """Write ``cells`` as the notebook, open it, Run All, and wait until the dashboard
+    of the topology ``demo`` it submits says running (screenshots go to ``SHOTS``)."""
+    SHOTS.mkdir(parents=True, exist_ok=True)
+    write_notebook(lab.root, cells)
+    open_notebook(page, lab, len(cells))
+    run_all_cells(page)
+    page.wait_for_function(STATE_IS, arg=[STATUS, "demo", "running"], timeout=KERNEL_WORK)
+
+
 def kernel_connected(lab) -> bool:
     """Whether the server has an idle kernel with a client connected. Without this, a Run
     All clicked while the page is still connecting can be lost. While the kernel starts,

@@ -113,12 +113,7 @@ def reads_checkpoints(page) -> None:
 @pytest.mark.timeout(300)
 def test_the_windows_and_checkpoint_panels_show_what_the_topology_does(
         lab, page, tupleflow_processes):
-    notebook.SHOTS.mkdir(parents=True, exist_ok=True)
-    notebook.write_notebook(lab.root, CELLS)
-    notebook.open_notebook(page, lab, len(CELLS))
-    notebook.run_all_cells(page)
-    page.wait_for_function(notebook.STATE_IS, arg=[notebook.STATUS, "demo", "running"],
-                           timeout=KERNEL_WORK)
+    notebook.run_notebook(page, lab, CELLS)
 
     page.locator(".lm-TabBar-tab", has_text="tasks").first.click()
     choose(page, "tasks of", "total")

@@ -424,3 +424,91 @@ def test_above_the_key_groups_the_grouping_still_reaches_every_task():
     fields = FieldsGrouping(["word"], fields_of_stream=["word"])
     fields.prepare(None, "default", list(range(200)))
     assert len({fields.choose_tasks([f"w{i}"])[0] for i in range(20_000)}) == 200
+
+
+# -- a component's own number of key groups: its max_parallelism (issue 22) --------------------
+@given(st.integers(0, 2**32 - 1))
+def test_128_key_groups_are_the_top_7_bits_as_before(h):
+    """The scaled form (product * groups >> 32) keeps every key where it was for 128."""
+    from runtime.groupings import key_group
+
+    assert key_group(h) == key_group(h, 128) == ((h * 0x9E3779B1) & 0xFFFFFFFF) >> 25
+
+
+def keyed(groups: int, tasks: list[int], fields=("word",)) -> FieldsGrouping:
+    grouping = FieldsGrouping(["word"], fields_of_stream=list(fields))
+    grouping.keyed, grouping.key_groups = True, groups  # as the engine wires it
+    return prepared(grouping, tasks)
+
+
+@pytest.mark.parametrize(("groups", "n"), [(6, 1), (6, 2), (6, 4), (6, 6), (1000, 7), (3, 3)])
+def test_a_non_default_maximum_deals_its_own_key_groups_to_the_tasks(groups, n):
+    from runtime.groupings import key_group, key_slots, key_task
+    from runtime.state._rebalance import split
+
+    slots = key_slots(n, groups)
+    assert len(slots) == groups and slots == sorted(slots) and set(slots) == set(range(n))
+    assert max(Counter(slots).values()) - min(Counter(slots).values()) <= 1
+    words = [f"w{i}" for i in range(600)]
+    hashes = [stable_hash(w) for w in words]
+    used = {key_group(h, groups) for h in hashes}
+    assert used <= set(range(groups)) and (groups > 100 or len(used) == groups)
+    fields = keyed(groups, list(range(100, 100 + n)))
+    for index, part in enumerate(split([[w, 1] for w in words], n, groups)):
+        assert all(fields.choose_tasks([w]) == [100 + index] for w, _ in part)  # state follows
+    assert all(fields.pick([w]) == key_task(h, n, groups) == slots[key_group(h, groups)]
+               for w, h in zip(words, hashes, strict=True))
+
+
+@given(st.lists(keys, min_size=1, max_size=30), st.integers(1, 6), st.booleans(),
+       st.sampled_from([6, 8, 128, 1000]))
+def test_outbound_split_through_key_groups_matches_the_pick(batch_keys, n, bare, groups):
+    """The split (a shift for a power of two groups, scaled otherwise) and the pick agree,
+    and both are key_task's choice."""
+    from runtime.groupings import key_task
+
+    tasks = list(range(10, 10 + n))
+    grouping = keyed(groups, tasks, ("word",) if bare else ("word", "i"))
+    if bare:
+        got = bare_splits(grouping, tasks, batch_keys)
+        sent = [(task, [value]) for task, values in got.items() for value in values]
+    else:
+        got = splits(grouping, tasks, [[k, i] for i, k in enumerate(batch_keys)])
+        sent = [(task, values) for task, rows in got.items() for values in rows]
+    assert all(grouping.choose_tasks(values) == [task] for task, values in sent)
+    assert all(task == 10 + key_task(stable_hash(values[0]), n, groups)
+               for task, values in sent)
+    assert len(sent) == len(batch_keys)
+
+
+def test_a_key_group_moves_whole_when_a_non_default_maximum_component_grows():
+    """Six key groups over 2, then 3 tasks: keys of one group always share a task."""
+    from runtime.groupings import key_group
+
+    words = [f"w{i}" for i in range(600)]
+    for n in (2, 3, 6):
+        grouping = keyed(6, list(range(n)))
+        owner: dict[int, set] = {}
+        for w in words:
+            owner.setdefault(key_group(stable_hash(w), 6), set()).add(grouping.pick([w]))
+        assert all(len(tasks) == 1 for tasks in owner.values()) and len(owner) == 6
+
+
+def test_wiring_gives_a_stateful_bolt_its_max_parallelism_as_key_groups():
+    from runtime import StatefulBolt, Topology
+    from runtime.engine.wiring import build_streams, task_context
+    from runtime.groupings import field_hash, key_task
+    from runtime.testing import ListSpout
+
+    topo = Topology("keyed")
+    topo.spout("s", ListSpout([["a"]], fields=["word"]))
+    for name, maximum in (("six", 6), ("default", None)):
+        topo.bolt(name, StatefulBolt, parallelism=4, max_parallelism=maximum
+                  ).fields_grouping("s", ["word"])
+    plan, specs = topo.physical_plan(), topo.components
+    six, default = build_streams(plan, specs, specs["s"], task_context(plan, specs["s"], 1, ""),
+                                 lambda h, b: None, lambda *a: None)["default"].outlets
+    words = [f"w{i}" for i in range(400)]
+    assert all(six.pick([w]) == key_task(field_hash(w), 4, 6) for w in words)
+    assert all(default.pick([w]) == key_task(field_hash(w), 4) for w in words)
+    assert any(six.pick([w]) != default.pick([w]) for w in words)

@@ -54,14 +54,14 @@ def thirds(records: list[str]) -> list[list[str]]:
     return [records[:n], records[n:2 * n], records[2 * n:]]
 
 
-def three_steps(root, topic: str, last: str, bolt) -> Topology:
+def three_steps(root, topic: str, last: str, bolt, **sizes) -> Topology:
     """The log's ``topic`` (2 spout tasks) -> ``mid`` (2 tasks, shuffled) -> ``last`` (2
-    tasks, fields grouped on ``word``)."""
+    tasks, fields grouped on ``word``; ``sizes``: its ``max_parallelism``, say)."""
     topo = Topology(f"rebal-{last}")
     topo.spout(topic, PacedLogSpout(topic, root=str(root), fields=["word"], batch_size=50,
                                     rate=RATE), parallelism=2)
     topo.bolt("mid", PassOn, parallelism=2).shuffle_grouping(topic)
-    topo.bolt(last, bolt, parallelism=2).fields_grouping("mid", ["word"])
+    topo.bolt(last, bolt, parallelism=2, **sizes).fields_grouping("mid", ["word"])
     return topo
 
 
@@ -79,11 +79,12 @@ def counted(running) -> int:
 
 
 def per_task_keys(running) -> list[set]:
-    """The keys each counter task holds in the committed checkpoint."""
+    """The keys each counter task holds in the committed checkpoint, by task index."""
     with contextlib.closing(running._state_store()) as store:
         cid = store.committed()[0]
-        return [{k for k, _ in pairs or ()}
-                for pairs in store.load_prefix(cid, "state/count/").values()]
+        saved = store.load_prefix(cid, "state/count/")
+    return [{k for k, _ in saved[name] or ()}
+            for name in sorted(saved, key=lambda name: int(name.rsplit("/", 1)[1]))]
 
 
 def test_stateful_count_rebalanced_2_8_3_commits_exactly_a_batch_count(tmp_path):
@@ -112,6 +113,36 @@ def test_stateful_count_rebalanced_2_8_3_commits_exactly_a_batch_count(tmp_path)
     assert [e["parallelism"] for e in events] == [{"count": 8}, {"count": 3}]
     assert grown["keys_moved"]["count"] > 0 and grown["in_place"] and shrunk["in_place"]
     assert len(grown["tasks_added"]) == 6 and len(shrunk["tasks_removed"]) == 5
+
+
+def test_a_non_default_maximum_splits_state_by_its_own_key_groups_and_refuses_above_it(
+        tmp_path):
+    """``max_parallelism=6``: six key groups. Rebalanced 2 -> 5 (groups dealt 2, 1, 1, 1,
+    1) while it runs; 7 is refused naming the component and its maximum; the committed
+    counts equal a batch count, and each task holds the keys of its own key groups."""
+    from runtime.groupings import field_hash, key_task
+
+    first, second, third = thirds(WORDS)
+    fill_log(tmp_path, "words", first)
+    topo = three_steps(tmp_path, "words", "count", StatefulWordCount, max_parallelism=6)
+    with topo.submit(checkpoint_interval=0.3) as running:
+        running.wait_active(60)
+        wait_for(lambda: counted(running) > 0, 60, "a first committed count")
+        grown = running.rebalance({"count": 5})
+        fill_log(tmp_path, "words", second, create=False)
+        with pytest.raises(ValueError, match="component 'count': parallelism 7 is above its "
+                                             "maximum parallelism 6"):
+            running.rebalance({"count": 7})
+        assert len(tasks_of(running, "count")) == 5
+        fill_log(tmp_path, "words", third, create=False)
+        wait_for(lambda: counted(running) >= len(WORDS), 180, "the whole log to be committed")
+        state = running.state("count")
+        keys = per_task_keys(running)
+    print(f"\n[rebalance] max_parallelism=6, 2->5: {grown}")
+    assert state == dict(Counter(WORDS))
+    assert len(keys) == 5 and sum(map(len, keys)) == len(set().union(*keys)) == 101
+    assert all(key_task(field_hash(k), 5, 6) == i for i, ks in enumerate(keys) for k in ks)
+    assert grown["keys_moved"]["count"] > 0 and len(grown["tasks_added"]) == 3
 
 
 def pipeline(root) -> Topology:
@@ -152,7 +183,7 @@ def test_guard_refuses_what_cannot_be_done_naming_the_component(tmp_path):
         for request, words in [({"nope": 2}, "'nope': no such component"),
                                ({"ids": 3}, "'ids': a spout's parallelism"),
                                ({"mid": 0}, "'mid': parallelism must be an int >= 1"),
-                               ({"mid": 129}, "'mid': parallelism 129 is above the maximum "
+                               ({"mid": 129}, "'mid': parallelism 129 is above its maximum "
                                               "parallelism 128"),
                                ({"__acker": 2}, "'__acker': a system component")]:
             with pytest.raises(ValueError, match=words.replace("(", r"\(")):

@@ -67,7 +67,8 @@ def test_stream_ids_start_with_the_tick_stream():
 
 def test_config_is_defaults_then_topology_then_call():
     config = topology().physical_plan(flush_interval=0.5).config
-    assert config == {**DEFAULTS, "batch_size": 10, "flush_interval": 0.5}
+    assert config == {**DEFAULTS, "batch_size": 10, "flush_interval": 0.5,
+                      "max_parallelisms": {"lines": 128, "split": 128, "sink": 128}}
 
 
 def test_round_trip_through_plain_data_and_the_wire():
@@ -124,7 +125,7 @@ def test_a_rebalance_in_place_keeps_every_kept_task_where_it_was():
     ({"lines": 3}, "component 'lines': a spout's parallelism cannot change yet"),
     ({"split": 0}, "component 'split': parallelism must be an int >= 1, not 0"),
     ({"split": 2.0}, "component 'split': parallelism must be an int >= 1, not 2.0"),
-    ({"split": 129}, "component 'split': parallelism 129 is above the maximum parallelism 128"),
+    ({"split": 129}, "component 'split': parallelism 129 is above its maximum parallelism 128"),
     ({}, "give {component: parallelism}"),
 ])
 def test_a_rebalance_that_cannot_be_done_is_refused_naming_the_component(request_, problem):
@@ -139,3 +140,21 @@ def test_a_rebalance_to_no_containers_is_refused():
 
     with pytest.raises(ValueError, match="containers must be an int >= 1, not 0"):
         check_rebalance(topology().physical_plan(), {"split": 2}, 0, frozenset())
+
+
+def test_a_rebalance_above_a_components_own_maximum_is_refused_naming_it():
+    """``max_parallelism=`` reaches the master's guard through the plan (issue 22)."""
+    from runtime.model.plan import check_rebalance
+
+    topo = Topology("wc")
+    topo.spout("lines", ListSpout([], fields=["line"]))
+    topo.bolt("split", Split, parallelism=2, max_parallelism=6).shuffle_grouping("lines")
+    plan = topo.physical_plan()
+    check_rebalance(plan, {"split": 6}, None, frozenset({"lines"}))  # up to it: fine
+    with pytest.raises(ValueError, match="component 'split': parallelism 7 is above its "
+                                         "maximum parallelism 6 .max_parallelism="):
+        check_rebalance(plan, {"split": 7}, None, frozenset({"lines"}))
+    again = PhysicalPlan.from_data(wire.unpack(wire.pack(plan.rebalanced({"split": 3},
+                                                                         containers=2).to_data())))
+    with pytest.raises(ValueError, match="above its maximum parallelism 6"):
+        check_rebalance(again, {"split": 7}, None, frozenset({"lines"}))  # kept on replans

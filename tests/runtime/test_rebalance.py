@@ -79,3 +79,24 @@ def test_a_key_moves_only_with_its_key_group():
         owners.append({w: index[t] for t, ws in sent_words(sent).items() for w in ws})
     old, new = owners
     assert {(old[w], new[w] // 2) for w in old} == {(0, 0), (1, 1)}
+
+
+def test_repartition_splits_by_the_components_own_key_groups(tmp_path):
+    """``max_parallelism=6``: the committed pairs are dealt as six key groups are (the
+    same choice the keyed grouping makes), not as the default 128."""
+    from runtime import state as _state
+    from runtime.groupings import field_hash, key_task
+
+    store = _state.open_store("sqlite", str(tmp_path))
+    pairs = [[f"k{i}", i] for i in range(500)]
+    old = store.next("checkpoint")
+    store.save(old, "state/c/0", pairs[:250])
+    store.save(old, "state/c/1", pairs[250:])
+    store.commit(old, {"epoch": 1})
+    _state.repartition(store, {"c": 5}, {"c": 6})
+    parts = store.load_prefix(store.committed()[0], "state/c/")
+    store.close()
+    held = {k: int(name.rsplit("/", 1)[1]) for name, ps in parts.items() for k, _ in ps}
+    assert sorted(held) == sorted(k for k, _ in pairs)
+    assert all(key_task(field_hash(k), 5, 6) == i for k, i in held.items())
+    assert any(key_task(field_hash(k), 5) != i for k, i in held.items())  # 6 groups, not 128

@@ -312,7 +312,8 @@ def wordcount() -> Topology:
 def test_graph_nodes():
     graph = wordcount().graph
     assert list(graph.nodes) == ["words", "split", "count", "sink"]
-    assert graph.nodes["split"] == {"kind": "bolt", "parallelism": 3, "cls": "Split",
+    assert graph.nodes["split"] == {"kind": "bolt", "parallelism": 3, "max_parallelism": 128,
+                                    "cls": "Split",
                                     "streams": {"default": ("word",),
                                                 "errors": ("line", "why")}}
     assert graph.nodes["words"]["kind"] == "spout"
@@ -446,3 +447,38 @@ def test_the_hooks_are_plugged_whatever_is_imported_first():
     out = subprocess.run([sys.executable, "-c", HOOK_PROBE], capture_output=True, text=True,
                          check=True, timeout=60, env=env).stdout.split()
     assert out == ["True", "True", "False"]  # plugged, and the scheduler not yet imported
+
+
+# -- max_parallelism (issue 22) -----------------------------------------------------------------
+def test_max_parallelism_defaults_to_128_or_the_parallelism_if_higher():
+    topo = Topology("t")
+    topo.spout("words", Words, parallelism=2)
+    topo.bolt("few", ListSink, parallelism=3).shuffle_grouping("words")
+    topo.bolt("many", ListSink, parallelism=200).shuffle_grouping("words")
+    topo.bolt("set", ListSink, parallelism=2, max_parallelism=6).shuffle_grouping("words")
+    maxima = {c: s.max_parallelism for c, s in topo.components.items()}
+    assert maxima == {"words": 128, "few": 128, "many": 200, "set": 6}
+    assert topo.physical_plan().config["max_parallelisms"] == maxima  # the master's guard
+
+
+@pytest.mark.parametrize(("parallelism", "maximum", "problem"), [
+    (4, 3, "component 'b': max_parallelism 3 is below its parallelism 4"),
+    (1, 0, "component 'b': max_parallelism must be an integer from 1 to 32768, not 0"),
+    (1, 32769, "component 'b': max_parallelism must be an integer from 1 to 32768, not 32769"),
+    (1, 2.0, "component 'b': max_parallelism must be an integer from 1 to 32768, not 2.0"),
+    (1, True, "component 'b': max_parallelism must be an integer from 1 to 32768, not True"),
+    (1, "8", "component 'b': max_parallelism must be an integer from 1 to 32768, not '8'"),
+])
+def test_a_bad_max_parallelism_is_refused_at_definition_naming_the_component(
+        parallelism, maximum, problem):
+    with pytest.raises(TopologyError, match=problem):
+        Topology("t").bolt("b", ListSink, parallelism=parallelism, max_parallelism=maximum)
+    with pytest.raises(TopologyError, match=problem.replace("'b'", "'s'")):
+        Topology("t").spout("s", Words, parallelism=parallelism, max_parallelism=maximum)
+
+
+def test_max_parallelism_is_per_component_not_a_topology_option():
+    with pytest.raises(TopologyError, match="unknown option 'max_parallelism'"):
+        Topology("t", max_parallelism=8)
+    with pytest.raises(TopologyError, match=r"did you mean 'max_parallelism'\?"):
+        Topology("t").bolt("b", ListSink, max_paralelism=8)

@@ -134,13 +134,13 @@ def test_controls_pause_resume_tune_and_kill_reach_the_topology():
         board.set_max_spout_pending("9")  # every spout: the spouts' tasks only are told
         assert "told src[1]" in board._parts.message.value
         assert "sink" not in board._parts.message.value
-        board.rebalance("sink=2")  # in place; returns when done (issue 22)
-        assert "rebalance sink=2: done in" in board._parts.message.value
+        board.rebalance("sink=2").join(120)  # in place, in the background (issue 22)
+        assert "rebalance sink=2: done in" in board._parts.moving.value
         assert len(running.plan().component_tasks()["sink"]) == 2
-        board.rebalance("src=2")  # refused by the master, in words
-        assert "refused" in board._parts.message.value and "spout" in board._parts.message.value
-        board.rebalance("sink=two")  # refused before any call
-        assert "give component=N" in board._parts.message.value
+        board.rebalance("src=2").join(30)  # refused by the master, in words
+        assert "refused" in board._parts.moving.value and "spout" in board._parts.moving.value
+        assert board.rebalance("sink=two") is None  # refused before any call
+        assert "give component=N" in board._parts.moving.value
         wait_for(lambda: table(board.refresh() and board)["src"]["emitted"] not in ("0", "–"),
                  20, "counts to show before the kill")
         board.kill()
@@ -150,6 +150,72 @@ def test_controls_pause_resume_tune_and_kill_reach_the_topology():
         assert table(board)["src"]["emitted"] not in ("0", "–")  # the last real numbers
         assert "crashed" not in repr(running) and "killed" in repr(running)
         assert all(w.disabled for w in board._parts.controls())
+        board.close()
+
+
+class OpensLate(Bolt):
+    """A sink whose added tasks (index 1 and up) start only once the test writes ``open``
+    in the run directory: a rebalance that adds one runs until then."""
+
+    outputs: list[str] = []
+
+    def prepare(self, config, context):
+        gate = os.path.join(context.run_dir, "open")
+        while context.task_index > 0 and not os.path.exists(gate):
+            time.sleep(0.01)  # polls the test's condition
+
+    def process(self, tup):
+        pass
+
+
+def gated() -> Topology:
+    topo = Topology("gated")
+    topo.spout("src", PacedSpout(100))
+    topo.bolt("sink", OpensLate, max_parallelism=3).shuffle_grouping("src")
+    return topo
+
+
+def graph_tasks(board: Dashboard, component: str) -> str | None:
+    """The ``× N`` the graph shows for ``component`` (its node's ``data-tasks``)."""
+    root = ET.fromstring(board._parts.graph.value)
+    return next((g.get("data-tasks") for g in root.iter(f"{SVG}g")
+                 if g.get("data-component") == component), None)
+
+
+def test_the_rebalance_control_runs_in_the_background_and_shows_what_moves():
+    """Issue 22: the widget thread does not wait; the box and button are off and a line
+    says what moves while it runs; the refresh goes on; a second click meets the master's
+    guard; then the line gives the event's figures and the graph and plan follow; above
+    the component's max_parallelism the refusal is shown in words."""
+    with gated().submit() as running:
+        running.wait_active()
+        board = Dashboard(running, interval=0.2, topology=gated())
+        thread = board.rebalance(" sink=2 ")
+        assert thread is not None and board.rebalancing
+        parts = board._parts
+        assert parts.rebalance.disabled and parts.rebalance_box.disabled
+        assert "rebalance sink=2: moving: sink 1 → 2 tasks" in parts.moving.value
+        wait_for(lambda: running.status()["rebalancing"], 60, "the master to run it")
+        ticks = board.ticks
+        wait_for(lambda: board.ticks >= ticks + 2, 30, "refreshes while it runs")
+        board.rebalance("sink=3").join(30)  # one at a time: the master's guard says so
+        assert "rebalance sink=3: refused: " in parts.message.value
+        assert "another rebalance is running" in parts.message.value
+        assert "moving" in parts.moving.value and board.rebalancing
+        with open(os.path.join(running.run_dir, "open"), "w"):
+            pass  # the added task may start now
+        thread.join(120)
+        assert not board.rebalancing and not parts.rebalance.disabled
+        line = parts.moving.value
+        assert "rebalance sink=2: done in" in line and "spouts paused" in line, line
+        assert "sink → 2 tasks" in line and "tasks added" in line, line
+        assert "keys moved: none" in line, line
+        wait_for(lambda: graph_tasks(board, "sink") == "2", 30, "the graph to say × 2")
+        wait_for(lambda: parts.plan.value.count("sink[") == 2, 30, "the plan's two sinks")
+        board.rebalance("sink=4").join(30)
+        assert "rebalance sink=4: refused: " in parts.moving.value
+        assert "parallelism 4 is above its maximum parallelism 3" in parts.moving.value
+        assert not parts.rebalance.disabled
         board.close()
 
 

@@ -410,3 +410,30 @@ def test_window_mistakes_point_at_the_word(line, problem, word):
         parse_topology("w", f"ev: events\n{line}", WINDOW_NS)
     err = info.value
     assert err.lineno == 3 and err.line[err.col:].startswith(word)
+
+
+def test_max_parallelism_on_a_component_line():
+    """Issue 22: ``max_parallelism=N`` is the ``max_parallelism=`` of ``topo.bolt``."""
+    parsed = build("words: RandomSentence * 2 max_parallelism=4\n"
+                   "count: WordCount * 3 <- words fields(sentence) max_parallelism=16")
+    maxima = {c: s.max_parallelism for c, s in parsed.topology.components.items()}
+    assert maxima == {"words": 4, "count": 16}
+    assert build("words: RandomSentence").topology.components["words"].max_parallelism == 128
+
+
+@pytest.mark.parametrize(("header", "body", "problem", "word"), [
+    ("t", "words: RandomSentence * 4 max_parallelism=2",
+     "component 'words': max_parallelism 2 is below its parallelism 4", "words"),
+    ("t", "words: RandomSentence max_parallelism=0",
+     "`max_parallelism` must be an integer from 1 to 32768, not 0", "0"),
+    ("t", "words: RandomSentence max_parallelism=many",
+     "`max_parallelism` must be an integer from 1 to 32768, not 'many'", "many"),
+    ("t max_parallelism=8", "words: RandomSentence",
+     "`max_parallelism` is a per-component option: set it on a component's line",
+     "max_parallelism"),
+])
+def test_a_bad_max_parallelism_is_shown_under_its_word(header, body, problem, word):
+    message = error(body, header)
+    assert problem in message
+    shown = header if message.startswith("line 1:") else body
+    assert message.endswith(f"    {shown}\n    " + " " * shown.index(word) + "^" * len(word))
