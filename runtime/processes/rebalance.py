@@ -22,7 +22,10 @@ ones stop. One tick of the master at a time:
    event is recorded and the client answered with the new plan.
 
 **With a new number of containers** every container is restarted on a new plan (tasks
-numbered again); the master keeps its endpoint, secret, events and settings.
+numbered again); the master keeps its endpoint, secret, events and settings. On the Spark
+scheduler the master waits for every stream manager's ``bye`` (its barrier task then
+ends), and the driver submits the barrier job again with the new number of tasks
+(``spark_scheduler.ContainerJob.resize``), whose stream managers say hello to this master.
 """
 
 from __future__ import annotations

@@ -419,8 +419,9 @@ def test_three_containers_instead_of_two_resubmit_the_job_and_the_counts_stay_ex
         spark, tmp_path):
     """A checkpointed word count from the embedded log on two Spark containers, rebalanced
     to three containers (and three counters) while it runs: the driver submits the barrier
-    job again with three tasks, the master and the handle stay, and the committed counts
-    are exactly a batch count of the log."""
+    job again with three tasks, the master and the handle stay. Then back to two counters
+    in place (the same containers). The committed counts are exactly a batch count of the
+    log."""
     half = len(REBALANCE_WORDS) // 2
     fill_log(tmp_path, "words", REBALANCE_WORDS[:half])
     with rebalanced_word_count(tmp_path).submit(scheduler="spark", master=spark, containers=2,
@@ -429,21 +430,26 @@ def test_three_containers_instead_of_two_resubmit_the_job_and_the_counts_stay_ex
         wait_for(lambda: sum(running.state("count").values()) > 0, 120, "a committed count")
         master, first = running.master_pid, running.events()[0]
         event = running.rebalance({"count": 3}, containers=3, timeout=300)
+        plan, containers = running.plan(), running.status()["containers"]
+        shrunk = running.rebalance({"count": 2}, timeout=300)  # the same containers: in place
         fill_log(tmp_path, "words", REBALANCE_WORDS[half:], create=False)
-        plan = running.plan()
         wait_for(lambda: sum(running.state("count").values()) >= len(REBALANCE_WORDS), 240,
                  "the whole log to be committed")
         state, status = running.state("count"), running.status()
         stats, events = running.statistics(), running.events()
-    print(f"\n[spark rebalance] 2 -> 3 containers: {event}")
+    print(f"\n[spark rebalance] 2 -> 3 containers: {event}\n[spark rebalance] in place, "
+          f"count 3 -> 2: {shrunk}")
     assert state == dict(Counter(REBALANCE_WORDS))
     assert plan.containers == 3 and len(plan.component_tasks()["count"]) == 3
     assert {s.container for s in stats} == {0, 1, 2}
     assert not event["in_place"] and event["containers"] == 3
     assert event["keys_moved"]["count"] > 0
+    assert shrunk["in_place"] and len(shrunk["tasks_removed"]) == 1
+    assert status["containers"] == containers  # no stream manager restarted for it
+    assert len(running.plan().component_tasks()["count"]) == 2
     # the same master (the dashboard's history with it), and one more barrier job
     assert status["pid"] == master and running.master_restarts == 0
-    assert events[0] == first and [e["kind"] for e in events].count("rebalanced") == 1
+    assert events[0] == first and [e["kind"] for e in events].count("rebalanced") == 2
     assert status["spark_job"] | {"group": None} == {
         "group": None, "running": True, "rounds": 0, "resized": 1, "containers": 3,
         "last_error": None}
