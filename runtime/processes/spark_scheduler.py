@@ -316,9 +316,15 @@ class SparkTopology(RunningTopology):
         """As for a local topology (:meth:`RunningTopology.rebalance`). A new number of
         containers ends the barrier job's round (the master stops its stream managers,
         keyed state moving through the checkpoint) and submits the job again with that
-        many tasks, on the new plan; the master, its endpoint and the handle stay. The
-        Spark cluster must have that many free task slots."""
+        many tasks, on the new plan; the master, its endpoint and the handle stay. More
+        containers than the cluster has task slots is refused (ValueError) before anything
+        stops: Spark would never start that barrier job."""
         resize = containers is not None and containers != self.plan.containers
+        slots = task_slots(self.job.spark) if resize else None
+        if slots is not None and containers > slots:
+            raise ValueError(f"rebalance of {self.name!r}: containers={containers} needs "
+                             f"{containers} Spark task slots at once (one barrier job), and "
+                             f"the cluster has {slots}")
         if resize:
             self.job.resize(containers)
         try:
@@ -369,6 +375,22 @@ class SparkTopology(RunningTopology):
             raise FileNotFoundError(f"{path}: the log is on the host of the Spark executor "
                                     f"running container {container}, and it could not be "
                                     f"sent here: {exc}") from None
+
+
+def task_slots(spark) -> int | None:
+    """The task slots of Spark's executors now, as Spark's own check before a barrier
+    stage counts them (``SparkContext.maxNumConcurrentTasks``, reached through py4j: not a
+    public API); None if this Spark does not answer (then nothing is checked here).
+
+    >>> task_slots(object()) is None
+    True
+    """
+    try:
+        sc = spark.sparkContext._jsc.sc()
+        return int(sc.maxNumConcurrentTasks(sc.resourceProfileManager()
+                                            .defaultResourceProfile()))
+    except Exception:  # another Spark version, or a session already stopped
+        return None
 
 
 # -- the task (the executor side) -----------------------------------------------------------

@@ -429,6 +429,8 @@ def test_three_containers_instead_of_two_resubmit_the_job_and_the_counts_stay_ex
         running.wait_active(120)
         wait_for(lambda: sum(running.state("count").values()) > 0, 120, "a committed count")
         master, first = running.master_pid, running.events()[0]
+        with pytest.raises(ValueError, match="needs 9 Spark task slots .* the cluster has 4"):
+            running.rebalance({"count": 3}, containers=9)  # refused: nothing stops
         event = running.rebalance({"count": 3}, containers=3, timeout=300)
         plan, containers = running.plan(), running.status()["containers"]
         shrunk = running.rebalance({"count": 2}, timeout=300)  # the same containers: in place
