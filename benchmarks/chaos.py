@@ -53,6 +53,9 @@ Scenarios (``--scenario``, repeatable; default: all local ones):
 - ``spark-container-kill``: the topology on Spark (``scheduler="spark"``, master
   ``$TUPLEFLOW_CHAOS_SPARK`` or ``local[2]``), SIGKILL container 1's stream manager inside
   its Spark task (the task's supervision restarts it; see docs/internals/remote.md).
+- ``spark-master-kill``: the same topology on Spark, SIGKILL its master (beside this
+  process); the stream managers run on in their Spark tasks and a new master adopts them
+  (docs/remote.md, "A master that may die"); ``master_s`` and ``adoption_s`` as above.
 
 Run: ``python benchmarks/chaos.py --scenario bolt-kill --messages 20000``.
 """
@@ -329,6 +332,7 @@ SCENARIOS = {s.name: s for s in [
     Scenario("slow-consumer", LogSource, None, delay=0.002),
     Scenario("master-kill", LogSource, kill_master),
     Scenario("spark-container-kill", LogSource, kill_stmgr, spark=True),
+    Scenario("spark-master-kill", LogSource, kill_master, spark=True),
 ]}
 SPARK_MASTER = os.environ.get("TUPLEFLOW_CHAOS_SPARK", "local[2]")  # 2 slots: 2 containers
 

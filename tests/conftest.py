@@ -259,7 +259,9 @@ def spark_cluster(tmp_path_factory):
         "spark_cluster", Path(__file__).with_name("spark_cluster.py"))
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
-    cluster = module.SparkCluster(tmp_path_factory.mktemp("spark"))
+    # 4 task slots (a count Spark schedules by, not cores to burn): a rebalance to 3
+    # containers runs a barrier job of 3 tasks (tests/runtime/test_remote_spark.py)
+    cluster = module.SparkCluster(tmp_path_factory.mktemp("spark"), cores=4)
     yield cluster
     cluster.stop()
 

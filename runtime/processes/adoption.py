@@ -235,7 +235,8 @@ def adopt_container(sup: Any, ident: bytes, msg: wire.Running) -> None:
     sup.sms[c] = {"ident": ident, "inbound": msg.inbound, "pid": msg.pid,
                   "generation": msg.generation, "run_dir": msg.run_dir}
     sup.generations[c] = msg.generation
-    sup.containers[c] = Orphan(msg.pid)
+    if not sup.remote:  # a Spark executor's pid is not on this host: Spark watches it
+        sup.containers[c] = Orphan(msg.pid)
     sup.started_at[c] = time.monotonic()
     for task, info in msg.tasks.items():
         _adopt_task(sup, int(task), info)

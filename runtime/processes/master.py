@@ -43,6 +43,7 @@ from .observation import Observation
 from .outbox import Outbox
 from .rebalance import Rebalance
 from .settings import LiveSettings
+from .spark_adoption import SparkAdoption
 from .supervision import Supervision
 from .tasks import TaskTable
 from .tracing import MasterTraces
@@ -85,7 +86,8 @@ class TopologyMaster:
         self.export, self.export_error = self._serve_metrics()
         # a master replacing one that died has an Adoption (``done`` once it has adopted
         # the containers); a first master has None
-        self.adoption = (_adoption.Adoption(self, boot.get("master_restarts", 1), self.clock())
+        adoption = SparkAdoption if self.remote else _adoption.Adoption
+        self.adoption = (adoption(self, boot.get("master_restarts", 1), self.clock())
                          if boot.get("adopt") else None)
 
     def _bind(self) -> None:
@@ -260,6 +262,8 @@ class TopologyMaster:
 
     def on_bye(self, ident: bytes, msg: wire.Bye) -> None:
         log.info("%s %s said bye", msg.role, msg.id)
+        if self.rebalancing is not None:  # a remote container it stopped
+            self.rebalancing.on_bye(msg)
 
     def on_kill(self, ident: bytes, msg: wire.AskKill) -> None:
         """Stop the topology; the client hears back once it is down (see shutdown)."""

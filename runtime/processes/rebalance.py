@@ -22,7 +22,10 @@ ones stop. One tick of the master at a time:
    event is recorded and the client answered with the new plan.
 
 **With a new number of containers** every container is restarted on a new plan (tasks
-numbered again); the master keeps its endpoint, secret, events and settings.
+numbered again); the master keeps its endpoint, secret, events and settings. On the Spark
+scheduler the master waits for every stream manager's ``bye`` (its barrier task then
+ends), and the driver submits the barrier job again with the new number of tasks
+(``spark_scheduler.ContainerJob.resize``), whose stream managers say hello to this master.
 """
 
 from __future__ import annotations
@@ -57,8 +60,6 @@ class Rebalance:
     def __init__(self, master: Any, ident: bytes, msg: wire.AskRebalance) -> None:
         self.master, self.ident, self.id = master, ident, msg.id
         self.old = old = master.plan
-        if master.remote:
-            raise ValueError(f"rebalance of {old.topology!r}: not on the Spark scheduler yet")
         spouts = _spouts(master.tasks, master.kinds, old.topology, msg.parallelism)
         check_rebalance(old, msg.parallelism, msg.containers, spouts)
         self.changes = {c: n for c, n in msg.parallelism.items() if old.parallelism()[c] != n}
@@ -72,6 +73,7 @@ class Rebalance:
         self.drained: bool | None = None
         self.moved: dict | None = None
         self.awaiting: set[int] = set()  # tasks yet to say they switched
+        self.byes: set[int] = set()  # remote containers yet to say they stopped
         self.dropped_before = 0
         if self.in_place:
             self._start()
@@ -129,8 +131,10 @@ class Rebalance:
     def _switch(self) -> None:
         self.switched = self.master.clock()
         if not self.in_place:
-            self._restart()
-            self.step = self._restarting
+            self._stop()
+            self.step = self._stopping
+            if not self.byes:  # local: the containers have exited
+                self._stopping(self.switched)
             return
         self.awaiting = {t.task for t in self.plan.tasks if t.component != CHECKPOINTER}
         self.awaiting |= set(self.removed)
@@ -168,11 +172,35 @@ class Rebalance:
             return False
         return self._resume(now)
 
+    def _stop(self) -> None:
+        """A new number of containers: stop every container. A local one has exited when
+        this returns; a remote one (a Spark task) says ``bye`` once its instances have."""
+        sup = self.master.supervision
+        self.byes = set(sup.sms) if self.master.remote else set()
+        sup.stop()
+
+    def on_bye(self, msg: wire.Bye) -> None:
+        if msg.role == "sm":
+            self.byes.discard(msg.id)
+
+    def _stopping(self, now: float) -> bool:
+        """Until every remote container said bye (at most ``SWITCH_BOUND``): the last
+        reports of its instances must reach the old task table, not a new task of the
+        same id, and the driver submits the job again only once its round has ended."""
+        if self.byes and now - self.switched < SWITCH_BOUND:
+            return False
+        if self.byes:
+            log.warning("rebalance: containers %s did not say they stopped in %.0f s; going "
+                        "on", sorted(self.byes), SWITCH_BOUND)
+        self._restart()
+        self.step = self._restarting
+        return False
+
     def _restart(self) -> None:
-        """A new number of containers: stop every container, move keyed state, start the
-        containers on the new plan."""
+        """Move keyed state, then run on the new plan: the master starts the containers
+        (local), or the driver submits the Spark job again with the new number of tasks,
+        whose stream managers say hello to this master (remote)."""
         master = self.master
-        master.supervision.stop()
         master.settle()
         if _state.checkpointing(self.plan.config):
             with contextlib.closing(self._store()) as store:

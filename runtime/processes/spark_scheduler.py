@@ -80,17 +80,35 @@ def submit(topology, *, containers: int, config: Mapping[str, Any]) -> SparkTopo
             "detached": False, "sys_path": _scheduler._sys_path(),
             "remote": {"keys": keys.to_data(), **remote}}
     submitted = time.time()
-    proc = _procs.spawn("runtime.processes.master", boot, new_session=True, stdout=subprocess.PIPE,
-                        log_path=os.path.join(_procs.log_dir(run_dir), "master.log"),
-                        env=_scheduler._child_env())
+    proc = start_master(boot)
     endpoint = _scheduler._await_ready(proc, run_dir)
     job = ContainerJob(spark, topology.name, containers,
                        task_boot(topology.name, secret, keys, endpoint))
     running = SparkTopology(topology.name, plan, run_dir, secret, endpoint, proc, submitted,
-                            keys=keys, job=job)
+                            lambda n: adopting_master(boot, running, n), keys=keys, job=job)
     running.topology = topology  # what workbench.reconcile reads a definition from
     job.start()
     return running
+
+
+def start_master(boot: dict) -> subprocess.Popen:
+    """The topology master, here beside the notebook, leading a new session (its process
+    group is swept at kill)."""
+    return _procs.spawn("runtime.processes.master", boot, new_session=True,
+                        stdout=subprocess.PIPE, env=_scheduler._child_env(),
+                        log_path=os.path.join(_procs.log_dir(boot["run_dir"]), "master.log"))
+
+
+def adopting_master(boot: dict, running: SparkTopology, restarts: int) -> subprocess.Popen:
+    """The ``restarts``-th master replacing a dead one (the handle's ``relaunch``): it
+    binds the address the containers already know and adopts their stream managers,
+    which run on in Spark's executors (runtime/processes/spark_adoption.py). It starts on
+    the plan the handle last had (a rebalance may have changed it since submit), paused
+    if the spouts were paused through the handle. The barrier job is not touched."""
+    proc = start_master({**boot, "plan": running.plan.to_data(), "paused": running.paused_here,
+                         "adopt": True, "master_restarts": restarts})
+    _scheduler._await_ready(proc, boot["run_dir"])
+    return proc
 
 
 def remote_options(config: dict) -> dict:
@@ -163,6 +181,9 @@ class ContainerJob(threading.Thread):
     with their Python workers). So the driver asks again: it submits the job anew, one
     *round* more, after a back-off; each round's stream managers say hello with a higher
     generation, and the master takes them as restarted containers.
+
+    A rebalance to a new number of containers (:meth:`resize`) ends a round cleanly (the
+    master stops every stream manager) and has the next one run that many tasks.
     """
 
     def __init__(self, spark, name: str, containers: int, boot: dict) -> None:
@@ -172,6 +193,8 @@ class ContainerJob(threading.Thread):
         self.result: list[dict] | None = None  # one summary per container, once it ends
         self.error: BaseException | None = None  # why the last round failed
         self.rounds = 0  # jobs submitted again after a failure
+        self.resized = 0  # jobs submitted again with a new number of containers
+        self.next_containers: int | None = None  # a rebalance asked for this many
         self.stopping = threading.Event()  # the topology is being killed: no new round
 
     def run(self) -> None:
@@ -183,7 +206,10 @@ class ContainerJob(threading.Thread):
             started = time.monotonic()
             try:
                 self.result = self._collect(sc)
-                return
+                if not self._next_size():
+                    return
+                streak = 0
+                continue
             except Exception as exc:  # a task was lost, or the job was cancelled at kill
                 self.error = exc
             if self.stopping.is_set():
@@ -198,8 +224,25 @@ class ContainerJob(threading.Thread):
             self.stopping.wait(delay)  # the back-off, cut short by a kill
             self.rounds += 1
 
+    def resize(self, containers: int | None) -> None:
+        """The next round runs ``containers`` tasks (None: it does not, the rebalance was
+        refused). Asked before the master stops the containers, so the round that ends
+        then is submitted again at once instead of ending the job."""
+        self.next_containers = containers
+
+    def _next_size(self) -> bool:
+        """A round ended cleanly: whether to submit one with the new number of tasks."""
+        containers, self.next_containers = self.next_containers, None
+        if containers is None or self.stopping.is_set():
+            return False
+        log.info("topology %r: submitting the Spark job again with %d containers",
+                 self.boot["name"], containers)
+        self.containers, self.resized = containers, self.resized + 1
+        return True
+
     def _collect(self, sc) -> list[dict]:
-        n, boot = self.containers, {**self.boot, "round": self.rounds}
+        # every round's stream managers have a higher generation than the last one's
+        n, boot = self.containers, {**self.boot, "round": self.rounds + self.resized}
         rdd = sc.parallelize(range(n), n).barrier().mapPartitions(
             functools.partial(run_container, boot))
         return rdd.collect()
@@ -207,7 +250,7 @@ class ContainerJob(threading.Thread):
     def state(self) -> dict:
         error = None if self.error is None else job_error(str(self.error))
         return {"group": self.group, "running": self.is_alive(), "rounds": self.rounds,
-                "last_error": error}
+                "resized": self.resized, "containers": self.containers, "last_error": error}
 
     def finish(self, timeout: float) -> None:
         """Wait for the job to end; cancel it if it does not (a stuck task)."""
@@ -268,6 +311,29 @@ class SparkTopology(RunningTopology):
         raise ValueError(f"topology {self.name!r} runs on Spark: its instances' pids are on "
                          "the executors' hosts, which running.profile cannot sample yet")
 
+    def rebalance(self, parallelism: dict[str, int], containers: int | None = None,
+                  timeout: float = 120.0) -> dict:
+        """As for a local topology (:meth:`RunningTopology.rebalance`). A new number of
+        containers ends the barrier job's round (the master stops its stream managers,
+        keyed state moving through the checkpoint) and submits the job again with that
+        many tasks, on the new plan; the master, its endpoint and the handle stay. More
+        containers than the cluster has task slots is refused (ValueError) before anything
+        stops: Spark would never start that barrier job."""
+        resize = containers is not None and containers != self.plan.containers
+        slots = task_slots(self.job.spark) if resize else None
+        if slots is not None and containers > slots:
+            raise ValueError(f"rebalance of {self.name!r}: containers={containers} needs "
+                             f"{containers} Spark task slots at once (one barrier job), and "
+                             f"the cluster has {slots}")
+        if resize:
+            self.job.resize(containers)
+        try:
+            return super().rebalance(parallelism, containers, timeout)
+        except ValueError:  # refused before anything stopped: the round goes on
+            if resize:
+                self.job.resize(None)
+            raise
+
     def kill(self, timeout: float = 2.0) -> None:
         self.job.stopping.set()  # first: a round that fails now is not submitted again
         super().kill(timeout)
@@ -309,6 +375,22 @@ class SparkTopology(RunningTopology):
             raise FileNotFoundError(f"{path}: the log is on the host of the Spark executor "
                                     f"running container {container}, and it could not be "
                                     f"sent here: {exc}") from None
+
+
+def task_slots(spark) -> int | None:
+    """The task slots of Spark's executors now, as Spark's own check before a barrier
+    stage counts them (``SparkContext.maxNumConcurrentTasks``, reached through py4j: not a
+    public API); None if this Spark does not answer (then nothing is checked here).
+
+    >>> task_slots(object()) is None
+    True
+    """
+    try:
+        sc = spark.sparkContext._jsc.sc()
+        return int(sc.maxNumConcurrentTasks(sc.resourceProfileManager()
+                                            .defaultResourceProfile()))
+    except Exception:  # another Spark version, or a session already stopped
+        return None
 
 
 # -- the task (the executor side) -----------------------------------------------------------

@@ -72,7 +72,10 @@ class Supervision:
     def start_container(self, c: int) -> None:
         """Start (or restart) container ``c``. Its instances start at the incarnation the
         master expects, so that a restarted container's instances are not taken for
-        late ones; its generation keeps its control identity unique."""
+        late ones; its generation keeps its control identity unique. Never a remote one:
+        Spark starts those (a task of the job, started again by the driver)."""
+        if self.remote:
+            return
         generation = self.generations[c] = self.generations.get(c, -1) + 1
         incarnations = {t.task: self.tasks[t.task]["incarnation"]
                         for t in self.plan.tasks_in(c)}
@@ -120,6 +123,8 @@ class Supervision:
             return
         self.sms[msg.id] = {"ident": ident, "inbound": msg.inbound, "pid": msg.pid,
                             "generation": msg.incarnation, "run_dir": msg.run_dir}
+        if self.remote:  # its identity, for a master that may replace this one
+            _adoption.write_container(self.boot["run_dir"], msg.id, msg.pid, msg.incarnation)
         if len(self.sms) == self.plan.containers:
             self._welcome_containers()
 

@@ -28,9 +28,12 @@ import zmq
 from runtime import BasicBolt, Topology, wire
 from runtime.processes.curve import TopologyKeys, make_client
 from runtime.processes.spark_scheduler import CONTAINER_ENV, spark_session
-from runtime.testing import ListSink, ListSpout, PacedSpout, WordCount, wait_for
+from runtime.testing import ListSink, ListSpout, PacedSpout, WordCount, read_sink, wait_for
 
 from .test_checkpoints_mp import WORDS, run_with_kills
+from .test_mp_rebalance import WORDS as REBALANCE_WORDS
+from .test_mp_rebalance import fill_log
+from .test_mp_rebalance import word_count as rebalanced_word_count
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(400)]  # the first test starts Spark
 
@@ -343,3 +346,113 @@ def test_checkpointed_state_is_exact_after_kills_on_the_spark_scheduler(
     assert [c for c, _ in killed] == ["count", "__checkpoint", "words"]
     assert {s.container for s in stats if s.component == "count"} == {0, 1}
     assert state == dict(Counter(WORDS))
+
+
+# -- a master that may die, on Spark (issue 23) --------------------------------------------------
+
+MARKED = 4000  # sentences of the master-kill test, each with a word of its own
+MARKED_RATE = 200  # a second: the run outlives the kill and the adoption
+
+
+def marked_word_count(name: str) -> Topology:
+    """Sentence ``i`` carries ``m<i>``, so the sink shows it arrived; paced, acked."""
+    topo = Topology(name, **QUIET)
+    topo.spout("sentences", ListSpout([[f"m{i} {SENTENCES[i % len(SENTENCES)]}"]
+                                       for i in range(MARKED)], fields=["sentence"],
+                                      replay=True, rate=MARKED_RATE))
+    topo.bolt("split", Split, parallelism=2).shuffle_grouping("sentences")
+    topo.bolt("sink", ListSink, parallelism=2).shuffle_grouping("split")
+    return topo
+
+
+def sink_words(folders) -> set[str]:
+    """The words every container's sinks recorded (the containers' folders are on this
+    machine: the test cluster is on loopback)."""
+    return {values[0] for folder in folders for values in read_sink(folder, "sink")}
+
+
+def test_a_killed_master_on_spark_is_replaced_and_adopts_the_running_containers(spark):
+    """SIGKILL the master of an at-least-once topology on Spark: the stream managers in the
+    executors run on and route with no master; the handle starts a new one, which binds
+    the same address and adopts them; the barrier job is neither lost nor submitted again;
+    every sentence is acked and reaches the sink."""
+    with marked_word_count("spark-master-kill").submit(
+            scheduler="spark", master=spark, containers=2, ackers=1, max_spout_pending=100,
+            message_timeout=10.0) as running:
+        running.wait_until(lambda s: total(s, "sentences", "acked") >= 300, timeout=120)
+        old, status = running.master_pid, running.status()
+        folders = list(status["container_dirs"].values())
+        instances = {s.task: s.pid for s in running.statistics()}
+        flowed, relaunch = [], running._link.relaunch
+
+        def later(n):  # the handle's relaunch, once words flowed with no master at all
+            at_death = len(sink_words(folders))
+            wait_for(lambda: len(sink_words(folders)) > at_death + 200, 60,
+                     "words to reach the sink while no master runs")
+            flowed.append(len(sink_words(folders)) - at_death)
+            return relaunch(n)
+
+        running._link.relaunch = later
+        os.kill(old, signal.SIGKILL)
+        wait_for(lambda: running.master_pid != old, 120, "a new master")
+        stats = running.wait_until(lambda s: total(s, "sentences", "acked") == MARKED
+                                   and settled(s), timeout=180, interval=0.2)
+        after, events = running.status(), running.events()
+    assert flowed and flowed[0] > 200
+    assert after["pid"] == running.master_pid != old and running.master_restarts == 1
+    assert after["containers"] == status["containers"]  # the same stream managers, adopted
+    assert {s.task: s.pid for s in stats} == instances  # no instance restarted for it
+    assert {s.master_restarts for s in stats} == {1}
+    (restarted,) = [e for e in events if e["kind"] == "master_restarted"]
+    assert restarted["adopted"] == [0, 1] and restarted["started_again"] == []
+    assert after["spark_job"]["rounds"] == 0 and after["spark_job"]["running"]
+    seen = sink_words(folders)
+    assert [i for i in range(MARKED) if f"m{i}" not in seen] == []  # 0 lost
+    # the job's one round ended at the kill, its stream managers never restarted
+    assert {r["container"]: r["restarts"] for r in running.job.result} == {0: 0, 1: 0}
+
+
+# -- a new number of containers on Spark (issue 22) ---------------------------------------------
+
+@pytest.mark.timeout(600)  # two barrier jobs, and the whole log committed
+def test_three_containers_instead_of_two_resubmit_the_job_and_the_counts_stay_exact(
+        spark, tmp_path):
+    """A checkpointed word count from the embedded log on two Spark containers, rebalanced
+    to three containers (and three counters) while it runs: the driver submits the barrier
+    job again with three tasks, the master and the handle stay. Then back to two counters
+    in place (the same containers). The committed counts are exactly a batch count of the
+    log."""
+    half = len(REBALANCE_WORDS) // 2
+    fill_log(tmp_path, "words", REBALANCE_WORDS[:half])
+    with rebalanced_word_count(tmp_path).submit(scheduler="spark", master=spark, containers=2,
+                                                checkpoint_interval=0.3) as running:
+        running.wait_active(120)
+        wait_for(lambda: sum(running.state("count").values()) > 0, 120, "a committed count")
+        master, first = running.master_pid, running.events()[0]
+        with pytest.raises(ValueError, match="needs 9 Spark task slots .* the cluster has 4"):
+            running.rebalance({"count": 3}, containers=9)  # refused: nothing stops
+        event = running.rebalance({"count": 3}, containers=3, timeout=300)
+        plan, containers = running.plan(), running.status()["containers"]
+        shrunk = running.rebalance({"count": 2}, timeout=300)  # the same containers: in place
+        fill_log(tmp_path, "words", REBALANCE_WORDS[half:], create=False)
+        wait_for(lambda: sum(running.state("count").values()) >= len(REBALANCE_WORDS), 240,
+                 "the whole log to be committed")
+        state, status = running.state("count"), running.status()
+        stats, events = running.statistics(), running.events()
+    print(f"\n[spark rebalance] 2 -> 3 containers: {event}\n[spark rebalance] in place, "
+          f"count 3 -> 2: {shrunk}")
+    assert state == dict(Counter(REBALANCE_WORDS))
+    assert plan.containers == 3 and len(plan.component_tasks()["count"]) == 3
+    assert {s.container for s in stats} == {0, 1, 2}
+    assert not event["in_place"] and event["containers"] == 3
+    assert event["keys_moved"]["count"] > 0
+    assert shrunk["in_place"] and len(shrunk["tasks_removed"]) == 1
+    assert status["containers"] == containers  # no stream manager restarted for it
+    assert len(running.plan().component_tasks()["count"]) == 2
+    # the same master (the dashboard's history with it), and one more barrier job
+    assert status["pid"] == master and running.master_restarts == 0
+    assert events[0] == first and [e["kind"] for e in events].count("rebalanced") == 2
+    assert status["spark_job"] | {"group": None} == {
+        "group": None, "running": True, "rounds": 0, "resized": 1, "containers": 3,
+        "last_error": None}
+    assert sorted(r["container"] for r in running.job.result) == [0, 1, 2]
