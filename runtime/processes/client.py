@@ -18,9 +18,10 @@ from runtime.observe.stats import InstanceStats
 from .handle_data import DataQuestions
 from .handle_slowness import SlownessQuestions
 from .handle_traces import TraceQuestions
-from .master_link import MasterLink, TopologyDead
+from .master_link import MasterLink, MasterReplaced, TopologyDead
 
-__all__ = ["RunningTopology", "TopologyDead"]  # TopologyDead: raised by MasterLink
+# raised by MasterLink: TopologyDead, and MasterReplaced (a rebalance the master died in)
+__all__ = ["MasterReplaced", "RunningTopology", "TopologyDead"]
 
 
 class RunningTopology(TraceQuestions, DataQuestions, SlownessQuestions):
@@ -217,11 +218,13 @@ class RunningTopology(TraceQuestions, DataQuestions, SlownessQuestions):
         the containers. A StatefulBolt's committed state is split over its new tasks by
         key group. ValueError, naming the component, for an unknown or system component,
         a spout, a parallelism outside 1..``KEY_GROUPS`` (128), or while another
-        rebalance runs (docs/internals/rebalance.md)."""
+        rebalance runs (docs/internals/rebalance.md). :class:`MasterReplaced` if the master
+        died during it: the new master runs the topology on the plan from before (a
+        rebalance in place that had not switched is rolled back); ask again."""
         try:
             answer = self._ask(wire.AskRebalance, timeout=timeout, parallelism=dict(parallelism),
                                containers=containers)
-        except TopologyDead:
+        except (TopologyDead, MasterReplaced):
             raise
         except RuntimeError as exc:  # refused by the master: say so plainly
             raise ValueError(str(exc)) from None
