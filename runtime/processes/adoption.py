@@ -210,10 +210,25 @@ class Adoption:
         # for a rebalance it never finished (activating an active spout does nothing)
         if not sup.paused:
             sup.tell_ready(wire.Activate())
+        cut_short(master)
         master.observation.event(
             "master_restarted", pid=os.getpid(), restarts=self.restarts,
             adopted=sorted(self.reports), started_again=sorted(gone),
             seconds=round(now - self.began, 3))
+
+
+def cut_short(master: Any) -> None:
+    """A rebalance the master before died in: every instance goes back to the plan the
+    stream managers report (an instance the dead master had told to ``Switch`` routes on
+    the new plan, whose added tasks the stream managers have dropped); a ``Switch`` to
+    the plan it runs on changes nothing but a flush. Recorded as ``rebalance_cut_short``."""
+    epoch = master.carry.cut_short()
+    if epoch is None:
+        return
+    told = master.supervision.tell_ready(wire.Switch(plan=master.plan.to_data()))
+    master.carry.rebalancing(None)
+    master.observation.event("rebalance_cut_short", from_epoch=epoch,
+                             epoch=master.plan.epoch, tasks=told)
 
 
 def sensible(msg: wire.Running, containers: int) -> bool:

@@ -9,7 +9,9 @@ nor what happened before: so every master keeps, in ``run_dir/master/``,
   and the taps that are on (until when, wall clock), rewritten whole after each change and
   before the client hears it is done;
 - ``events.jsonl`` and ``exceptions.jsonl``: each event and exception report, appended as
-  it happens, each line naming the master that wrote it (``master_pid``).
+  it happens, each line naming the master that wrote it (``master_pid``);
+- ``rebalance.json`` while a rebalance runs (written before its first step is told):
+  a new master that finds it knows the rebalance was cut short.
 
 A new master reads them before it adopts anyone: a restarted instance is told the same
 settings, ``running.events()`` and ``exceptions()`` go on from where they were (events
@@ -32,6 +34,7 @@ FOLDER = "master"
 SETTINGS = "settings.json"
 EVENTS = "events.jsonl"
 EXCEPTIONS = "exceptions.jsonl"
+REBALANCE = "rebalance.json"  # a rebalance is running (from the epoch it started on)
 
 
 class Carry:
@@ -66,6 +69,26 @@ class Carry:
             return None
         except (OSError, ValueError) as exc:
             log.warning("the live settings of the master before cannot be read: %s", exc)
+            return None
+
+    # -- a rebalance --------------------------------------------------------------------------
+    def rebalancing(self, epoch: int | None) -> None:
+        """A rebalance starts from the plan of ``epoch`` (None: none runs any more)."""
+        path = os.path.join(self.folder, REBALANCE)
+        if epoch is None:
+            with contextlib.suppress(FileNotFoundError):
+                os.remove(path)
+            return
+        with open(path + ".tmp", "w") as f:
+            json.dump({"from_epoch": epoch}, f)
+        os.replace(path + ".tmp", path)
+
+    def cut_short(self) -> int | None:
+        """The epoch a rebalance the master before died in started from, or None."""
+        try:
+            with open(os.path.join(self.folder, REBALANCE)) as f:
+                return int(json.load(f)["from_epoch"])
+        except (OSError, ValueError, KeyError, TypeError):
             return None
 
     # -- journals ---------------------------------------------------------------------------

@@ -288,8 +288,11 @@ class TopologyMaster:
             if self.supervision.state != "running":
                 raise ValueError(f"rebalance of {self.plan.topology!r}: the topology is "
                                  f"{self.supervision.state}, not running")
+            # kept before the first step is told: a new master must know it was cut short
+            self.carry.rebalancing(self.plan.epoch)
             self.rebalancing = Rebalance(self, ident, msg)
         except ValueError as exc:
+            self.carry.rebalancing(None)
             self.send(ident, wire.Reply(id=msg.id, ok=False, value=str(exc)))
 
     def on_switched(self, ident: bytes, msg: wire.Switched) -> None:
@@ -428,6 +431,7 @@ class TopologyMaster:
                 return  # its containers are not known yet
         if self.rebalancing is not None and self.rebalancing.tick(now):
             self.rebalancing = None
+            self.carry.rebalancing(None)
         self.supervision.watch_containers(now)
         self.supervision.watch_heartbeats(now)
         self.expire_log_requests(now)

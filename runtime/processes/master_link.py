@@ -30,7 +30,7 @@ NOT_ASKED_AGAIN = (wire.AskRebalance,)
 
 class MasterReplaced(RuntimeError):
     """The master died while it answered a question that is not asked twice (a
-    rebalance); a new master runs the topology, on the plan from before the question."""
+    rebalance); a new master runs the topology, on the plan its containers report."""
 
 
 class TopologyDead(RuntimeError):
@@ -100,7 +100,9 @@ class MasterLink:
                     raise MasterReplaced(
                         f"topology {self.name!r}: the master died while answering "
                         f"{question.KIND!r}; a new one (pid {self.process.pid}) runs the "
-                        "topology as it was before; not asked again")
+                        "topology on the plan the containers report (the one from before, "
+                        "unless the rebalance had switched: see the 'rebalance_cut_short' "
+                        "event); not asked again")
 
     def _watch(self) -> None:
         """Replace the master as soon as it dies, asked or not (the data flow needs no

@@ -50,6 +50,10 @@ def test_lines_are_tagged_with_their_master_and_a_torn_end_is_skipped(tmp_path):
     assert first.events() == [{"kind": "paused", "time": 1.0}]  # its own: not marked
     assert later.exceptions() == [{"component": "sink", "error": "E"}]
     assert carry.Carry(str(tmp_path / "none")).settings() is None
+    first.rebalancing(4)  # a rebalance from epoch 4 started...
+    assert later.cut_short() == 4
+    first.rebalancing(None)  # ...and ended
+    assert later.cut_short() is None
 
 
 def test_a_new_master_takes_the_settings_pause_tap_and_events_of_the_one_before(tmp_path):

@@ -100,6 +100,9 @@ def test_a_master_killed_between_a_rebalance_s_start_and_switch(tupleflow_proces
     stats = running.wait_until(lambda s: acked(s) == MESSAGES, timeout=150, interval=0.2)
     assert sorted(s.task for s in stats if s.component == "mid") == mid
     assert all(s.master_restarts == 1 for s in stats)
+    (cut,) = [e for e in running.events() if e["kind"] == "rebalance_cut_short"]
+    assert cut["from_epoch"] == cut["epoch"] == epoch and sorted(cut["tasks"]) == sorted(
+        s.task for s in stats)  # every instance told to switch back to the plan it runs
     seen = {values[0] for values in read_sink(running.run_dir, "sink")}
     assert seen == set(range(MESSAGES))  # nothing lost
     # and a rebalance asked again (the added task no longer waits) completes
