@@ -292,7 +292,8 @@ class TopologyMaster:
             self.carry.rebalancing(self.plan.epoch)
             self.rebalancing = Rebalance(self, ident, msg)
         except ValueError as exc:
-            self.carry.rebalancing(None)
+            if self.rebalancing is None:  # (the mark of one that runs stays)
+                self.carry.rebalancing(None)
             self.send(ident, wire.Reply(id=msg.id, ok=False, value=str(exc)))
 
     def on_switched(self, ident: bytes, msg: wire.Switched) -> None:

@@ -110,3 +110,16 @@ def test_an_attached_master_that_stopped_exits_0_and_one_that_died_minus_1(tmp_p
     detached.write_master(str(tmp_path), dead_pid, 2, stopped=True)
     assert detached.RecordedMaster(str(tmp_path), dead_pid).poll() == 0
     assert detached.RecordedMaster(str(tmp_path), os.getpid()).poll() is None
+
+
+def test_a_refused_rebalance_leaves_the_mark_of_the_one_that_runs(tmp_path):
+    tm = closed(TopologyMaster(boot(tmp_path)))
+    tm.send = lambda ident, msg: None
+    tm.supervision.state = "running"
+    tm.rebalancing = object()  # one runs (started by this master, so it left its mark)
+    tm.carry.rebalancing(tm.plan.epoch)
+    tm.handle(b"c", wire.AskRebalance(id=1, parallelism={"sink": 2}, containers=None))
+    assert tm.carry.cut_short() == tm.plan.epoch
+    tm.rebalancing = None  # none runs: a refused one leaves no mark
+    tm.handle(b"c", wire.AskRebalance(id=2, parallelism={"nothing": 2}, containers=None))
+    assert tm.carry.cut_short() is None
