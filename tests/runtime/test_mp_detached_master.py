@@ -88,9 +88,21 @@ def test_a_stream_manager_replaces_the_master_of_a_detached_topology(tmp_path,
     running.wait_until(lambda s: acked(s) > before + 200 and all(
         x.master_restarts == 1 for x in s), timeout=90, interval=0.1)
 
+    # the stream manager's own master dies too (its child: a zombie until it reaps it)
+    new.kill()
+    wait_for(lambda: running.master_pid != new.pid, 90, "a third master")
+    third = psutil.Process(running.master_pid)
+    assert third.ppid() == containers[0]
+    running.wait_active(timeout=90)
+    assert running.status()["master_restarts"] == 2
+    assert [e["kind"] for e in running.events()].count("master_restarted") == 2
+    assert gone(new)  # reaped (or at least not running)
+    at_third = acked(running.statistics())
+    running.wait_until(lambda s: acked(s) > at_third + 100, timeout=90, interval=0.1)
+
     # a second handle, attached by name from here too, sees the same master
     again = runtime.attach("drifter")
-    assert again.master_pid == new.pid and again.status()["pid"] == new.pid
+    assert again.master_pid == third.pid and again.status()["pid"] == third.pid
     running.kill()
     wait_for(lambda: not tupleflow_processes(), 30, "every process of the topology to end")
     assert (_detached.read_master(info["run_dir"]) or {}).get("stopped") is True
