@@ -24,7 +24,7 @@ from IPython.core.magic import Magics, line_cell_magic, magics_class
 from IPython.display import display
 
 import workbench
-from runtime import Topology
+from runtime import Topology, attach
 from runtime.options import check_max_spout_pending, check_n, check_trace
 
 from ._registry import Registry
@@ -32,6 +32,7 @@ from ._registry import Registry
 # subcommand -> its arguments after the subcommand (the usage line)
 USAGE = {
     "submit": "NAME [--detached] [--no-dashboard] [key=value ...]",
+    "attach": "NAME_OR_RUN_DIR [--no-dashboard]",
     "kill": "NAME",
     "list": "",
     "status": "NAME",
@@ -121,12 +122,29 @@ class TopologyMagics(Magics):
         running = submittable.submit(detached=detached, **config)
         self.registry.add(name, running, detached=detached,
                           topology=getattr(submittable, "topology", submittable))
+        return self._bind(name, running, "submit", options)
+
+    def _attach(self, where: str, *options: str) -> Any:
+        """A handle on a running detached topology, by name or run directory (submitted
+        from another kernel, or from this one before a restart): ``runtime.attach``.
+        Listed as detached (the kernel's end leaves it running); ``kill`` ends it."""
+        if set(options) - {NO_DASHBOARD}:
+            raise UsageError(f"usage: %topology attach {USAGE['attach']}")
+        running = attach(where)
+        entry = self.registry.get(running.name)
+        if entry and entry.running.alive:
+            raise UsageError(f"%topology: `{running.name}` is already running here")
+        self.registry.add(running.name, running, detached=True)
+        return self._bind(running.name, running, "attach", options)
+
+    def _bind(self, name: str, running: Any, sub: str, options: tuple[str, ...]) -> Any:
+        """Bind NAME_running, and show the dashboard unless told not to."""
         self.shell.user_ns[f"{name}_running"] = running
         if NO_DASHBOARD not in options:
             try:
                 self._dashboard(name)
             except Exception as err:  # the topology runs: say why there is no view, go on
-                print(f"%topology submit: no dashboard: {type(err).__name__}: {err}",
+                print(f"%topology {sub}: no dashboard: {type(err).__name__}: {err}",
                       file=sys.stderr)
         return running
 

@@ -129,11 +129,23 @@ __all__ = [
     "Tuple",
     "Window",
     "WindowedBolt",
+    "attach",
     "set_picture_maker",
     "stable_hash",
 ]
 
 __version__ = "0.1.0"
+
+
+def attach(name_or_run_dir: str) -> RunningTopology:
+    """A handle on a running topology submitted ``detached=True`` (from this process or
+    one that has ended), found by its run directory or its name: it reads statistics,
+    controls and kills it as the submitter's handle did, and follows the new master a
+    stream manager starts should the master die (docs/reliability.md, "A detached
+    topology"). ValueError if no such topology runs, or several have that name."""
+    from runtime.processes.detached import attach as _attach
+
+    return _attach(name_or_run_dir)
 
 
 def _submit(topology, **how):

@@ -205,13 +205,30 @@ class Adoption:
             sup.start_container(c)
         for record in master.tasks.values():
             record["master_restarts"] = self.restarts
-        sup.state = "running"  # the spouts were activated by the master that died
+        sup.state = "running"
+        # the spouts were activated by the master that died, unless it was pausing them
+        # for a rebalance it never finished (activating an active spout does nothing)
         if not sup.paused:
-            sup.tell_ready(wire.Activate(), fresh)
+            sup.tell_ready(wire.Activate())
+        cut_short(master)
         master.observation.event(
             "master_restarted", pid=os.getpid(), restarts=self.restarts,
             adopted=sorted(self.reports), started_again=sorted(gone),
             seconds=round(now - self.began, 3))
+
+
+def cut_short(master: Any) -> None:
+    """A rebalance the master before died in: every instance goes back to the plan the
+    stream managers report (an instance the dead master had told to ``Switch`` routes on
+    the new plan, whose added tasks the stream managers have dropped); a ``Switch`` to
+    the plan it runs on changes nothing but a flush. Recorded as ``rebalance_cut_short``."""
+    epoch = master.carry.cut_short()
+    if epoch is None:
+        return
+    told = master.supervision.tell_ready(wire.Switch(plan=master.plan.to_data()))
+    master.carry.rebalancing(None)
+    master.observation.event("rebalance_cut_short", from_epoch=epoch,
+                             epoch=master.plan.epoch, tasks=told)
 
 
 def sensible(msg: wire.Running, containers: int) -> bool:
@@ -258,6 +275,21 @@ def _adopt_task(sup: Any, task: int, info: dict) -> None:
 
 
 # -- the stream manager's side ------------------------------------------------------------------
+
+def roll_back(sm: Any) -> bool:
+    """A rebalance in place that started (``Replan`` "start") and never switched, because
+    its master died: drop the tasks it added, so that the new master adopts one plan, the
+    one every instance routes on. True once nothing added is still stopping (the stream
+    manager answers the new master only then: a rebalance asked again must not meet a
+    task of the same id on its way out)."""
+    if sm.switched is not None and sm.plan is not sm.switched:
+        log.warning("container %d: a rebalance to epoch %d never switched: rolled back to "
+                    "epoch %d", sm.container, sm.plan.epoch, sm.switched.epoch)
+        for task in sm.router.shrink(sm.switched):
+            sm.children.remove(task)
+        sm.plan = sm.previous = sm.router.plan = sm.children.plan = sm.switched
+    return not sm.children.leaving
+
 
 def running_report(sm: Any) -> wire.Running:
     """What the stream manager ``sm`` runs, for a master that adopts it: the plan its

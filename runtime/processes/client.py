@@ -18,9 +18,10 @@ from runtime.observe.stats import InstanceStats
 from .handle_data import DataQuestions
 from .handle_slowness import SlownessQuestions
 from .handle_traces import TraceQuestions
-from .master_link import MasterLink, TopologyDead
+from .master_link import MasterLink, MasterReplaced, TopologyDead
 
-__all__ = ["RunningTopology", "TopologyDead"]  # TopologyDead: raised by MasterLink
+# raised by MasterLink: TopologyDead, and MasterReplaced (a rebalance the master died in)
+__all__ = ["MasterReplaced", "RunningTopology", "TopologyDead"]
 
 
 class RunningTopology(TraceQuestions, DataQuestions, SlownessQuestions):
@@ -217,16 +218,22 @@ class RunningTopology(TraceQuestions, DataQuestions, SlownessQuestions):
         the containers. A StatefulBolt's committed state is split over its new tasks by
         key group. ValueError, naming the component, for an unknown or system component,
         a spout, a parallelism outside 1..its ``max_parallelism`` (128 by default), or
-        while another rebalance runs (docs/internals/rebalance.md). It asks on a link of
-        its own: other threads' questions to this handle are answered meanwhile."""
+        while another rebalance runs (docs/internals/rebalance.md). :class:`MasterReplaced`
+        if the master died during it: the new master runs the topology on the plan from
+        before (a rebalance in place that had not switched is rolled back); ask again. It
+        asks on a link of its own: other threads' questions to this handle are answered
+        meanwhile."""
         side = self._side_link()  # this handle answers other threads meanwhile
         try:
             answer = side.ask(wire.AskRebalance, timeout, parallelism=dict(parallelism),
                               containers=containers)
         except TopologyDead:
-            if self.alive:  # its master died, and this handle's link replaces it
-                raise RuntimeError(f"topology {self.name!r}: its master died during the "
-                                   "rebalance (a new one takes over); ask again") from None
+            if self.alive:  # its master died, and this handle's own link replaces it
+                raise MasterReplaced(
+                    f"topology {self.name!r}: the master died during the rebalance; a new "
+                    "one runs the topology on the plan the containers report (the one from "
+                    "before, unless the rebalance had switched: see the "
+                    "'rebalance_cut_short' event); not asked again") from None
             raise
         except RuntimeError as exc:  # refused by the master: say so plainly
             raise ValueError(str(exc)) from None

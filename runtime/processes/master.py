@@ -37,7 +37,9 @@ from runtime.model.constants import LOG_TAIL, LOG_WAIT, METRICS_PORT
 from runtime.model.plan import PhysicalPlan
 
 from . import adoption as _adoption
+from . import carry as _carry
 from . import curve as _curve
+from . import detached as _detached
 from .export import MetricsServer
 from .observation import Observation
 from .outbox import Outbox
@@ -78,7 +80,11 @@ class TopologyMaster:
         # relayed log requests: our request id -> (client, its id, container, deadline)
         self.log_requests: dict[int, tuple[bytes, int, int, float]] = {}
         self._log_ids = 0
+        # what a master that replaces this one must know (runtime/processes/carry.py)
+        self.carry = _carry.Carry(self.boot_run_dir)
         self._parts(boot)
+        if boot.get("adopt"):  # what the masters before this one kept
+            _carry.restore(self, self.carry)
         self.handlers = self._handlers()
         # held while a message or a tick changes the task records, and while the exporter
         # (its own thread) copies them
@@ -124,6 +130,7 @@ class TopologyMaster:
         self.settings = LiveSettings(self.plan, self.tasks, self.supervision.tell_ready,
                                      self.observation.event)
         self.traces = MasterTraces(self.plan, self.tasks)
+        self.observation.journal = self.carry
 
     def take_plan(self, data: dict) -> None:
         """Adopting: the plan the stream managers run (a rebalance may have changed it
@@ -133,6 +140,7 @@ class TopologyMaster:
         log.info("adopting: the containers run a plan other than the submitted one")
         self.plan = PhysicalPlan.from_data(data)
         self._parts(self.boot)
+        _carry.restore(self, self.carry)
         self.handlers = self._handlers()
 
     def _serve_metrics(self) -> tuple[MetricsServer | None, str | None]:
@@ -156,15 +164,18 @@ class TopologyMaster:
     def _handlers(self) -> dict[type, Handler]:
         """Control message record -> its handler, the one way messages are dispatched."""
         sup, obs, settings = self.supervision, self.observation, self.settings
-        answers = {wire.AskStatistics: obs.answer_statistics, wire.AskStatus: self.answer_status,
-                   wire.AskMetrics: obs.answer_metrics, wire.AskEvents: obs.answer_events,
-                   wire.AskExceptions: obs.answer_exceptions, wire.AskSample: self.answer_sample,
+        # answers that change what a new master must know: saved before the reply
+        changes = {wire.AskSample: self.answer_sample,
                    wire.AskPause: lambda _: sup.pause(), wire.AskResume: lambda _: sup.resume(),
                    wire.AskSetMaxSpoutPending: settings.answer_set_max_spout_pending,
                    wire.AskRecord: settings.answer_record,
+                   wire.AskSetTrace: settings.answer_set_trace}
+        answers = {wire.AskStatistics: obs.answer_statistics, wire.AskStatus: self.answer_status,
+                   wire.AskMetrics: obs.answer_metrics, wire.AskEvents: obs.answer_events,
+                   wire.AskExceptions: obs.answer_exceptions,
                    wire.AskAckerState: obs.answer_acker_state,
-                   wire.AskSetTrace: settings.answer_set_trace,
-                   wire.AskTraces: self.traces.answer}
+                   wire.AskTraces: self.traces.answer,
+                   **{kind: self._saving(answer) for kind, answer in changes.items()}}
         return {wire.Hello: self.on_hello, wire.Ready: self.on_ready,
                 wire.Stats: self.on_stats, wire.Samples: self.on_samples,
                 wire.Restarted: self.on_restarted, wire.ExceptionReport: obs.on_exception,
@@ -281,8 +292,12 @@ class TopologyMaster:
             if self.supervision.state != "running":
                 raise ValueError(f"rebalance of {self.plan.topology!r}: the topology is "
                                  f"{self.supervision.state}, not running")
+            # kept before the first step is told: a new master must know it was cut short
+            self.carry.rebalancing(self.plan.epoch)
             self.rebalancing = Rebalance(self, ident, msg)
         except ValueError as exc:
+            if self.rebalancing is None:  # (the mark of one that runs stays)
+                self.carry.rebalancing(None)
             self.send(ident, wire.Reply(id=msg.id, ok=False, value=str(exc)))
 
     def on_switched(self, ident: bytes, msg: wire.Switched) -> None:
@@ -314,11 +329,24 @@ class TopologyMaster:
             self.send(ident, wire.Reply(id=msg.id, ok=True, value=value))
         return handler
 
+    def _saving(self, answer: Callable[[Any], Any]) -> Callable[[Any], Any]:
+        """``answer``, then the settings saved for a master that may replace this one."""
+        def saving(msg: wire.Question) -> Any:
+            value = answer(msg)
+            # the client's pause, not a rebalance's (a new master must not keep that one)
+            paused = (self.rebalancing.was_paused if self.rebalancing is not None
+                      else self.supervision.paused)
+            self.carry.save_settings(self.settings, paused, self.observation.taps,
+                                     self.clock())
+            return value
+        return saving
+
     def answer_status(self, msg: wire.AskStatus) -> dict:
         status = {**self.supervision.status(), **self.observation.status(),
                   **self.traces.counts(),
                   "dropped": self.dropped, "rebalancing": self.rebalancing is not None,
                   "master_restarts": self.boot.get("master_restarts", 0),
+                  "settings": self.settings.status(),
                   "metrics_url": self.export.url if self.export is not None else None}
         if self.export_error:
             status["metrics_error"] = self.export_error
@@ -408,6 +436,7 @@ class TopologyMaster:
                 return  # its containers are not known yet
         if self.rebalancing is not None and self.rebalancing.tick(now):
             self.rebalancing = None
+            self.carry.rebalancing(None)
         self.supervision.watch_containers(now)
         self.supervision.watch_heartbeats(now)
         self.expire_log_requests(now)
@@ -421,6 +450,9 @@ class TopologyMaster:
 
     def shutdown(self) -> None:
         self.supervision.stop()
+        # a clean end: neither a stream manager nor an attached handle replaces this master
+        _detached.write_master(self.boot_run_dir, os.getpid(),
+                               self.boot.get("master_restarts", 0), stopped=True)
         for ident, req in self.kill_requests:
             self.send(ident, wire.Reply(id=req, ok=True, value=None))
         self.sock.close(linger=1000)
@@ -436,6 +468,7 @@ def main() -> None:
     _procs.setup_logging("")
     tm = TopologyMaster(boot)
     signal.signal(signal.SIGTERM, lambda *_: setattr(tm, "stopping", True))
+    _detached.write_master(tm.boot_run_dir, os.getpid(), boot.get("master_restarts", 0))
     sys.stdout.write(f"READY {tm.endpoint}\n")
     sys.stdout.flush()
     tm.run()

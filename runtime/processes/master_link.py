@@ -23,6 +23,14 @@ log = logging.getLogger("tupleflow.client")
 
 REVIVALS = 3  # new masters at most per REVIVAL_WINDOW: a master that keeps dying stays dead
 REVIVAL_WINDOW = 60.0  # seconds
+# questions a new master is not asked again when the master dies answering them: a
+# rebalance left half done is rolled back by the new master (adoption.roll_back)
+NOT_ASKED_AGAIN = (wire.AskRebalance,)
+
+
+class MasterReplaced(RuntimeError):
+    """The master died while it answered a question that is not asked twice (a
+    rebalance); a new master runs the topology, on the plan its containers report."""
 
 
 class TopologyDead(RuntimeError):
@@ -87,6 +95,14 @@ class MasterLink:
                     return self._await_reply(msg, deadline)
                 if question is wire.AskKill or not self._revivable():
                     raise TopologyDead(f"topology {self.name!r} died")
+                if question in NOT_ASKED_AGAIN:
+                    self._revive()
+                    raise MasterReplaced(
+                        f"topology {self.name!r}: the master died while answering "
+                        f"{question.KIND!r}; a new one (pid {self.process.pid}) runs the "
+                        "topology on the plan the containers report (the one from before, "
+                        "unless the rebalance had switched: see the 'rebalance_cut_short' "
+                        "event); not asked again")
 
     def _watch(self) -> None:
         """Replace the master as soon as it dies, asked or not (the data flow needs no

@@ -13,6 +13,7 @@ import logging
 import time
 from collections import deque
 from collections.abc import Callable
+from typing import Any
 
 from runtime import wire
 from runtime.model.constants import MESSAGE_TIMEOUT, TAP_SECONDS
@@ -50,9 +51,15 @@ class Observation:
         self.container_stats: dict[int, dict] = {}  # container -> its latest sm_stats
         self.taps: dict[tuple[str, str], float] = {}  # (component, stream) -> on until (clock)
         self.samples: dict[tuple[int, str], list[dict]] = {}  # (task, stream) -> latest
+        # keeps each event and exception report for a master that may replace this one
+        # (a runtime.processes.carry.Carry; None: kept nowhere)
+        self.journal: Any = None
 
     def event(self, kind: str, **fields) -> None:
-        self.events.append({"kind": kind, "time": time.time(), **fields})
+        record = {"kind": kind, "time": time.time(), **fields}
+        self.events.append(record)
+        if self.journal is not None:
+            self.journal.event(record)
         log.info("event %s %s", kind, fields)
 
     def forget(self, task_id: int) -> None:
@@ -102,10 +109,12 @@ class Observation:
 
     def on_exception(self, ident: bytes, msg: wire.ExceptionReport) -> None:
         info = self.plan.task(msg.task)
-        self.exceptions.add({"component": info.component, "task": msg.task,
-                             "incarnation": msg.incarnation, "error": msg.error,
-                             "traceback": msg.traceback, "time": msg.time,
-                             "fatal": msg.fatal})
+        report = {"component": info.component, "task": msg.task,
+                  "incarnation": msg.incarnation, "error": msg.error,
+                  "traceback": msg.traceback, "time": msg.time, "fatal": msg.fatal}
+        self.exceptions.add(report)
+        if self.journal is not None:
+            self.journal.exception(report)
 
     def on_backpressure(self, ident: bytes, msg: wire.BackpressureChange) -> None:
         """A stream manager's destination crossed a water mark: the root cause, on or off."""

@@ -18,6 +18,7 @@ from typing import Any
 from runtime import _procs
 from runtime.state import check_submit
 
+from . import detached as _detached
 from .client import RunningTopology
 from .launch import (  # noqa: F401 (RUN_ROOT_ENV: its documented home, see tests/conftest.py)
     RUN_ROOT_ENV,
@@ -50,6 +51,9 @@ def submit(topology, *, scheduler: str, containers: int,
     boot = {"secret": secret, "run_dir": run_dir, "plan": plan.to_data(), "bundle": bundle,
             "detached": detached, "sys_path": _sys_path()}
     submitted = time.time()
+    if detached:  # what a stream manager starts a new master with, and attach reads
+        boot["submitter_pid"], boot["submitted"] = os.getpid(), submitted
+        _detached.write_boot(run_dir, boot)
     proc = start_master(boot)
     endpoint = _await_ready(proc, run_dir)
     running = RunningTopology(topology.name, plan, run_dir, secret, endpoint, proc, submitted,

@@ -32,6 +32,12 @@ class LiveSettings:
         self.recordings: dict[tuple[str, str], bool] = {}  # set live by running.record()
         self.trace: float | None = None  # the trace rate set live (running.set_trace)
 
+    def status(self) -> dict:
+        """The settings changed live and in force (``status()["settings"]``): what a
+        restarted instance, or a new master, is told."""
+        return {"max_spout_pending": dict(self.spout_pending), "trace": self.trace,
+                "recordings": sorted([c, s] for (c, s), on in self.recordings.items() if on)}
+
     def for_new(self, component: str) -> list[wire.Control]:
         """What an instance of ``component`` that has just become ready must be told."""
         told: list[wire.Control] = [wire.Recording(stream=stream, on=on)

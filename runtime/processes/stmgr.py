@@ -27,6 +27,7 @@ from runtime.model.plan import PhysicalPlan
 
 from . import adoption as _adoption
 from . import curve as _curve
+from . import detached as _detached
 from .children import STABLE_AFTER, Child, Children, Spare, read_tail
 from .routing import QUEUE_FRAMES, Reads, Router, endpoint
 
@@ -74,6 +75,9 @@ class StreamManager:
         self.switched: PhysicalPlan | None = None
         # it outlives its master (a new one adopts it), but not the submitter
         self.submitter = _adoption.SubmitterWatch(boot.get("submitter"), self.stop)
+        # detached: it may have to start a new master (runtime/processes/detached.py)
+        self.keeper = (_detached.MasterKeeper(self.run_dir, self.container, boot.get("watcher"))
+                       if boot.get("detached") else None)
 
     # -- control ------------------------------------------------------------------------
     def tell(self, msg: wire.Control) -> None:
@@ -190,7 +194,10 @@ class StreamManager:
         self.stopping = True
 
     def on_adopt(self, msg: wire.Adopt) -> None:
-        """A new master (the one before died): tell it what runs here."""
+        """A new master (the one before died): tell it what runs here, once a rebalance
+        its predecessor left half done is rolled back (it asks again until then)."""
+        if not _adoption.roll_back(self):
+            return
         log.info("container %d: adopted by a new master (pid %d)", self.container,
                  msg.master_pid)
         self.tell(_adoption.running_report(self))
@@ -234,6 +241,8 @@ class StreamManager:
             if now >= next_look:
                 self.children.supervise(now)
                 self.submitter.look(now)
+                if self.keeper is not None:
+                    self.keeper.look(now)
                 next_look = now + SUPERVISE_EVERY
         self.shutdown()
 

@@ -83,7 +83,11 @@ class Supervision:
                 "generation": generation, "incarnations": incarnations,
                 "run_dir": self.boot["run_dir"], "sys_path": self.boot.get("sys_path", []),
                 # it outlives this master, not the submitter (unless detached)
-                "submitter": None if self.boot.get("detached") else self.boot.get("parent")}
+                "submitter": None if self.boot.get("detached") else self.boot.get("parent"),
+                # detached: while the submitting process runs, its handle replaces a dead
+                # master; once it is gone, a stream manager does (detached.MasterKeeper)
+                "detached": bool(self.boot.get("detached")),
+                "watcher": self.boot.get("submitter_pid")}
         path = os.path.join(_procs.log_dir(self.boot["run_dir"]), f"container-{c}.log")
         proc = self.containers[c] = _procs.spawn("runtime.processes.stmgr", boot, log_path=path)
         self.started_at[c] = time.monotonic()

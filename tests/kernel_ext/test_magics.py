@@ -319,6 +319,32 @@ def test_submit_status_list_kill_for_real(shell, tupleflow_processes):
     shell.run_line_magic("load_ext", "kernel_ext")  # for the fixture's own unload
 
 
+@pytest.mark.slow
+def test_attach_takes_a_detached_topology_into_this_kernel_for_real(shell,
+                                                                    tupleflow_processes):
+    from runtime.testing import Doubler, ListSink, ListSpout
+
+    topo = Topology("roaming")
+    topo.spout("src", ListSpout([[i] for i in range(10)], fields=["n"]))
+    topo.bolt("double", Doubler).shuffle_grouping("src")
+    topo.bolt("sink", ListSink).shuffle_grouping("double")
+    submitted = topo.submit(detached=True)  # as another kernel would have
+    submitted.wait_active(timeout=60)
+    running = shell.run_line_magic("topology", "attach roaming --no-dashboard")
+    assert running is shell.user_ns["roaming_running"]
+    assert running.master_pid == submitted.master_pid
+    with capture_output() as out:
+        assert shell.run_line_magic("topology", "status roaming")["state"] == "running"
+        shell.run_line_magic("topology", "list")
+        shell.run_line_magic("topology", "kill roaming")
+    assert "roaming: running (detached)" in out.stdout and "killed roaming" in out.stdout
+    assert not running.alive and not submitted.alive
+    submitted.kill()
+    assert tupleflow_processes() == []
+    with pytest.raises(UsageError, match="usage: %topology attach"):
+        shell.run_line_magic("topology", "attach roaming --now")
+
+
 def test_view_is_the_workbench_view(shell):
     with capture_output() as out:
         shell.run_cell_magic("topology", "demo", CELL)

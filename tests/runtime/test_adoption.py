@@ -119,7 +119,10 @@ def test_it_rebuilds_supervision_from_what_the_containers_report(adopting):
                                     record={"kind": "bolt", "state": "running",
                                             "executed": executed}))
     assert tm.tasks[task]["executed"] == 7
-    assert tm.started == [] and [k for _, k, _ in tm.sent if k == "activate"] == []
+    assert tm.started == []
+    # every adopted instance is told to activate (idempotent in an active one): a spout
+    # the dead master had paused for a rebalance it never finished runs again
+    assert {i for i, k, _ in tm.sent if k == "activate"} == set(sup.idents.values())
 
 
 def test_metrics_count_from_the_adoption_on_and_nothing_before_it(adopting):
@@ -214,7 +217,8 @@ def test_a_spout_ready_before_the_adoption_ends_is_activated_then(adopting):
         incarnations = {t: int(t == spout) for t in tasks_of(tm, k)}
         tm.handle(b"s%d.3" % k, running(tm, k, incarnations))
     tm.tick(tm.clock())
-    assert [i for i, k, _ in tm.sent if k == "activate"] == [b"i%d.1" % spout]
+    activated = [i for i, k, _ in tm.sent if k == "activate"]
+    assert b"i%d.1" % spout in activated and len(activated) == len(set(activated))
     assert tm.tasks[spout]["container"] == c
 
 

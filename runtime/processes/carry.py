@@ -1,0 +1,153 @@
+"""What a master leaves in the run directory for the master that may replace it
+(docs/internals/adoption.md, "What carries over").
+
+The stream managers and instances know what they run, not what the notebook asked for,
+nor what happened before: so every master keeps, in ``run_dir/master/``,
+
+- ``settings.json``: the live settings in force (``max_spout_pending`` per spout
+  component, the streams recorded, the trace rate, whether the client paused the spouts)
+  and the taps that are on (until when, wall clock), rewritten whole after each change and
+  before the client hears it is done;
+- ``events.jsonl`` and ``exceptions.jsonl``: each event and exception report, appended as
+  it happens, each line naming the master that wrote it (``master_pid``);
+- ``rebalance.json`` while a rebalance runs (written before its first step is told):
+  a new master that finds it knows the rebalance was cut short.
+
+A new master reads them before it adopts anyone: a restarted instance is told the same
+settings, ``running.events()`` and ``exceptions()`` go on from where they were (events
+written by an earlier master carry ``from_master``, its pid). Files are JSON, written by
+this process only; nothing here comes from a peer.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import os
+import time
+from typing import Any
+
+log = logging.getLogger("tupleflow.carry")
+
+FOLDER = "master"
+SETTINGS = "settings.json"
+EVENTS = "events.jsonl"
+EXCEPTIONS = "exceptions.jsonl"
+REBALANCE = "rebalance.json"  # a rebalance is running (from the epoch it started on)
+
+
+class Carry:
+    """Owns a master's files in ``run_dir/master/``: where they are, and this master's
+    pid (written on every line, so that a later master can tell whose lines they are)."""
+
+    def __init__(self, run_dir: str) -> None:
+        self.folder = os.path.join(run_dir, FOLDER)
+        os.makedirs(self.folder, exist_ok=True)
+        self.pid = os.getpid()
+
+    # -- settings ---------------------------------------------------------------------------
+    def save_settings(self, settings: Any, paused: bool, taps: dict, now: float) -> None:
+        """``settings`` a LiveSettings; ``taps`` (component, stream) -> on until, on the
+        master's clock ``now`` (stored as wall-clock time: a new master's clock differs)."""
+        data = {"max_spout_pending": settings.spout_pending, "trace": settings.trace,
+                "recordings": [[c, s, on] for (c, s), on in settings.recordings.items()],
+                "paused": paused,
+                "taps": [[c, s, time.time() + until - now] for (c, s), until in taps.items()
+                         if until > now]}
+        path = os.path.join(self.folder, SETTINGS)
+        with open(path + ".tmp", "w") as f:  # whole or not at all: a reader never sees half
+            json.dump(data, f)
+        os.replace(path + ".tmp", path)
+
+    def settings(self) -> dict | None:
+        """What the last master saved, or None (none saved, or unreadable: logged)."""
+        try:
+            with open(os.path.join(self.folder, SETTINGS)) as f:
+                return json.load(f)
+        except FileNotFoundError:
+            return None
+        except (OSError, ValueError) as exc:
+            log.warning("the live settings of the master before cannot be read: %s", exc)
+            return None
+
+    # -- a rebalance --------------------------------------------------------------------------
+    def rebalancing(self, epoch: int | None) -> None:
+        """A rebalance starts from the plan of ``epoch`` (None: none runs any more)."""
+        path = os.path.join(self.folder, REBALANCE)
+        if epoch is None:
+            with contextlib.suppress(FileNotFoundError):
+                os.remove(path)
+            return
+        with open(path + ".tmp", "w") as f:
+            json.dump({"from_epoch": epoch}, f)
+        os.replace(path + ".tmp", path)
+
+    def cut_short(self) -> int | None:
+        """The epoch a rebalance the master before died in started from, or None."""
+        try:
+            with open(os.path.join(self.folder, REBALANCE)) as f:
+                return int(json.load(f)["from_epoch"])
+        except (OSError, ValueError, KeyError, TypeError):
+            return None
+
+    # -- journals ---------------------------------------------------------------------------
+    def event(self, record: dict) -> None:
+        self._append(EVENTS, record)
+
+    def exception(self, report: dict) -> None:
+        self._append(EXCEPTIONS, report)
+
+    def _append(self, name: str, record: dict) -> None:
+        line = json.dumps({**record, "master_pid": self.pid}, default=str)
+        try:
+            with open(os.path.join(self.folder, name), "a") as f:
+                f.write(line + "\n")  # one write of a whole line: a reader skips a torn end
+        except OSError as exc:  # a full disk must not stop the master
+            log.warning("could not keep a record for a later master: %s", exc)
+
+    def events(self) -> list[dict]:
+        """Every event kept, oldest first; one an earlier master wrote has ``from_master``."""
+        return [_whose(r, self.pid) for r in self._read(EVENTS)]
+
+    def exceptions(self) -> list[dict]:
+        """Every exception report kept, oldest first (as the master received them)."""
+        return [{k: v for k, v in r.items() if k != "master_pid"} for r in self._read(EXCEPTIONS)]
+
+    def _read(self, name: str) -> list[dict]:
+        records = []
+        with contextlib.suppress(FileNotFoundError), \
+                open(os.path.join(self.folder, name)) as f:
+            for line in f:
+                with contextlib.suppress(ValueError):  # the torn end of a killed writer
+                    records.append(json.loads(line))
+        return [r for r in records if isinstance(r, dict)]
+
+
+def _whose(record: dict, pid: int) -> dict:
+    writer = record.pop("master_pid", None)
+    if writer != pid:
+        record["from_master"] = writer
+    return record
+
+
+def restore(master: Any, carry: Carry) -> None:
+    """Give a new master's parts what the masters before it kept (``master`` a
+    TopologyMaster whose parts were just made)."""
+    obs, settings = master.observation, master.settings
+    for record in carry.events():
+        obs.events.append(record)
+    for report in carry.exceptions():
+        obs.exceptions.add(report)
+    saved = carry.settings()
+    if saved is None:
+        return
+    settings.spout_pending = {c: v for c, v in saved.get("max_spout_pending", {}).items()
+                              if c in settings.component_tasks}
+    settings.trace = saved.get("trace")
+    settings.recordings = {(c, s): bool(on) for c, s, on in saved.get("recordings", [])
+                           if c in settings.component_tasks}
+    master.supervision.paused = bool(saved.get("paused", master.supervision.paused))
+    now, wall = master.clock(), time.time()
+    obs.taps.update({(c, s): now + until - wall for c, s, until in saved.get("taps", [])
+                     if c in settings.component_tasks})

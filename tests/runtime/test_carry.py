@@ -1,0 +1,125 @@
+"""What a master keeps for the next one (runtime/processes/carry.py), and who starts a
+detached topology's next master (runtime/processes/detached.py), in one process: masters
+are made in-process and handed messages; no topology process is started. The same
+behaviour with real processes: test_mp_master_carry.py, test_mp_detached_master.py."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import pytest
+
+from runtime import Topology, wire
+from runtime.processes import adoption, carry, detached
+from runtime.processes.master import TopologyMaster
+from runtime.testing import ListSink, ListSpout
+
+
+@pytest.fixture
+def dead_pid():
+    proc = subprocess.Popen([sys.executable, "-c", "pass"])
+    proc.wait()
+    return proc.pid
+
+
+def boot(run_dir) -> dict:
+    topo = Topology("kept")
+    topo.spout("numbers", ListSpout([[1]], fields=["n"]))
+    topo.bolt("sink", ListSink).shuffle_grouping("numbers")
+    return {"secret": b"s" * 32, "run_dir": str(run_dir),
+            "plan": topo.physical_plan(1).to_data(), "bundle": b""}
+
+
+def closed(tm: TopologyMaster) -> TopologyMaster:
+    tm.sock.close(linger=0)
+    tm.zctx.term()
+    return tm
+
+
+def test_lines_are_tagged_with_their_master_and_a_torn_end_is_skipped(tmp_path):
+    first = carry.Carry(str(tmp_path))
+    first.event({"kind": "paused", "time": 1.0})
+    first.exception({"component": "sink", "error": "E"})
+    with open(os.path.join(first.folder, carry.EVENTS), "a") as f:
+        f.write('{"kind": "torn", "ti')  # a master killed in the middle of a line
+    later = carry.Carry(str(tmp_path))
+    later.pid = first.pid + 1  # another process
+    assert later.events() == [{"kind": "paused", "time": 1.0, "from_master": first.pid}]
+    assert first.events() == [{"kind": "paused", "time": 1.0}]  # its own: not marked
+    assert later.exceptions() == [{"component": "sink", "error": "E"}]
+    assert carry.Carry(str(tmp_path / "none")).settings() is None
+    first.rebalancing(4)  # a rebalance from epoch 4 started...
+    assert later.cut_short() == 4
+    first.rebalancing(None)  # ...and ended
+    assert later.cut_short() is None
+
+
+def test_a_new_master_takes_the_settings_pause_tap_and_events_of_the_one_before(tmp_path):
+    first = TopologyMaster(boot(tmp_path))
+    first.send = lambda ident, msg: None
+    for question in (wire.AskRecord(id=1, component="numbers", stream="default", on=True),
+                     wire.AskPause(id=2),
+                     wire.AskSample(id=3, component="sink", stream="default", n=5,
+                                    keep=300.0)):
+        first.handle(b"c", question)
+    closed(first)
+    tm = closed(TopologyMaster({**boot(tmp_path), "adopt": True, "master_restarts": 1}))
+    assert tm.settings.recordings == {("numbers", "default"): True}
+    assert tm.settings.status()["recordings"] == [["numbers", "default"]]
+    assert tm.supervision.paused is True
+    assert tm.observation.taps[("sink", "default")] > tm.clock() + 200  # about 300 s left
+    assert [e["kind"] for e in tm.observation.events] == ["recording_started", "paused"]
+
+
+def test_a_pause_made_by_a_rebalance_is_not_kept(tmp_path):
+    first = TopologyMaster(boot(tmp_path))
+    first.send = lambda ident, msg: None
+    first.rebalancing = type("Rebalancing", (), {"was_paused": False})()
+    first.supervision.paused = True  # deactivated for a rebalance's drain
+    first.handle(b"c", wire.AskSetTrace(id=1, value=0.5))
+    closed(first)
+    tm = closed(TopologyMaster({**boot(tmp_path), "adopt": True, "master_restarts": 1}))
+    assert tm.supervision.paused is False and tm.settings.trace == 0.5
+
+
+def keeper(run_dir, container: int, watcher: int | None) -> detached.MasterKeeper:
+    return detached.MasterKeeper(str(run_dir), container, watcher)
+
+
+def test_only_the_lowest_living_container_replaces_a_dead_master_nobody_watches(
+        tmp_path, dead_pid):
+    me = os.getpid()
+    detached.write_master(str(tmp_path), dead_pid, 0)
+    adoption.write_container(str(tmp_path), 0, dead_pid, 0)
+    adoption.write_container(str(tmp_path), 1, me, 0)
+    assert keeper(tmp_path, 1, dead_pid)._mine()  # container 0 is dead: 1 is the lowest
+    assert not keeper(tmp_path, 2, dead_pid)._mine()  # container 1 lives: not 2's turn
+    assert not keeper(tmp_path, 1, me)._mine()  # the submitter lives: its handle does it
+    detached.write_master(str(tmp_path), me, 0)
+    assert not keeper(tmp_path, 1, dead_pid)._mine()  # the master runs
+    detached.write_master(str(tmp_path), dead_pid, 0, stopped=True)
+    assert not keeper(tmp_path, 1, dead_pid)._mine()  # it was killed: it stays dead
+
+
+def test_an_attached_master_that_stopped_exits_0_and_one_that_died_minus_1(tmp_path,
+                                                                           dead_pid):
+    detached.write_master(str(tmp_path), dead_pid, 2)
+    assert detached.RecordedMaster(str(tmp_path), dead_pid).poll() == -1
+    detached.write_master(str(tmp_path), dead_pid, 2, stopped=True)
+    assert detached.RecordedMaster(str(tmp_path), dead_pid).poll() == 0
+    assert detached.RecordedMaster(str(tmp_path), os.getpid()).poll() is None
+
+
+def test_a_refused_rebalance_leaves_the_mark_of_the_one_that_runs(tmp_path):
+    tm = closed(TopologyMaster(boot(tmp_path)))
+    tm.send = lambda ident, msg: None
+    tm.supervision.state = "running"
+    tm.rebalancing = object()  # one runs (started by this master, so it left its mark)
+    tm.carry.rebalancing(tm.plan.epoch)
+    tm.handle(b"c", wire.AskRebalance(id=1, parallelism={"sink": 2}, containers=None))
+    assert tm.carry.cut_short() == tm.plan.epoch
+    tm.rebalancing = None  # none runs: a refused one leaves no mark
+    tm.handle(b"c", wire.AskRebalance(id=2, parallelism={"nothing": 2}, containers=None))
+    assert tm.carry.cut_short() is None

@@ -1,0 +1,106 @@
+"""What a new master carries over (issue 23): the live settings, the taps, the events and
+the exceptions of the master it replaces, with real processes. Each setting is checked
+in the instances' own behaviour after the replacement: a spout restarted under the new
+master applies the cap and the recording the notebook asked of the old one.
+
+Waits poll the handle with deadlines; nothing sleeps to synchronise.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import sys
+import time
+
+import cloudpickle
+import pytest
+
+from runtime import Bolt, Topology
+from runtime.testing import ListSpout, replaced, wait_for
+
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(240)]
+
+cloudpickle.register_pickle_by_value(sys.modules[__name__])
+
+# tuples in flight to the bolt when it raised time out (and are replayed) in 2 s
+OPTIONS = {"ackers": 1, "max_spout_pending": 200, "stats_interval": 0.1, "spout_wait": 0.005,
+           "message_timeout": 2.0}
+
+
+class RaisesOnce(Bolt):
+    """Raises on its 50th tuple, once in the topology's life (a file in the run directory
+    remembers), and acks every other tuple."""
+
+    outputs: list[str] = []
+
+    def prepare(self, config, context):
+        self.path, self.seen = os.path.join(context.run_dir, "raised"), 0
+
+    def process(self, tup):
+        self.seen += 1
+        if self.seen == 50 and not os.path.exists(self.path):
+            open(self.path, "w").close()
+            raise ValueError("raised once, before the master died")
+        self.ack(tup)
+
+
+def numbers(name: str) -> Topology:
+    topo = Topology(name, **OPTIONS)
+    topo.spout("numbers", ListSpout([[i] for i in range(200_000)], ["n"], replay=True, rate=300),
+               parallelism=2)
+    topo.bolt("check", RaisesOnce).shuffle_grouping("numbers")
+    return topo
+
+
+def spouts(stats):
+    return [s for s in stats if s.component == "numbers"]
+
+
+def test_settings_taps_events_and_exceptions_outlive_the_master(tupleflow_processes):
+    running = numbers("carried").submit(containers=2)
+    running.wait_until(lambda s: running.exceptions() and all(
+        x.acked > 20 for x in spouts(s)), timeout=90, interval=0.1)
+    running.set_max_spout_pending(7, "numbers")
+    running.record("numbers")
+    running.set_trace(0.25)
+    # a tap on for two minutes, which caught something
+    assert running.sample("numbers", keep=120, wait=True, timeout=60) != []
+    settings, events = running.status()["settings"], running.events()
+    exceptions = running.exceptions()
+    old = running.master_pid
+
+    os.kill(old, signal.SIGKILL)
+    wait_for(lambda: running.master_pid != old, 90, "a new master")
+    running.wait_active(timeout=90)
+    # every instance reported to the new master since (its taps too: samples come with
+    # its statistics)
+    adopted = time.time()
+    running.wait_until(lambda s: all((x.reported or 0) > adopted for x in s), timeout=60)
+
+    assert running.status()["settings"] == settings == {
+        "max_spout_pending": {"numbers": 7}, "trace": 0.25, "recordings": [["numbers",
+                                                                            "default"]]}
+    carried = running.events()[:len(events)]
+    assert [(e["kind"], e["time"]) for e in carried] == [(e["kind"], e["time"]) for e in events]
+    assert {e["from_master"] for e in carried} == {old}
+    assert [e["kind"] for e in running.events()].count("master_restarted") == 1
+    assert [(x["error"], x["count"]) for x in running.exceptions()] == \
+        [(x["error"], x["count"]) for x in exceptions]
+    # the tap asked of the old master is still on: the new one kept what it caught (a
+    # master that did not know of it would have dropped those, and answer [] at first)
+    assert running.status()["paused"] is False
+    assert running.sample("numbers", n=5) != []
+
+    # a spout restarted under the new master is told what the notebook asked the old one
+    victim = spouts(running.statistics())[0]
+    os.kill(victim.pid, signal.SIGKILL)
+    stats = running.wait_until(replaced(victim), timeout=90, interval=0.1)
+    (restarted,) = [s for s in stats if s.task == victim.task]
+    restarted = running.wait_until(
+        lambda s: any(x.task == victim.task and x.incarnation == restarted.incarnation
+                      and x.max_spout_pending == 7 and x.recording == ["default"]
+                      for x in s), timeout=60, interval=0.1)
+    assert all(s.max_spout_pending == 7 and s.pending <= 7 for s in spouts(restarted))
+    running.kill()
+    assert tupleflow_processes() == []
