@@ -26,6 +26,7 @@ from runtime import wire
 from runtime.model.api import rewindable
 from runtime.model.constants import CHECKPOINTER
 from runtime.observe.stats import InstanceStats
+from runtime.windows import WindowedBolt
 
 from . import _protocol as p
 from ._bolt import State, StatefulBolt
@@ -164,6 +165,8 @@ class Checkpointed:
 
     def _restore(self, cid: int | None) -> None:
         user = self.inner.user
+        if isinstance(user, WindowedBolt):  # its open windows (a bolt may be both)
+            user.restore_windows(self.store.load(cid, p.window_key(self.component, self.index)))
         if isinstance(user, StatefulBolt):
             pairs = self.store.load(cid, p.state_key(self.component, self.index))
             self._give_state(State.from_snapshot(pairs))
@@ -179,6 +182,9 @@ class Checkpointed:
 
     def _checkpoint(self, cid: int) -> None:
         user = self.inner.user
+        if isinstance(user, WindowedBolt):
+            self.store.save(cid, p.window_key(self.component, self.index),
+                            user.snapshot_windows())
         if isinstance(user, StatefulBolt):
             pairs = self.user_state.snapshot()
             self.store.save(cid, p.state_key(self.component, self.index), pairs)
@@ -198,7 +204,8 @@ class Checkpointed:
         return {**self.inner.report(), "checkpoint": {
             "epoch": self.epoch, "saved": self.saved, "rollbacks": self.rollbacks,
             "discarded_frames": self.discarded,
-            "stateful": isinstance(self.inner.user, StatefulBolt)}}
+            "stateful": isinstance(self.inner.user, StatefulBolt),
+            "windowed": isinstance(self.inner.user, WindowedBolt)}}
 
     def statistics(self):
         return InstanceStats.from_record({**self.report(), "state": "running"})

@@ -33,3 +33,7 @@ def state_key(component: str, index: int) -> str:
 
 def source_key(component: str, index: int) -> str:
     return f"source/{component}/{index}"
+
+
+def window_key(component: str, index: int) -> str:
+    return f"window/{component}/{index}"
