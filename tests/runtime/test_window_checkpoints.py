@@ -13,6 +13,7 @@ from __future__ import annotations
 import dataclasses
 import random
 import sys
+import warnings
 
 import cloudpickle
 import pytest
@@ -21,7 +22,7 @@ from runtime import Count, Duration, Topology, Window, WindowedBolt, wire
 from runtime.model.api import Tuple, TupleSource
 from runtime.model.constants import CHECKPOINTER
 from runtime.sources import EmbeddedLog, LogSpout
-from runtime.testing import InMemoryCluster, ListSink
+from runtime.testing import InMemoryCluster, ListSink, ListSpout
 from runtime.windows import WindowManager
 
 cloudpickle.register_pickle_by_value(sys.modules[__name__])
@@ -322,3 +323,18 @@ def test_in_memory_restarted_windowed_tasks_keep_their_open_windows(tmp_path, se
     got, kills = run_in_memory(tmp_path, seed, rows)
     assert kills >= 3
     assert got == batch(rows)
+
+
+def test_a_checkpointed_topology_is_not_warned_about_message_timeout():
+    """Acking is off with checkpoints (the windows are in the checkpoint instead): the
+    warning, which says so, is for topologies that may ack."""
+    window = Window.sliding(Duration(15), Duration(10))
+    with pytest.warns(UserWarning, match=r"with acking on \(ackers > 0\).*checkpoint_interval"):
+        topo = Topology("w", message_timeout=20)
+        topo.spout("s", ListSpout([[1]], fields=["v"]))
+        topo.bolt("win", Holder, window=window)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        topo = Topology("w", message_timeout=20, checkpoint_interval=1.0)
+        topo.spout("s", ListSpout([[1]], fields=["v"]))
+        topo.bolt("win", Holder, window=window)
