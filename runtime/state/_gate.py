@@ -66,6 +66,8 @@ class Checkpointed:
         self.saved = self.rollbacks = self.discarded = 0  # discarded: frames, not tuples
         self.origin = None
         self.user_state: State | None = None  # a StatefulBolt's, as last given to it
+        self.holding = False  # a spout that cannot rewind: its acks wait for commits
+        self.buckets: list[tuple[int, list]] = []  # (checkpoint id, msg_ids before it)
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self.inner, name)
@@ -85,6 +87,8 @@ class Checkpointed:
         if self.kind == "spout" and rewindable(user):
             key = p.source_key(self.component, self.index)
             self.origin = self.store.origin(key, user.checkpoint_position())
+        elif self.kind == "spout" and self.inner.spout is not None:
+            self.holding, self.inner.spout.held_acks = True, []
         if self.incarnation > 0:  # what this task held is lost: everyone rolls back
             self._send(p.NEW, 0, None, self.coordinator)
 
@@ -125,6 +129,8 @@ class Checkpointed:
             self.waiting.discard(src)
         elif op == p.PREPARE and self.kind == "spout":
             self._checkpoint(cid)
+        elif op == p.COMMITTED and self.holding:
+            self._settle(cid, rollback=False)
         elif op == p.BARRIER and src in self.upstream and src not in self.waiting:
             self.arrived.add(src)
             if self.arrived >= self.upstream:
@@ -153,6 +159,8 @@ class Checkpointed:
         self._restore(cid)
         for task in self.downstream:
             self._send(p.MARKER, epoch, cid, task)
+        if self.holding:  # after the markers: what fail() emits is of the new epoch
+            self._settle(cid, rollback=True)
 
     def _discard_buffered(self) -> None:
         """Tuples emitted but not sent, and input set aside: all from before the rollback."""
@@ -174,6 +182,25 @@ class Checkpointed:
             saved = self.store.load(cid, p.source_key(self.component, self.index))
             user.restore_position(saved if saved is not None else self.origin)
 
+    def _settle(self, committed: int | None, *, rollback: bool) -> None:
+        """A spout that cannot rewind: ack the msg_ids of the checkpoints up to
+        ``committed`` (their tuples' effects are in the committed state); at a rollback,
+        fail every other (their effects were undone: the spout emits them again, if its
+        ``fail`` replays). At least once for its tuples (docs/internals/checkpoints.md)."""
+        done: list = []
+        keep: list[tuple[int, list]] = []
+        for cid, ids in self.buckets:
+            if committed is not None and cid <= committed:
+                done += ids
+            else:
+                keep.append((cid, ids))
+        failed: list = []
+        if rollback:
+            failed = [m for _, ids in keep for m in ids] + self.inner.spout.take_held()
+            keep = []
+        self.buckets = keep
+        self.inner.spout.settle(done, failed)
+
     def _give_state(self, state: State) -> None:
         """Hand the bolt its state, and keep it: what is saved is the object given, whatever
         attribute the bolt keeps it under."""
@@ -191,6 +218,8 @@ class Checkpointed:
         elif self.kind == "spout" and rewindable(user):
             self.store.save(cid, p.source_key(self.component, self.index),
                             user.checkpoint_position())
+        elif self.holding:
+            self.buckets.append((cid, self.inner.spout.take_held()))
         self.saved += 1
         self.inner.flush()  # what came before the barrier goes before it
         for task in self.downstream:
