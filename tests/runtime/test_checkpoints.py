@@ -70,6 +70,22 @@ def test_nothing_moves_before_the_first_rollback_names_the_epoch(tmp_path):
         assert c.state("count") == {}  # nothing committed yet
 
 
+def chaos(c: InMemoryCluster, rng: random.Random, components, rounds: int, *,
+          odds: float = 0.1, steps: int = 5, pause: float = 2.0) -> int:
+    """``rounds`` rounds of up to ``steps`` spout calls, each followed, with ``odds``, by
+    a restart from scratch of a random task of ``components``, then up to ``pause``
+    checkpoint intervals of the fake clock. Returns the kills."""
+    victims = [t.task for t in c.plan.tasks if t.component in components]
+    kills = 0
+    for _ in range(rounds):
+        c.step(rng.randint(1, steps))
+        if rng.random() < odds:
+            c.kill(rng.choice(victims))
+            kills += 1
+        c.advance(INTERVAL * rng.random() * pause)
+    return kills
+
+
 @pytest.mark.parametrize("seed", range(6))
 def test_kills_at_random_points_apply_no_update_twice(tmp_path, seed):
     """A counter task, the checkpoint spout, a log spout and a stateless bolt are
@@ -77,14 +93,7 @@ def test_kills_at_random_points_apply_no_update_twice(tmp_path, seed):
     fill_log(tmp_path)
     rng = random.Random(seed)
     with cluster(word_count(tmp_path)) as c:
-        victims = [t.task for t in c.plan.tasks if t.component != "__acker"]
-        kills = 0
-        for _ in range(120):
-            c.step(rng.randint(1, 5))
-            if rng.random() < 0.1:
-                c.kill(rng.choice(victims))
-                kills += 1
-            c.advance(INTERVAL * rng.random() * 2)
+        kills = chaos(c, rng, {t.component for t in c.plan.tasks} - {"__acker"}, 120)
         drain(c)
         assert kills > 3
         assert c.state("count") == dict(Counter(WORDS))
@@ -274,14 +283,7 @@ def run_queue(words, seed: int, *, replay: bool) -> tuple[dict, list, int]:
     Returns the committed state, what the spouts acked and the kills."""
     rng = random.Random(seed)
     with cluster(queue_count(words, replay=replay)) as c:
-        victims = [t.task for t in c.plan.tasks if t.component in ("count", CHECKPOINTER)]
-        kills = 0
-        for _ in range(100):
-            c.step(rng.randint(1, 4))
-            if rng.random() < 0.12:
-                c.kill(rng.choice(victims))
-                kills += 1
-            c.advance(INTERVAL * rng.random())
+        kills = chaos(c, rng, ("count", CHECKPOINTER), 100, odds=0.12, steps=4, pause=1.0)
         drain(c)
         spouts = c.plan.component_tasks()["words"]
         acked = sorted(i for t in spouts for i in c.user_object(t).acked)

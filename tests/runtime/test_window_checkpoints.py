@@ -25,6 +25,8 @@ from runtime.sources import EmbeddedLog, LogSpout
 from runtime.testing import InMemoryCluster, ListSink, ListSpout
 from runtime.windows import WindowManager
 
+from .test_checkpoints import chaos
+
 cloudpickle.register_pickle_by_value(sys.modules[__name__])
 
 S, T = ("events", "default"), ("other", "default")
@@ -296,17 +298,9 @@ def run_in_memory(tmp_path, seed: int | None, rows: list[list]) -> tuple[dict, i
     fill_log(tmp_path, rows)
     spout = LogSpout("events", root=str(tmp_path), fields=FIELDS, batch_size=40)
     topo = windows_topology("win-ckpt", spout)
-    kills = 0
     with InMemoryCluster(topo, checkpoint_interval=INTERVAL, state_store="memory") as c:
-        rng = random.Random(seed)
-        victims = [t.task for t in c.plan.tasks
-                   if t.component in ("tumble", "slide", "count", CHECKPOINTER)]
-        for _ in range(150 if seed is not None else 0):
-            c.step(rng.randint(1, 3))
-            if rng.random() < 0.08:
-                c.kill(rng.choice(victims))
-                kills += 1
-            c.advance(INTERVAL * rng.random())
+        kills = chaos(c, random.Random(seed), ("tumble", "slide", "count", CHECKPOINTER),
+                      150 if seed is not None else 0, odds=0.08, steps=3, pause=1.0)
         drain(c)
         return last_emissions(c.sink("sink", with_source=True)), kills
 
