@@ -332,3 +332,24 @@ def test_a_checkpointed_topology_is_not_warned_about_message_timeout():
         topo = Topology("w", message_timeout=20, checkpoint_interval=1.0)
         topo.spout("s", ListSpout([[1]], fields=["v"]))
         topo.bolt("win", Holder, window=window)
+
+
+def test_a_rebalance_drops_the_rebalanced_components_windows_and_keeps_the_others():
+    """A held tuple is no keyed state to split: the new tasks of a rebalanced windowed
+    component start with empty windows; the other components' windows stay where they were."""
+    from runtime.state import repartition
+    from runtime.state._store import MemoryStore
+
+    store = MemoryStore()
+    cid = store.next("checkpoint")
+    for component in ("tumble", "slide"):
+        for index in range(2):
+            store.save(cid, f"window/{component}/{index}", {"held": [component, index]})
+    store.save(cid, "state/count/0", [["a", 1]])
+    store.commit(cid, {})
+    repartition(store, {"tumble": 3, "count": 1})
+    new = store.committed()[0]
+    assert new != cid
+    assert sorted(store.load_prefix(new, "window/")) == ["window/slide/0", "window/slide/1"]
+    assert store.load(new, "window/slide/1") == {"held": ["slide", 1]}
+    assert store.load(new, "state/count/0") == [["a", 1]]

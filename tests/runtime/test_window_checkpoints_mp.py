@@ -4,23 +4,20 @@ checkpoint every 0.5 s; the last emission of every window equals a batch computa
 the log (the topology and the batch are in ``test_window_checkpoints.py``).
 
 Waits poll the sink and the master's statistics with deadlines; the only sleeps pace the
-chaos."""
+chaos (``kill_in_turn``)."""
 
 from __future__ import annotations
 
 import contextlib
 import random
-import signal
 import sys
-import time
 
 import cloudpickle
-import psutil
 import pytest
 
-from runtime.testing import PacedLogSpout, read_sink, replaced, wait_for
+from runtime.testing import PacedLogSpout, read_sink, wait_for
 
-from .test_checkpoints_mp import committed_id, victim
+from .test_checkpoints_mp import kill_in_turn
 from .test_window_checkpoints import (
     FIELDS,
     batch,
@@ -52,19 +49,11 @@ def test_sigkilled_windowed_tasks_and_checkpoint_spout_keep_every_window_exact(
     spout = PacedLogSpout("events", root=str(tmp_path), fields=FIELDS, batch_size=50,
                           rate=RATE)
     victims = ["tumble", "__checkpoint", "slide", "count", "tumble", "__checkpoint"]
-    killed, seen = [], []  # seen: the window outputs in the sink before each kill
+    seen: list[int] = []  # the window outputs in the sink before each kill
     with windows_topology("win-ckpt-mp", spout).submit(checkpoint_interval=INTERVAL) as running:
-        for i, component in enumerate(victims):
-            before = committed_id(running)
-            wait_for(lambda b=before: committed_id(running) > b, 120 if i == 0 else 60,
-                     "a checkpoint to commit")
-            time.sleep(rng.uniform(0.0, 0.4))  # paces the chaos; not a synchronisation
-            chosen, proc = victim(running, component, rng, tupleflow_processes)
-            seen.append(sum(len(w) for w in emitted(running).values()))
-            with contextlib.suppress(psutil.NoSuchProcess):
-                proc.send_signal(signal.SIGKILL)
-                killed.append((chosen.component, chosen.task))
-            running.wait_until(replaced(chosen), timeout=30)
+        killed = kill_in_turn(running, victims, rng, tupleflow_processes, pause=0.4,
+                              before_kill=lambda: seen.append(
+                                  sum(len(w) for w in emitted(running).values())))
         with contextlib.suppress(TimeoutError):
             wait_for(lambda: emitted(running) == expected, 120, "every window, exact")
         got = emitted(running)
