@@ -42,12 +42,14 @@ no batching that depends on the load, so the wrapper's own cost is what differs.
     python benchmarks/checkpoints.py --only chaos --kills 20
     RESULT name=window-snapshot held=100000 payload=0 bytes=... bytes_per_tuple=...
            values_bytes_per_tuple=... overhead_bytes_per_tuple=...
-           checkpoint_us_per_tuple=... restore_us_per_tuple=... reps=5
+           checkpoint_us_per_tuple=... restore_us_per_tuple=...
+           checkpoint_gc_on_us_per_tuple=... restore_gc_on_us_per_tuple=... reps=5
 
 ``window-snapshot`` is what a checkpoint of a windowed task costs per tuple its open
 windows hold (in this process, no topology): the bytes written (``overhead`` is what the
 snapshot adds to the tuples' own packed values); at a barrier, the time to take the
-snapshot and save it in SQLite; at a rollback, to load it and restore the windows.
+snapshot and save it in SQLite; at a rollback, to load it and restore the windows; both
+with the garbage collector paused, as ``Checkpointed`` does, and (``gc_on``) without.
 
     python benchmarks/checkpoints.py --only windows --held 100000 --payload 0 --payload 100
 """
@@ -55,6 +57,7 @@ snapshot and save it in SQLite; at a rollback, to load it and restore the window
 from __future__ import annotations
 
 import argparse
+import contextlib
 import math
 import random
 import signal
@@ -70,6 +73,7 @@ from runtime import Duration, Topology, Window, WindowedBolt, wire
 from runtime.model.api import Tuple, TupleSource
 from runtime.sources import EmbeddedLog, LogSpout
 from runtime.state import open_store
+from runtime.state._gate import paused_gc
 from runtime.testing import (
     InMemoryCluster,
     PacedLogSpout,
@@ -260,29 +264,35 @@ def window_snapshot(n: int, payload: int, reps: int) -> None:
     """What a checkpoint of a windowed task costs per held tuple: the snapshot's bytes as
     the store writes them (msgpack), beside the tuples' values alone; the time of what
     ``Checkpointed`` does at a barrier (take the snapshot, save it in SQLite) and at a
-    rollback (load it, restore the windows), medians of ``reps``."""
+    rollback (load it, restore the windows), with the garbage collector paused as it
+    does, and with it on (the ``gc_on`` figures, in the same reps); medians of ``reps``."""
     bolt = holding(n, payload)
     values = len(wire.pack([t.values for _, _, t in bolt._windows._queue]))
     size = len(wire.pack(bolt.snapshot_windows()))
-    save, back = [], []
+    times: dict[str, list[float]] = {}
     with tempfile.TemporaryDirectory(prefix="win-snap-") as run_dir:
         store = open_store("sqlite", run_dir)
         for rep in range(reps):
-            t0 = time.perf_counter()
-            store.save(rep, "window/w/0", bolt.snapshot_windows())
-            t1 = time.perf_counter()
-            bolt.restore_windows(store.load(rep, "window/w/0"))
-            t2 = time.perf_counter()
-            save.append(t1 - t0), back.append(t2 - t1)
+            for paused in ((True, False) if rep % 2 else (False, True)):
+                pause = paused_gc if paused else contextlib.nullcontext
+                with pause():
+                    t0 = time.perf_counter()
+                    store.save(rep, "window/w/0", bolt.snapshot_windows())
+                with pause():
+                    t1 = time.perf_counter()
+                    bolt.restore_windows(store.load(rep, "window/w/0"))
+                    t2 = time.perf_counter()
+                suffix = "" if paused else "_gc_on"
+                times.setdefault("checkpoint" + suffix, []).append(t1 - t0)
+                times.setdefault("restore" + suffix, []).append(t2 - t1)
         store.close()
     if bolt.open_tuples != n:
         raise BenchmarkError(f"restored {bolt.open_tuples} tuples, not {n}")
-    us = 1e6 / n
+    us = " ".join(f"{k}_us_per_tuple={statistics.median(times[k]) * 1e6 / n:.2f}"
+                  for k in ("checkpoint", "restore", "checkpoint_gc_on", "restore_gc_on"))
     print(f"RESULT name=window-snapshot held={n} payload={payload} bytes={size} "
           f"bytes_per_tuple={size / n:.1f} values_bytes_per_tuple={values / n:.1f} "
-          f"overhead_bytes_per_tuple={(size - values) / n:.1f} "
-          f"checkpoint_us_per_tuple={statistics.median(save) * us:.2f} "
-          f"restore_us_per_tuple={statistics.median(back) * us:.2f} reps={reps}", flush=True)
+          f"overhead_bytes_per_tuple={(size - values) / n:.1f} {us} reps={reps}", flush=True)
 
 
 # -- recovery: from a kill to the rate being back ----------------------------------------------

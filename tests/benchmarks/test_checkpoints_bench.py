@@ -59,5 +59,6 @@ def test_a_window_snapshot_line_gives_its_bytes_and_times_per_held_tuple():
     assert per_tuple == pytest.approx(float(line["values_bytes_per_tuple"])
                                       + float(line["overhead_bytes_per_tuple"]), abs=0.1)
     assert float(line["values_bytes_per_tuple"]) > 10  # the text alone is 10 bytes
-    for time_field in ("checkpoint_us_per_tuple", "restore_us_per_tuple"):
+    for time_field in ("checkpoint_us_per_tuple", "restore_us_per_tuple",
+                       "checkpoint_gc_on_us_per_tuple", "restore_gc_on_us_per_tuple"):
         assert float(line[time_field]) > 0
