@@ -43,7 +43,7 @@ _FORWARDED = frozenset({"on_error", "output_waiting", "errors", "dropped", "busy
 def paused_gc():
     """The garbage collector off while a snapshot is built and saved, or loaded and
     restored: that makes about three containers per held tuple or key, and each burst of
-    them sets off collections that walk everything the task holds, for no cycle (3 to 5
+    them sets off collections that walk everything the task holds, for no cycle (1.5 to 7
     times slower on 100,000 held tuples; benchmarks/checkpoints.py --only windows)."""
     was = gc.isenabled()
     gc.disable()
