@@ -6,13 +6,16 @@ spout's or bolt's executor, and is driven through the same interface. It
 - holds the task until the checkpoint spout's first ``ROLLBACK`` names the epoch (a spout
   emits nothing, a bolt drops its input);
 - on ``ROLLBACK`` (or a ``MARKER`` of a newer epoch, which may overtake it), drops what
-  the task had buffered, restores the committed state or source position, sends a
-  ``MARKER`` to each downstream task, and drops each input task's frames until that
-  task's ``MARKER`` comes: what arrives before it was sent before the rollback;
+  the task had buffered, restores the committed state, open windows or source position,
+  sends a ``MARKER`` to each downstream task, and drops each input task's frames until
+  that task's ``MARKER`` comes: what arrives before it was sent before the rollback;
 - on ``PREPARE`` (a spout) or once ``BARRIER`` came from every input task (a bolt;
   frames from a task that already sent it are held meanwhile: alignment), saves its part
-  of the checkpoint, flushes, sends ``BARRIER`` downstream and ``PREPARED`` to the
-  checkpoint spout.
+  of the checkpoint (a StatefulBolt's state, a WindowedBolt's open windows, a
+  replayable spout's position), flushes, sends ``BARRIER`` downstream and ``PREPARED``
+  to the checkpoint spout;
+- for a spout that cannot rewind, holds the acks of its tuples until ``COMMITTED`` says
+  the checkpoint holding them is committed, and fails them at a rollback (at least once).
 """
 
 from __future__ import annotations
