@@ -40,11 +40,24 @@ no batching that depends on the load, so the wrapper's own cost is what differs.
     python benchmarks/checkpoints.py --only inprocess --reps 5 --words 300000
     python benchmarks/checkpoints.py --only recovery
     python benchmarks/checkpoints.py --only chaos --kills 20
+    RESULT name=window-snapshot held=100000 payload=0 bytes=... bytes_per_tuple=...
+           values_bytes_per_tuple=... overhead_bytes_per_tuple=...
+           checkpoint_us_per_tuple=... restore_us_per_tuple=...
+           checkpoint_gc_on_us_per_tuple=... restore_gc_on_us_per_tuple=... reps=5
+
+``window-snapshot`` is what a checkpoint of a windowed task costs per tuple its open
+windows hold (in this process, no topology): the bytes written (``overhead`` is what the
+snapshot adds to the tuples' own packed values); at a barrier, the time to take the
+snapshot and save it in SQLite; at a rollback, to load it and restore the windows; both
+with the garbage collector paused, as ``Checkpointed`` does, and (``gc_on``) without.
+
+    python benchmarks/checkpoints.py --only windows --held 100000 --payload 0 --payload 100
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import math
 import random
 import signal
@@ -56,8 +69,11 @@ from collections import Counter
 import psutil
 from _common import BenchmarkError
 
-from runtime import Topology
+from runtime import Duration, Topology, Window, WindowedBolt, wire
+from runtime.model.api import Tuple, TupleSource
 from runtime.sources import EmbeddedLog, LogSpout
+from runtime.state import open_store
+from runtime.state._gate import paused_gc
 from runtime.testing import (
     InMemoryCluster,
     PacedLogSpout,
@@ -66,6 +82,7 @@ from runtime.testing import (
     replaced,
     wait_for,
 )
+from runtime.windows import WindowManager
 
 INTERVAL = 1.0  # checkpoint_interval of the cost and recovery runs (the issue's figure)
 OPTIONS = {"stats_interval": 0.1, "spout_wait": 0.002}
@@ -221,6 +238,63 @@ def in_process(n: int, reps: int) -> None:
           f"median_cpu_cost={statistics.median(costs):.3f}", flush=True)
 
 
+# -- a windowed task's snapshot: bytes and time per held tuple ---------------------------------
+class Sums(WindowedBolt):
+    outputs = ["end", "sum"]
+
+    def process_window(self, window):
+        self.emit([window.end, sum(t["v"] for t in window.tuples)])
+
+
+def holding(n: int, payload: int) -> Sums:
+    """A windowed bolt whose one open event-time window holds ``n`` tuples ``[id, key, ts,
+    v, text]`` (``text`` of ``payload`` characters) from two input tasks, none evaluated."""
+    bolt = Sums()
+    window = Window.tumbling(Duration(3600), timestamp_field="ts")
+    bolt._windows = WindowManager(window, [("events", "default")])
+    sources = [TupleSource.of("events", t, "default", ["id", "k", "ts", "v", "text"])
+               for t in (1, 2)]
+    text = "x" * payload
+    for i in range(n):
+        bolt.process(Tuple([i, f"k{i % 1009}", 1_000 + i, i % 13, text], sources[i % 2]))
+    return bolt
+
+
+def window_snapshot(n: int, payload: int, reps: int) -> None:
+    """What a checkpoint of a windowed task costs per held tuple: the snapshot's bytes as
+    the store writes them (msgpack), beside the tuples' values alone; the time of what
+    ``Checkpointed`` does at a barrier (take the snapshot, save it in SQLite) and at a
+    rollback (load it, restore the windows), with the garbage collector paused as it
+    does, and with it on (the ``gc_on`` figures, in the same reps); medians of ``reps``."""
+    bolt = holding(n, payload)
+    values = len(wire.pack([t.values for _, _, t in bolt._windows._queue]))
+    size = len(wire.pack(bolt.snapshot_windows()))
+    times: dict[str, list[float]] = {}
+    with tempfile.TemporaryDirectory(prefix="win-snap-") as run_dir:
+        store = open_store("sqlite", run_dir)
+        for rep in range(reps):
+            for paused in ((True, False) if rep % 2 else (False, True)):
+                pause = paused_gc if paused else contextlib.nullcontext
+                with pause():
+                    t0 = time.perf_counter()
+                    store.save(rep, "window/w/0", bolt.snapshot_windows())
+                with pause():
+                    t1 = time.perf_counter()
+                    bolt.restore_windows(store.load(rep, "window/w/0"))
+                    t2 = time.perf_counter()
+                suffix = "" if paused else "_gc_on"
+                times.setdefault("checkpoint" + suffix, []).append(t1 - t0)
+                times.setdefault("restore" + suffix, []).append(t2 - t1)
+        store.close()
+    if bolt.open_tuples != n:
+        raise BenchmarkError(f"restored {bolt.open_tuples} tuples, not {n}")
+    us = " ".join(f"{k}_us_per_tuple={statistics.median(times[k]) * 1e6 / n:.2f}"
+                  for k in ("checkpoint", "restore", "checkpoint_gc_on", "restore_gc_on"))
+    print(f"RESULT name=window-snapshot held={n} payload={payload} bytes={size} "
+          f"bytes_per_tuple={size / n:.1f} values_bytes_per_tuple={values / n:.1f} "
+          f"overhead_bytes_per_tuple={(size - values) / n:.1f} {us} reps={reps}", flush=True)
+
+
 # -- recovery: from a kill to the rate being back ----------------------------------------------
 def rate_over(samples: list[tuple[float, int]], seconds: float) -> float:
     """Counted words per second over the last ``seconds`` of (time, total) samples."""
@@ -312,8 +386,11 @@ def chaos(n: int, kills: int, seed: int, interval: float) -> None:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--only", choices=["cost", "inprocess", "recovery", "chaos"],
-                        action="append")
+    parser.add_argument("--only", choices=["cost", "inprocess", "recovery", "chaos",
+                                           "windows"], action="append")
+    parser.add_argument("--held", type=int, default=100_000, help="tuples a window holds")
+    parser.add_argument("--payload", type=int, action="append",
+                        help="characters of text per held tuple (repeat for several)")
     parser.add_argument("--words", type=int, default=1_000_000)
     parser.add_argument("--pairs", type=int, default=3)
     parser.add_argument("--reps", type=int, default=5, help="in-process pairs")
@@ -322,7 +399,7 @@ def main() -> None:
     parser.add_argument("--interval", type=float, default=0.5, help="chaos checkpoint interval")
     parser.add_argument("--seed", type=int, default=None)
     args = parser.parse_args()
-    only = args.only or ["cost", "inprocess", "recovery", "chaos"]
+    only = args.only or ["cost", "inprocess", "recovery", "chaos", "windows"]
     if "cost" in only:
         cost(args.words, args.pairs)
     if "inprocess" in only:
@@ -332,6 +409,9 @@ def main() -> None:
     if "chaos" in only:
         seed = args.seed if args.seed is not None else random.randrange(1 << 30)
         chaos(args.chaos_words, args.kills, seed, args.interval)
+    if "windows" in only:
+        for payload in args.payload or [0, 100]:
+            window_snapshot(args.held, payload, args.reps)
 
 
 if __name__ == "__main__":

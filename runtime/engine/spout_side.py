@@ -40,6 +40,9 @@ class SpoutSide:
         self.tracker, self.roots, self.acks, self.runs = tracker, roots, acks, runs
         self.monotonic, self.batch_size = monotonic, batch_size
         self.at_emit: list = []  # msg_ids to ack as soon as emitted (acking off)
+        # a checkpointed spout that cannot rewind: its at-emit acks wait here instead, for
+        # the checkpoint that holds their tuples to commit (runtime/state/_gate.py)
+        self.held_acks: list | None = None
         # told the msg_ids the tracker timed out (the tracer's, for traced roots)
         self.expired_hook: Callable[[list], None] | None = None
 
@@ -93,12 +96,31 @@ class SpoutSide:
         return sum(o.emitted + o.queued() for o in self.streams.values())
 
     def _ack_at_emit(self) -> None:
-        """At most once: a tuple given a msg_id is acked as soon as it is emitted."""
+        """At most once: a tuple given a msg_id is acked as soon as it is emitted (unless
+        its ack is held for a checkpoint: :meth:`take_held`)."""
         acks, ack = self.at_emit[:], self.user.ack
         self.at_emit.clear()
+        if self.held_acks is not None:
+            return self.held_acks.extend(acks)
         self.counts.acked += len(acks)
         for msg_id in acks:
             call_user(f"{self.name}.ack", ack, msg_id)
+
+    def take_held(self) -> list:
+        """The msg_ids emitted since the last call whose acks are held (with
+        ``held_acks`` set): the checkpoint under way holds their tuples."""
+        if self.at_emit:
+            self._ack_at_emit()
+        held, self.held_acks = self.held_acks or [], []
+        return held
+
+    def settle(self, acked: list, failed: list) -> None:
+        """Ack and fail held msg_ids: their checkpoint committed, or a rollback undid
+        their tuples' effects (``fail`` is the spout's way to emit them again)."""
+        self.counts.acked += len(acked)
+        self.counts.failed += len(failed)
+        self._call_each("ack", self.user.ack, acked)
+        self._call_each("fail", self.user.fail, failed)
 
     # -- tracked emits ------------------------------------------------------------------
     def emit_root(self, out: StreamOut, values, msg_id, direct: int | None = None) -> None:

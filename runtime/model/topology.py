@@ -30,6 +30,7 @@ from runtime import groupings as g
 from . import hooks
 from .api import Bolt, Spout
 from .constants import (
+    CHECKPOINT_INTERVAL,
     COMPONENT_KEYS,
     DEFAULT_STREAM,
     DEFAULTS,
@@ -212,6 +213,8 @@ class Topology:
         if kind != "bolt":
             raise TopologyError(f"component {comp_id!r}: only bolts take a window")
         declare_window(comp_id, impl, window, streams, config)
+        if self.config.get(CHECKPOINT_INTERVAL):  # acking off: its windows are checkpointed
+            return
         timeout = self.config.get(MESSAGE_TIMEOUT, DEFAULTS[MESSAGE_TIMEOUT])
         message = timeout_warning(comp_id, window, float(timeout))
         if message:

@@ -195,10 +195,13 @@ def declare_window(comp_id: str, impl: Any, window: Any, streams: dict,
 
 def timeout_warning(comp_id: str, window: Window, message_timeout: float) -> str | None:
     """Storm's warning: tuples held longer than ``message_timeout`` time out and are
-    replayed while still in their window."""
+    replayed while still in their window. Only with acking: a checkpointed topology has
+    none (its windows are in the checkpoint instead), and is not warned."""
     holds = window.holds_ms()
     if holds is None or holds <= message_timeout * 1000:
         return None
     return (f"component {comp_id!r}: message_timeout ({message_timeout} s) is shorter than "
-            f"the window's length + slide ({holds / 1000} s): its tuples will time out and "
-            "be replayed before they leave the window; raise message_timeout")
+            f"the window's length + slide ({holds / 1000} s): with acking on (ackers > 0) "
+            "its tuples will time out and be replayed before they leave the window; raise "
+            "message_timeout (a topology submitted with checkpoint_interval runs with "
+            "acking off and saves its open windows with each checkpoint: no timeout applies)")

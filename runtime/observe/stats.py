@@ -72,7 +72,8 @@ class InstanceStats:
     # first window)}; None for other tasks
     window: dict | None = None
     # checkpointed state (docs/internals/checkpoints.md): a task's {"epoch", "saved",
-    # "rollbacks", "discarded_frames" (dropped as sent before a rollback), "stateful"};
+    # "rollbacks", "discarded_frames" (dropped as sent before a rollback), "stateful",
+    # "windowed" (its open windows are saved too)};
     # the checkpoint spout's {"id", "seconds", "time" of the last committed checkpoint,
     # "committed", "rollbacks", "epoch"}; None without checkpoints
     checkpoint: dict | None = None

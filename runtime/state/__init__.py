@@ -84,9 +84,11 @@ def check_submit(topology, config: Mapping, *, processes: bool) -> None:
     for spec in topology.components.values():
         if spec.kind == "spout" and not rewindable(spec.new_instance()):
             warnings.warn(f"topology {topology.name!r}: spout {spec.id!r} cannot be rewound "
-                          f"to a checkpoint ({spec.class_name}): a rollback loses the state "
-                          "updates its tuples made since the last checkpoint (they are not "
-                          "replayed); state is exact only for replayable spouts (LogSpout, "
+                          f"to a checkpoint ({spec.class_name}): its tuples are at least once, "
+                          "not exactly once: each is acked once the checkpoint holding it "
+                          "commits, and a rollback fails those emitted since, which only a "
+                          "spout whose fail() replays emits again (else their state updates "
+                          "are lost); state is exact only for replayable spouts (LogSpout, "
                           "KafkaSpout)", stacklevel=3)
 
 

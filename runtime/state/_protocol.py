@@ -11,7 +11,8 @@ PREPARE = 2  # checkpoint spout -> spout tasks: save your position, send the bar
 BARRIER = 3  # task -> its downstream tasks: everything before it is in checkpoint id
 PREPARED = 4  # task -> checkpoint spout: my part of checkpoint id is saved
 NEW = 5  # a restarted task -> checkpoint spout: I lost my state, roll everyone back
-OPS = ("rollback", "marker", "prepare", "barrier", "prepared", "new")
+COMMITTED = 6  # checkpoint spout -> spout tasks: checkpoint id is committed
+OPS = ("rollback", "marker", "prepare", "barrier", "prepared", "new", "committed")
 
 
 def frame(op: int, epoch: int, cid: int | None, dest: int, src: int) -> tuple[bytes, bytes]:
@@ -33,3 +34,7 @@ def state_key(component: str, index: int) -> str:
 
 def source_key(component: str, index: int) -> str:
     return f"source/{component}/{index}"
+
+
+def window_key(component: str, index: int) -> str:
+    return f"window/{component}/{index}"

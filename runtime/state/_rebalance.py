@@ -23,7 +23,7 @@ from typing import Any
 
 from runtime.groupings import KEY_GROUPS, field_hash, key_task
 
-from ._protocol import state_key
+from ._protocol import state_key, window_key
 
 
 def split(pairs: list, n: int, groups: int = KEY_GROUPS) -> list[list]:
@@ -58,7 +58,9 @@ def repartition(store, counts: Mapping[str, int],
     old, info = committed
     snap = store.load_prefix(old, "")
     cid = store.next("checkpoint")
-    prefixes = tuple(state_key(c, 0)[:-1] for c in counts)  # "state/<component>/"
+    # "state/<component>/" is split below; "window/<component>/" is dropped: a held tuple
+    # is not keyed state, and the rebalanced windowed tasks start with empty windows
+    prefixes = tuple(key(c, 0)[:-1] for c in counts for key in (state_key, window_key))
     for key, value in snap.items():
         if not key.startswith(prefixes):
             store.save(cid, key, value)

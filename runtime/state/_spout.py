@@ -119,6 +119,8 @@ class CheckpointSpout(SystemTask):
         cid, took = self.current, now - self.started
         self.store.commit(cid, {"epoch": self.epoch, "duration": took, "time": self.wall()})
         self.last, self.committed = (cid, took, self.wall()), self.committed + 1
+        for task in self.spouts:  # a spout that cannot rewind acks what it holds now
+            self.send(*p.frame(p.COMMITTED, self.epoch, cid, task, self.task))
         self.current = None
         self.next_at = max(now, self.started + self.interval)
 

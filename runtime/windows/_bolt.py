@@ -16,6 +16,7 @@ from runtime.model.constants import ACKERS, DEFAULT_STREAM, DEFAULTS, MESSAGE_TI
 from runtime.model.windowing import timeout_warning
 
 from ._manager import WindowManager, WindowView
+from ._saved import Incoming, Outgoing
 
 log = logging.getLogger("tupleflow.windows")
 
@@ -79,6 +80,24 @@ class WindowedBolt(Bolt):
                 "late_tuples": windows.late, "evaluated": windows.evaluated,
                 "last_window_start": start, "last_window_end": end,
                 "last_window_tuples": held}
+
+    # -- checkpoints (driven by runtime/state's Checkpointed) -----------------------------
+    def snapshot_windows(self) -> dict:
+        """What the windows hold, as msgpack types: saved with each checkpoint of a
+        topology submitted with ``checkpoint_interval`` (docs/windows.md, "Checkpoints")."""
+        out = Outgoing()
+        windows = self._manager().snapshot(out.encode)
+        return {"sources": out.sources, "windows": windows}
+
+    def restore_windows(self, saved: dict | None) -> None:
+        """Back to what :meth:`snapshot_windows` saved, at a rollback or a restart; empty
+        windows for None (no checkpoint committed yet)."""
+        current = self._manager()
+        if saved is None:
+            self._windows = WindowManager(current.window, current.inputs)
+            return
+        self._windows = WindowManager.restored(current.window, current.inputs,
+                                               saved["windows"], Incoming(saved["sources"]).decode)
 
     # -- driven by the engine ------------------------------------------------------------
     def process(self, tup: Tuple) -> None:

@@ -22,9 +22,8 @@ evaluated: in event time the next window end is found from the next tuple (Storm
 from __future__ import annotations
 
 from bisect import bisect_right, insort
-from collections.abc import Hashable, Iterable
+from collections.abc import Callable, Hashable, Iterable
 from dataclasses import dataclass, field
-from itertools import count
 from math import inf
 from operator import itemgetter
 from typing import Any
@@ -33,6 +32,20 @@ from runtime.model.windowing import Count, Duration, Window
 
 _KEY = itemgetter(0, 1)  # a queue entry's (timestamp, arrival sequence)
 _LAST = inf  # a reference key's sequence part: after every tuple of the same timestamp
+SNAPSHOT_VERSION = 1  # the layout of WindowManager.snapshot; a change bumps it
+
+
+def _same(item: Any) -> Any:
+    return item
+
+
+def _plain(key: Hashable) -> Any:
+    """An input stream's key as msgpack keeps it: a tuple becomes a list."""
+    return list(key) if isinstance(key, tuple) else key
+
+
+def _hashable(key: Any) -> Hashable:
+    return tuple(key) if isinstance(key, list) else key
 
 
 @dataclass
@@ -69,7 +82,7 @@ class WindowManager:
     evaluated: int = 0  # windows given to process_window so far
     last: tuple | None = None  # the last evaluated window: (start, end, tuples); ms or None
     _queue: list = field(default_factory=list)  # (ts, seq, item) in (ts, seq) order
-    _seq: Any = field(default_factory=count)
+    _seq: int = 0  # the next tuple's arrival sequence
     _latest: dict = field(default_factory=dict)  # input stream -> its latest timestamp
     _next_end: int | None = None  # event time, Duration slide: the next window's end
     _counted: tuple = (-inf, -1)  # Count slide: the key of the last tuple counted
@@ -95,7 +108,7 @@ class WindowManager:
             return []
         else:
             self._latest[stream] = max(ts, self._latest.get(stream, ts))
-        seq, queue = next(self._seq), self._queue
+        seq, queue, self._seq = self._seq, self._queue, self._seq + 1
         if not queue or ts >= queue[-1][0]:  # in order, the common case: no search
             queue.append((ts, seq, item))
         else:
@@ -160,6 +173,45 @@ class WindowManager:
                 and isinstance(slide, Duration)):
             return None
         return _open_ends(self._queue, length.ms, slide.ms, self.watermark)
+
+    # -- checkpoints -------------------------------------------------------------------
+    def snapshot(self, encode: Callable[[Any], Any] = _same) -> dict:
+        """Everything the windows hold, as msgpack types, for a checkpoint: the tuples
+        (``encode(item)`` each, in queue order, with their timestamps and arrival
+        sequences), each input stream's latest timestamp, the watermark, the slide's
+        progress, the counters, and what the next evaluation reports as expired.
+        :meth:`restored` builds the same manager back (docs/windows.md, "Checkpoints")."""
+        return {"version": SNAPSHOT_VERSION, "seq": self._seq,
+                "queue": [[ts, seq, encode(item)] for ts, seq, item in self._queue],
+                "latest": [[_plain(s), ts] for s, ts in self._latest.items()],
+                "watermark": self.watermark, "late": self.late, "evaluated": self.evaluated,
+                "last": None if self.last is None else list(self.last),
+                "next_end": self._next_end, "counted": list(self._counted),
+                "since": self._since, "previous": sorted(self._previous),
+                "expired": [encode(t) for t in self._expired],
+                "to_ack": [encode(t) for t in self._to_ack], "last_tick": self._last_tick}
+
+    @classmethod
+    def restored(cls, window: Window, inputs: Iterable[Hashable], saved: dict | None,
+                 decode: Callable[[Any], Any] = _same) -> WindowManager:
+        """A manager holding what :meth:`snapshot` saved (``decode`` undoes its
+        ``encode``); an empty one for None (nothing was saved yet)."""
+        m = cls(window, inputs)
+        if saved is None:
+            return m
+        if saved.get("version") != SNAPSHOT_VERSION:
+            raise ValueError(f"window snapshot version {saved.get('version')!r}, "
+                             f"expected {SNAPSHOT_VERSION}")
+        m._queue = [(ts, seq, decode(item)) for ts, seq, item in saved["queue"]]
+        m._seq, m._latest = saved["seq"], {_hashable(s): ts for s, ts in saved["latest"]}
+        m.watermark, m.late, m.evaluated = saved["watermark"], saved["late"], saved["evaluated"]
+        m.last = None if saved["last"] is None else tuple(saved["last"])
+        m._next_end, m._counted = saved["next_end"], tuple(saved["counted"])
+        m._since, m._previous = saved["since"], set(saved["previous"])
+        m._expired = [decode(t) for t in saved["expired"]]
+        m._to_ack = [decode(t) for t in saved["to_ack"]]
+        m._last_tick = saved["last_tick"]
+        return m
 
     # -- triggers ----------------------------------------------------------------------
     def _watermark_windows(self, mark: int) -> list[WindowView]:

@@ -48,3 +48,17 @@ def test_a_cost_pair_prints_both_rates_and_their_ratio():
     assert float(pair["plain_task_cpu_us"]) >= 0 and float(pair["checkpointed_task_cpu_us"]) >= 0
     assert summary["median_cost"] == pair["cost"]
     assert summary["median_cpu_cost"] == pair["cpu_cost"]
+
+
+@pytest.mark.timeout(120)
+def test_a_window_snapshot_line_gives_its_bytes_and_times_per_held_tuple():
+    (line,) = run("--only", "windows", "--held", "2000", "--payload", "10", "--reps", "1")
+    assert (line["name"], line["held"], line["payload"]) == ("window-snapshot", "2000", "10")
+    per_tuple = float(line["bytes_per_tuple"])
+    assert per_tuple == pytest.approx(int(line["bytes"]) / 2000, abs=0.05)
+    assert per_tuple == pytest.approx(float(line["values_bytes_per_tuple"])
+                                      + float(line["overhead_bytes_per_tuple"]), abs=0.1)
+    assert float(line["values_bytes_per_tuple"]) > 10  # the text alone is 10 bytes
+    for time_field in ("checkpoint_us_per_tuple", "restore_us_per_tuple",
+                       "checkpoint_gc_on_us_per_tuple", "restore_gc_on_us_per_tuple"):
+        assert float(line[time_field]) > 0

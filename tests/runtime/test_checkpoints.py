@@ -70,6 +70,22 @@ def test_nothing_moves_before_the_first_rollback_names_the_epoch(tmp_path):
         assert c.state("count") == {}  # nothing committed yet
 
 
+def chaos(c: InMemoryCluster, rng: random.Random, components, rounds: int, *,
+          odds: float = 0.1, steps: int = 5, pause: float = 2.0) -> int:
+    """``rounds`` rounds of up to ``steps`` spout calls, each followed, with ``odds``, by
+    a restart from scratch of a random task of ``components``, then up to ``pause``
+    checkpoint intervals of the fake clock. Returns the kills."""
+    victims = [t.task for t in c.plan.tasks if t.component in components]
+    kills = 0
+    for _ in range(rounds):
+        c.step(rng.randint(1, steps))
+        if rng.random() < odds:
+            c.kill(rng.choice(victims))
+            kills += 1
+        c.advance(INTERVAL * rng.random() * pause)
+    return kills
+
+
 @pytest.mark.parametrize("seed", range(6))
 def test_kills_at_random_points_apply_no_update_twice(tmp_path, seed):
     """A counter task, the checkpoint spout, a log spout and a stateless bolt are
@@ -77,14 +93,7 @@ def test_kills_at_random_points_apply_no_update_twice(tmp_path, seed):
     fill_log(tmp_path)
     rng = random.Random(seed)
     with cluster(word_count(tmp_path)) as c:
-        victims = [t.task for t in c.plan.tasks if t.component != "__acker"]
-        kills = 0
-        for _ in range(120):
-            c.step(rng.randint(1, 5))
-            if rng.random() < 0.1:
-                c.kill(rng.choice(victims))
-                kills += 1
-            c.advance(INTERVAL * rng.random() * 2)
+        kills = chaos(c, rng, {t.component for t in c.plan.tasks} - {"__acker"}, 120)
         drain(c)
         assert kills > 3
         assert c.state("count") == dict(Counter(WORDS))
@@ -171,7 +180,7 @@ def test_a_spout_that_cannot_rewind_is_warned_about():
     topo = Topology("t")
     topo.spout("s", ListSpout([["a"]], fields=["w"]))
     topo.bolt("c", StatefulWordCount).shuffle_grouping("s")
-    with pytest.warns(UserWarning, match="spout 's' cannot be rewound"):
+    with pytest.warns(UserWarning, match="spout 's' cannot be rewound.*at least once"):
         InMemoryCluster(topo, checkpoint_interval=1.0, state_store="memory").close()
 
 
@@ -255,3 +264,49 @@ def test_the_state_given_is_saved_whatever_the_bolt_calls_it(tmp_path):
     with cluster(topo) as c:
         drain(c)
         assert c.state("count") == dict(Counter(WORDS))
+
+
+# -- a spout that cannot rewind: at least once ----------------------------------------------
+
+def queue_count(words, *, replay: bool) -> Topology:
+    topo = Topology("ckpt-queue")
+    topo.spout("words", ListSpout([[w] for w in words], fields=["word"], replay=replay),
+               parallelism=2)
+    topo.bolt("upper", PassOn, parallelism=2).shuffle_grouping("words")
+    topo.bolt("count", StatefulWordCount, parallelism=2).fields_grouping("upper", ["word"])
+    return topo
+
+
+def run_queue(words, seed: int, *, replay: bool) -> tuple[dict, list, int]:
+    """The counters and the checkpoint spout restarted at random moments; the spouts (a
+    ListSpout, which cannot rewind, and replays what fails when ``replay``) never are.
+    Returns the committed state, what the spouts acked and the kills."""
+    rng = random.Random(seed)
+    with cluster(queue_count(words, replay=replay)) as c:
+        kills = chaos(c, rng, ("count", CHECKPOINTER), 100, odds=0.12, steps=4, pause=1.0)
+        drain(c)
+        spouts = c.plan.component_tasks()["words"]
+        acked = sorted(i for t in spouts for i in c.user_object(t).acked)
+        return c.state("count"), acked, kills
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_a_replaying_spout_that_cannot_rewind_is_at_least_once(seed):
+    """Its acks wait for the checkpoint that holds their tuples to commit; at a rollback
+    the rest are failed, and ListSpout(replay=True) emits them again: no update is lost
+    (and, since only the counters and the checkpoint spout are killed, none is doubled)."""
+    words = WORDS[:1500]
+    state, acked, kills = run_queue(words, seed, replay=True)
+    assert kills >= 3
+    assert state == dict(Counter(words))
+    assert acked == list(range(len(words)))  # each acked once its checkpoint committed
+
+
+def test_a_spout_that_cannot_rewind_nor_replay_loses_what_a_rollback_undid():
+    """Without replay, ``fail`` drops the tuple: the rollback's undone updates are gone
+    (what the warning at submit says)."""
+    words = WORDS[:1500]
+    state, acked, kills = run_queue(words, 0, replay=False)
+    assert kills >= 3
+    assert sum(state.values()) < len(words)
+    assert len(acked) == sum(state.values())  # acked: exactly the committed updates

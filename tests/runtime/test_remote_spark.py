@@ -348,6 +348,28 @@ def test_checkpointed_state_is_exact_after_kills_on_the_spark_scheduler(
     assert state == dict(Counter(WORDS))
 
 
+@pytest.mark.timeout(600)
+def test_redis_state_is_exact_after_kills_on_the_spark_scheduler(
+        spark, tmp_path, redis_url, tupleflow_processes):
+    """The same chaos with ``state_store`` a real redis-server: both containers (Spark
+    barrier tasks) save in one namespace, the run's, and the committed state read back
+    from it is the batch count."""
+    import redis
+
+    state, killed, checkpoint, stats = run_with_kills(
+        tmp_path, "spark-redis", 3, 23, tupleflow_processes, scheduler="spark", master=spark,
+        containers=2, state_store=redis_url)
+    assert [c for c, _ in killed] == ["count", "__checkpoint", "words"]
+    assert {s.container for s in stats if s.component == "count"} == {0, 1}
+    assert state == dict(Counter(WORDS))
+    client = redis.Redis.from_url(redis_url)
+    namespaces = {k.decode().split(":")[1] for k in client.keys("tupleflow:*")}
+    committed = client.keys("tupleflow:*:committed")
+    client.close()
+    assert len(namespaces) == 1 and len(committed) == 1  # one store for every container
+    assert checkpoint["id"] > 0
+
+
 # -- a master that may die, on Spark (issue 23) --------------------------------------------------
 
 MARKED = 4000  # sentences of the master-kill test, each with a word of its own
