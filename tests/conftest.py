@@ -267,17 +267,22 @@ def spark_cluster(tmp_path_factory):
 
 
 # `make test` runs the suite on two xdist workers (`-n 2 --dist loadgroup`): most tests wait
-# on processes and sockets, not on a core. A process holds one SparkContext, so every test
-# that asks for a Spark session (local or the standalone cluster) runs in one worker, in
-# collection order, as it would in a serial run.
-SPARK_FIXTURES = frozenset({"spark", "spark_cluster"})
+# on processes and sockets, not on a core. A process holds one SparkContext, so the tests
+# that ask for a Spark session go in two groups, each run by one worker in collection order:
+# those on the standalone cluster ("spark-cluster": the remote scheduler's tests) and those
+# on the bridge's local session ("spark-local", held for the worker's whole session). xdist
+# hands out the largest groups first, one to each worker, so the two groups run side by
+# side on the two workers and never in one process.
 
 
 @pytest.hookimpl(tryfirst=True)  # before xdist's own hook reads the groups
 def pytest_collection_modifyitems(config, items):
     for item in items:
-        if SPARK_FIXTURES & set(getattr(item, "fixturenames", ())):
-            item.add_marker(pytest.mark.xdist_group("spark"))
+        fixtures = set(getattr(item, "fixturenames", ()))
+        if "spark_cluster" in fixtures:
+            item.add_marker(pytest.mark.xdist_group("spark-cluster"))
+        elif "spark" in fixtures:
+            item.add_marker(pytest.mark.xdist_group("spark-local"))
     _slow_modules_first(items)
 
 
@@ -289,8 +294,8 @@ def _slow_modules_first(items) -> None:
     """The longest tests first, then the modules that hold a test marked slow (processes,
     Spark), then the rest; each module's tests still together and in order. xdist hands
     the tests out in this order, and a minute-long test handed out last would keep one
-    worker busy while the other idles at the end of the run. (The Spark group goes first
-    anyway: xdist sends the largest group first.)"""
+    worker busy while the other idles at the end of the run. (The Spark groups go first
+    anyway: xdist sends the largest groups first.)"""
     slow = {_module_of(item) for item in items if item.get_closest_marker("slow")}
     items.sort(key=lambda item: 0 if _module_of(item).startswith(LONGEST)
                else 1 if _module_of(item) in slow else 2)

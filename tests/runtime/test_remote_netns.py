@@ -94,7 +94,7 @@ def total(stats, component: str, field: str) -> int:
     return sum(getattr(s, field) for s in stats if s.component == component)
 
 
-@pytest.mark.xdist_group("spark")  # it opens a Spark session: one per process
+@pytest.mark.xdist_group("spark-cluster")  # it opens (and stops) a Spark session: one per process
 def test_two_containers_on_two_hosts_ack_every_sentence(hosts, cluster):
     host, workers = hosts
     where = {"bind_host": host, "advertise_host": host}
