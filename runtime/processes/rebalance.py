@@ -36,7 +36,7 @@ from typing import Any
 from runtime import state as _state
 from runtime import wire
 from runtime.model.constants import ACKERS, CHECKPOINTER, STATE_STORE
-from runtime.model.plan import PhysicalPlan, check_rebalance
+from runtime.model.plan import PhysicalPlan, check_rebalance, check_root_ids
 
 log = logging.getLogger("tupleflow.rebalance")
 
@@ -60,9 +60,11 @@ class Rebalance:
         if master.remote:
             raise ValueError(f"rebalance of {old.topology!r}: not on the Spark scheduler yet")
         spouts = _spouts(master.tasks, master.kinds, old.topology, msg.parallelism)
-        check_rebalance(old, msg.parallelism, msg.containers, spouts)
+        check_rebalance(old, msg.parallelism, msg.containers, _fixed(master, spouts))
         self.changes = {c: n for c, n in msg.parallelism.items() if old.parallelism()[c] != n}
         self.plan = old.rebalanced(msg.parallelism, msg.containers)
+        check_root_ids(self.plan, spouts)
+        self.spouts_change = bool(spouts & set(self.changes))
         old_ids, new_ids = set(old.task_containers()), set(self.plan.task_containers())
         self.added, self.removed = sorted(new_ids - old_ids), sorted(old_ids - new_ids)
         self.in_place = self.plan.containers == old.containers
@@ -86,8 +88,13 @@ class Rebalance:
         return self.step(now)
 
     def _start(self) -> None:
-        """Run on the new plan, and have the stream managers start the new tasks."""
+        """Run on the new plan, and have the stream managers start the new tasks. When a
+        spout's parallelism changes, a spout ready from now on starts paused (the running
+        ones go on until the pause): an added spout task must not read partitions that
+        their old owners still read; it takes them after the switch."""
         adopt(self.master, self.plan)
+        if self.spouts_change:
+            self.master.supervision.paused = True  # supervision.activate reads it
         self._tell_sms("start")
 
     def _starting(self, now: float) -> bool:
@@ -246,6 +253,17 @@ def adopt(master: Any, plan: PhysicalPlan) -> None:
     for t in plan.tasks:
         master.tasks.add(t)
         master.traces.store.components.setdefault(t.task, t.component)
+
+
+def _fixed(master: Any, spouts: frozenset[str]) -> dict[str, str]:
+    """Spout component -> why a rebalance may not change its parallelism: its class does
+    not say it can (``Ready.fixed``), or none of its tasks said either way since this
+    master ran (it adopted running containers, say): refused rather than guessed."""
+    said = master.fixed
+    unknown = {c: "its tasks have not said whether its parallelism can change (they do "
+                  "when they start); ask again once one has restarted" for c in spouts
+               if c not in said}
+    return {**unknown, **{c: why for c, why in said.items() if why is not None}}
 
 
 def _spouts(tasks, kinds: dict[str, str], topology: str, asked: Any) -> frozenset[str]:

@@ -7,7 +7,9 @@ their number), and the groups are dealt to the tasks in contiguous ranges
 So with the topology stopped, the committed checkpoint is copied into a new one in which
 each rebalanced component's pairs are merged and split again over its new tasks; every
 task then restores its share from that checkpoint as it starts, and receives from the
-fields grouping exactly the keys it holds.
+fields grouping exactly the keys it holds. A rebalanced partitioned spout's positions
+(``{partition: offset}`` per task) are merged, and every new task gets the whole map: it
+restores the partitions it owns now, so each partition's position moves with it.
 
 This assumes what a fields-grouped counter does: the state key is the grouping's key (the
 field's value, or a tuple of the fields' values). A key the grouping never produces lands
@@ -22,7 +24,7 @@ from typing import Any
 
 from runtime.groupings import field_hash, key_task
 
-from ._protocol import state_key
+from ._protocol import source_key, state_key
 
 
 def split(pairs: list, n: int) -> list[list]:
@@ -54,12 +56,33 @@ def repartition(store, counts: Mapping[str, int]) -> dict[str, int] | None:
     snap = store.load_prefix(old, "")
     cid = store.next("checkpoint")
     prefixes = tuple(state_key(c, 0)[:-1] for c in counts)  # "state/<component>/"
+    sources = {c: _positions(snap, c) for c in counts}
+    sources = {c: merged for c, merged in sources.items() if merged is not None}
     for key, value in snap.items():
-        if not key.startswith(prefixes):
+        if not key.startswith(prefixes + tuple(source_key(c, 0)[:-1] for c in sources)):
             store.save(cid, key, value)
+    for component, merged in sources.items():
+        for index in range(counts[component]):  # each task restores its own partitions
+            store.save(cid, source_key(component, index), merged)
     moved = {c: _reshard(store, cid, snap, c, n) for c, n in counts.items()}
     store.commit(cid, {**info, "rebalanced_from": old})
     return {c: m for c, m in moved.items() if m is not None}
+
+
+def _positions(snap: Mapping[str, Any], component: str) -> dict | None:
+    """A partitioned spout's positions (``{partition: offset}`` per task) merged into one:
+    each partition was read by one task, and a spout task restores only the partitions it
+    owns now (``OffsetSpout.restore_position``). None when the component saved none, or a
+    position that is no such mapping (it is then copied unchanged)."""
+    prefix = source_key(component, 0)[:-1]
+    found = [v for k, v in snap.items() if k.startswith(prefix)]
+    if not found or not all(isinstance(v, Mapping) for v in found):
+        return None
+    merged: dict = {}
+    for position in found:
+        for partition, offset in position.items():  # never two owners; the lower is safe
+            merged[partition] = min(offset, merged.get(partition, offset))
+    return merged
 
 
 def _reshard(store, cid: int, snap: Mapping[str, Any], component: str, n: int) -> int | None:

@@ -103,6 +103,9 @@ class Ready(Control):
     task: int
     incarnation: int
     task_kind: str | None = None  # "spout", "bolt", ...: a rebalance's guard asks (issue 22)
+    # a spout whose parallelism a rebalance may not change: why (its class does not say
+    # ``resizable``); None for any other task
+    fixed: str | None = None
 
 
 @_message("activate")
