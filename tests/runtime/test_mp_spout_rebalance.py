@@ -24,6 +24,7 @@ from runtime.testing import (
     PacedLogSpout,
     PassOn,
     SlowBolt,
+    StatefulWordCount,
     read_sink,
     wait_for,
 )
@@ -89,6 +90,36 @@ def test_log_spout_rebalanced_2_4_1_under_at_least_once_loses_nothing(tmp_path):
     assert duplicates <= (2 + 4) * pending  # what was in flight at the two pauses
     assert len(spouts) == 4 and len(up["tasks_added"]) == 2 and len(down["tasks_removed"]) == 3
     assert up["parallelism"] == {"ids": 4} and down["parallelism"] == {"ids": 1}
+
+
+def test_checkpointed_count_with_its_log_spout_rebalanced_2_4_1_stays_exact(tmp_path):
+    """With checkpoints the spouts' positions move with their partitions (repartition,
+    then the rollback): the committed counts equal a batch count of the log."""
+    words = [f"w{(i * 7) % 101}" for i in range(12_000)]
+    parts = [words[:4000], words[4000:8000], words[8000:]]
+    append(tmp_path, parts[0], create=True)
+    topo = Topology("spout-rebal-count")
+    topo.spout("ids", PacedLogSpout("ids", root=str(tmp_path), fields=["word"], batch_size=50,
+                                    rate=1500), parallelism=2)
+    topo.bolt("count", StatefulWordCount, parallelism=2).fields_grouping("ids", ["word"])
+
+    def counted() -> int:
+        return sum(running.state("count").values())
+
+    with topo.submit(checkpoint_interval=0.3) as running:
+        running.wait_active(60)
+        wait_for(lambda: counted() > 0, 60, "a first committed count")
+        up = running.rebalance({"ids": 4, "count": 3})
+        append(tmp_path, parts[1])
+        wait_for(lambda: counted() >= 8000, 120, "the first two parts counted")
+        down = running.rebalance({"ids": 1})
+        append(tmp_path, parts[2])
+        assert len(tasks_of(running, "ids")) == 1
+        wait_for(lambda: counted() >= len(words), 180, "the whole log to be committed")
+        state = running.state("count")
+    print(f"\n[spout rebalance] checkpointed 2->4: {up}\n[spout rebalance] 4->1: {down}")
+    assert state == dict(Counter(words))
+    assert up["parallelism"] == {"ids": 4, "count": 3} and len(down["tasks_removed"]) == 3
 
 
 # -- Kafka (librdkafka's mock cluster) --------------------------------------------------------
