@@ -65,6 +65,12 @@ class Rebalance:
         self.plan = old.rebalanced(msg.parallelism, msg.containers)
         check_root_ids(self.plan, spouts)
         self.spouts_change = bool(spouts & set(self.changes))
+        if self.spouts_change and _state.checkpointing(old.config) and self._committed() is None:
+            comp = min(spouts & set(self.changes))
+            raise ValueError(f"rebalance of {old.topology!r}: component {comp!r}: with "
+                             "checkpoints a spout's parallelism changes only once a first "
+                             "checkpoint has committed (its positions move with its "
+                             "partitions); ask again in a moment")
         old_ids, new_ids = set(old.task_containers()), set(self.plan.task_containers())
         self.added, self.removed = sorted(new_ids - old_ids), sorted(old_ids - new_ids)
         self.in_place = self.plan.containers == old.containers

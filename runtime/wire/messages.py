@@ -348,7 +348,7 @@ def control(kind: str, **fields: Any) -> Control:
     """Build a control message by its kind, checked as a received one is.
 
     >>> control("ready", task=3, incarnation=0, task_kind="bolt")
-    Ready(task=3, incarnation=0, task_kind='bolt')
+    Ready(task=3, incarnation=0, task_kind='bolt', fixed=None)
     """
     return _decode({"t": kind, **fields})
 

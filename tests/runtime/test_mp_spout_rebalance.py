@@ -217,3 +217,21 @@ def test_a_spout_that_cannot_change_its_parallelism_is_refused_naming_it(tmp_pat
                                              r"resizable = True\)"):
             running.rebalance({"numbers": 3})
         assert len(running.plan().component_tasks()["numbers"]) == 2
+
+
+def test_with_checkpoints_a_spout_waits_for_a_first_committed_checkpoint(tmp_path):
+    append(tmp_path, [f"r{i}" for i in range(100)], create=True)
+    topo = Topology("spout-rebal-early")
+    topo.spout("ids", PacedLogSpout("ids", root=str(tmp_path), fields=["word"], rate=100),
+               parallelism=2)
+    topo.bolt("count", StatefulWordCount).fields_grouping("ids", ["word"])
+    with topo.submit(checkpoint_interval=600) as running:  # none commits during the test
+        running.wait_active(60)
+        wait_for(lambda: all(s.state == "running" for s in running.statistics()), 60,
+                 "every task to report")
+        with pytest.raises(ValueError, match=r"component 'ids': with checkpoints a spout's "
+                                             r"parallelism changes only once a first "
+                                             r"checkpoint has committed"):
+            running.rebalance({"ids": 3})
+        assert len(running.plan().component_tasks()["ids"]) == 2
+        assert running.rebalance({"count": 2})["parallelism"] == {"count": 2}  # bolts may
