@@ -204,19 +204,24 @@ def test_redis_queue_spout_rebalanced_1_2_1_loses_nothing(redis_url):
 
 
 # -- what is still refused --------------------------------------------------------------------
+def refused(running, spout: str, why: str) -> None:
+    """Once every task runs: rebalancing ``spout`` 2 -> 3 is refused naming it and ``why``
+    (a regular expression), and changes nothing."""
+    running.wait_active(60)
+    wait_for(lambda: all(s.state == "running" for s in running.statistics()), 60,
+             "every task to report")
+    with pytest.raises(ValueError, match=f"component '{spout}': {why}"):
+        running.rebalance({spout: 3})
+    assert len(running.plan().component_tasks()[spout]) == 2
+
+
 def test_a_spout_that_cannot_change_its_parallelism_is_refused_naming_it(tmp_path):
     topo = Topology("spout-rebal-fixed")
     topo.spout("numbers", ListSpout([[i] for i in range(100)], fields=["n"]), parallelism=2)
     topo.bolt("sink", ListSink).shuffle_grouping("numbers")
     with topo.submit() as running:
-        running.wait_active(60)
-        wait_for(lambda: all(s.state == "running" for s in running.statistics()), 60,
-                 "every task to report")
-        with pytest.raises(ValueError, match=r"component 'numbers': a ListSpout cannot change "
-                                             r"its parallelism \(its class does not set "
-                                             r"resizable = True\)"):
-            running.rebalance({"numbers": 3})
-        assert len(running.plan().component_tasks()["numbers"]) == 2
+        refused(running, "numbers", r"a ListSpout cannot change its parallelism \(its class "
+                                    r"does not set resizable = True\)")
 
 
 def test_with_checkpoints_a_spout_waits_for_a_first_committed_checkpoint(tmp_path):
@@ -226,12 +231,6 @@ def test_with_checkpoints_a_spout_waits_for_a_first_committed_checkpoint(tmp_pat
                parallelism=2)
     topo.bolt("count", StatefulWordCount).fields_grouping("ids", ["word"])
     with topo.submit(checkpoint_interval=600) as running:  # none commits during the test
-        running.wait_active(60)
-        wait_for(lambda: all(s.state == "running" for s in running.statistics()), 60,
-                 "every task to report")
-        with pytest.raises(ValueError, match=r"component 'ids': with checkpoints a spout's "
-                                             r"parallelism changes only once a first "
-                                             r"checkpoint has committed"):
-            running.rebalance({"ids": 3})
-        assert len(running.plan().component_tasks()["ids"]) == 2
+        refused(running, "ids", "with checkpoints a spout's parallelism changes only once a "
+                                "first checkpoint has committed")
         assert running.rebalance({"count": 2})["parallelism"] == {"count": 2}  # bolts may
