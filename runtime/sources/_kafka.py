@@ -147,8 +147,7 @@ class KafkaSpout(OffsetSpout):
         self._consumer.assign([self._tp(p, o)
                                for p, o in self.tracker.committed_offsets().items()])
         self._buffer = {p: {} for p in self.assigned}  # a rebalance may have added some
-        self._held = {p: deque() for p in self.assigned}
-        self._paused = set()  # a new assignment starts unpaused
+        self._held = {p: deque() for p in self.assigned}  # (paused ones resume: none held)
 
     def _release(self, partitions: list[int]) -> None:
         """A rebalance gave ``partitions`` to other tasks: stop fetching them, and drop
@@ -172,7 +171,11 @@ class KafkaSpout(OffsetSpout):
                 self.errors += 1
                 log.warning("KafkaSpout %r: consumer error: %s", self.topic, msg.error())
                 continue
-            self._held[msg.partition()].append((msg.offset(), msg.value() or b""))
+            held = self._held.get(msg.partition())
+            if held is None:  # fetched before a rebalance gave the partition away
+                self.stale += 1
+                continue
+            held.append((msg.offset(), msg.value() or b""))
 
     def _read(self, partition: int, n: int) -> int:
         held, buffer, count = self._held[partition], self._buffer[partition], 0

@@ -250,7 +250,7 @@ def test_a_rebalance_hands_partitions_over_at_the_group_commit(events):
     pump(old, out, kept + 2 * PER_PARTITION - len([m for _, m in out if m[0] in (0, 2)]))
     pump(new, out_new, 2 * PER_PARTITION - len([m for _, m in out if m[0] in (1, 3)
                                                  and m not in in_flight]))
-    assert {p for _, (p, _) in out[kept:]} <= {0, 2} and {p for _, (p, _) in out_new} == {1, 3}
+    assert {p for _, (p, _) in out[kept:]} <= {0, 2} and {p for _, (p, _) in out_new} <= {1, 3}
     got = Counter(m for _, m in out + out_new)
     assert set(got) == everything()
     twice = {m for m, n in got.items() if n > 1}
