@@ -103,6 +103,29 @@ def test_log_spout_rebalanced_2_4_1_under_at_least_once_loses_nothing(tmp_path):
     assert up["parallelism"] == {"ids": 4} and down["parallelism"] == {"ids": 1}
 
 
+def test_log_spout_rebalanced_with_a_new_number_of_containers_loses_nothing(tmp_path):
+    """2 -> 3 spout tasks and 1 -> 2 containers: every container restarts on a plan
+    numbered afresh; the spouts resume at the committed offsets (0 lost)."""
+    ids = [f"r{i}" for i in range(6000)]
+    append(tmp_path, ids[:3000], create=True)
+    topo = Topology("spout-rebal-restart")
+    topo.spout("ids", PacedLogSpout("ids", root=str(tmp_path), fields=["word"], batch_size=50,
+                                    rate=1500), parallelism=2)
+    topo.bolt("sink", ListSink).shuffle_grouping("ids")
+    with topo.submit(ackers=1, max_spout_pending=200) as running:
+        running.wait_active(60)
+        wait_for(lambda: len(sink_values(running)) > 300, 60, "first tuples")
+        moved = running.rebalance({"ids": 3}, containers=2)
+        append(tmp_path, ids[3000:])
+        wait_for(lambda: set(sink_values(running)) >= set(ids), 180, "every id at the sink")
+        got = sink_values(running)
+        spouts = tasks_of(running, "ids")
+    print(f"\n[spout rebalance] restart 2->3: {moved}\n"
+          f"duplicates: {sum(n - 1 for n in got.values())}")
+    assert set(got) == set(ids) and not moved["in_place"]
+    assert len(spouts) == 3 and {s.container for s in spouts} == {0, 1}
+
+
 class Sleepy(Bolt):
     """Passes each tuple on after ``seconds`` asleep: a slow step that burns no CPU, so
     that tuples are still in flight when the drain's bound is over."""
