@@ -23,6 +23,11 @@ ones stop. One tick of the master at a time:
 
 **With a new number of containers** every container is restarted on a new plan (tasks
 numbered again); the master keeps its endpoint, secret, events and settings.
+
+**A spout's parallelism** changes too when its class says ``resizable``: the added spout
+tasks start paused, and at the switch each spout task's ``rebalanced`` hook hands its
+partitions over at the committed offsets (the queue spouts need nothing: one consumer
+each); see docs/internals/rebalance.md, "Spouts".
 """
 
 from __future__ import annotations

@@ -1,9 +1,12 @@
 """A spout's parallelism changes in a live rebalance (issue 22, part 3), with real processes:
 the embedded-log spout 2 -> 4 -> 1 under at least once, compared exactly with the log (0
-lost, duplicates at most what was in flight); the Kafka spout 1 -> 3 on a 4-partition
-topic of librdkafka's mock cluster (0 lost); the Redis queue spout 1 -> 2 -> 1 on a real
-redis-server (0 lost, the removed consumer holds nothing); a spout that cannot change its
-parallelism is still refused, naming the component and why.
+lost, duplicates at most what the moved partitions had not committed), also with a new
+number of containers, and 2 -> 1 -> 2 with tuples still in flight past the drain's bound;
+a checkpointed count whose log spout goes 2 -> 4 -> 1 (counts exact); the Kafka spout
+1 -> 3 on a 4-partition topic of librdkafka's mock cluster (0 lost); the Redis queue spout
+1 -> 2 -> 1 on a real redis-server (0 lost, the removed consumer holds nothing); a spout
+that cannot change its parallelism, or one with checkpoints before the first commit, is
+still refused, naming the component and why.
 
 Waits poll the sinks, the broker and the master's statistics with deadlines."""
 
