@@ -104,8 +104,7 @@ class Rebalance:
         ones go on until the pause): an added spout task must not read partitions that
         their old owners still read; it takes them after the switch."""
         adopt(self.master, self.plan)
-        if self.spouts_change:
-            self.master.supervision.paused = True  # supervision.activate reads it
+        self.master.supervision.holding = self.spouts_change  # supervision.activate reads it
         self._tell_sms("start")
 
     def _starting(self, now: float) -> bool:
@@ -204,6 +203,7 @@ class Rebalance:
 
     def _resume(self, now: float) -> bool:
         master = self.master
+        master.supervision.holding = False
         if not self.was_paused:
             master.supervision.paused = False
             master.supervision.tell_ready(wire.Activate())

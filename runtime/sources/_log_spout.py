@@ -74,6 +74,11 @@ class LogSpout(OffsetSpout):
             f"{context.topology_name}.{context.component_id}") / self.topic
         self._folder = Path(folder)
         self._file = self._folder / f"task-{context.task_index}.json"
+        # partitions a rebalance gave away -> their committed offset then, kept in every
+        # write of this task's file (each replaces the last): another index's file may
+        # hold an older commit of such a partition (by a task removed earlier), and the
+        # next owner resumes at the highest offset over all files
+        self._given: dict[int, int] = {}
         self._start_offsets(self._resume_offsets(self.assigned))
 
     def close(self) -> None:
@@ -104,7 +109,10 @@ class LogSpout(OffsetSpout):
         return payload
 
     def _commit(self, offsets: Mapping[int, int]) -> None:
-        write_checkpoint(self._file, self.topic, offsets)
+        write_checkpoint(self._file, self.topic, {**self._given, **offsets})
+
+    def _release(self, partitions: list[int]) -> None:
+        self._given.update((p, self.tracker.committed(p)) for p in partitions)
 
     def _send_dead_letter(self, record: bytes) -> None:
         """Append to the dead-letter topic with a short-lived writer: a topic has one writer

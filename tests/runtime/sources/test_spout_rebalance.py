@@ -168,3 +168,27 @@ def test_a_restored_position_takes_the_partitions_gained_at_once(root):
     t.spout.restore_position({0: 3, 1: 4, 2: 5, 3: 6})  # the rollback after the switch
     assert t.spout.assigned == [0, 1, 2, 3]
     assert t.spout.checkpoint_position() == {0: 3, 1: 4, 2: 5, 3: 6}
+
+
+def test_a_task_that_gave_partitions_up_keeps_their_commit_for_the_next_owner(root):
+    """2 -> 1 -> 2: task 1's file holds what it committed when it was removed; task 0
+    later gives those partitions up and goes on committing its own. The new task 1 must
+    resume where task 0 stopped, not at its predecessor's older commit in the same file."""
+    t0, t1 = Task(root, 0, 2), Task(root, 1, 2)
+    for t in (t0, t1):
+        t.read(20)
+        t.ack_all_but(0)
+    t1.spout.rebalanced(None, fresh=False)  # 2 -> 1
+    t0.spout.rebalanced(context(0, 1), fresh=False)
+    t0.read(60)
+    t0.ack_all_but(0)
+    moved = {p: o for p, o in t0.spout.tracker.committed_offsets().items() if p in (1, 3)}
+    again = Task(root, 1, 2)  # 1 -> 2: the new task 1 opens on the new plan
+    t0.spout.rebalanced(context(0, 2), fresh=False)
+    again.spout.rebalanced(context(1, 2), fresh=True)
+    t0.read(20)
+    t0.ack_all_but(0)
+    t0.spout.commit()  # its own partitions only from now on
+    again.read(500)
+    first = {p: min(o for q, o in again.emitted if q == p) for p in moved}
+    assert first == moved and all(o < PER_PARTITION for o in moved.values())
