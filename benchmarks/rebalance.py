@@ -9,8 +9,10 @@ Why
     read, and reports the event's figures; ``paused_s`` is the target (<= 1 s).
     ``--stateless`` runs the same steps on a stateless pipeline under at least once
     (acking; the pass-on bolts and the fields-grouped sink are rebalanced), and reports
-    the duplicates and the ids lost; the stateful run says whether the final committed
-    counts equal a batch count of the log.
+    the duplicates and the ids lost; ``--spouts`` rebalances the log spout of that
+    pipeline instead (its partitions move between the spout tasks at the committed
+    offsets: duplicates at most what was in flight at the pauses); the stateful run says
+    whether the final committed counts equal a batch count of the log.
 
 Reading the output (one line each)::
 
@@ -18,11 +20,14 @@ Reading the output (one line each)::
            start_s=... drain_s=... switch_s=... in_place=1 drained=1 keys_moved=...
     RESULT name=rebalance-exact steps=3 words=... exact=1
     RESULT name=rebalance-stateless steps=3 ids=... lost=0 duplicates=...
+    RESULT name=rebalance kind=spouts step=1 tasks=2->4 ... paused_s=...
+    RESULT name=rebalance-spouts steps=3 ids=... lost=0 duplicates=... max_in_flight=...
     RESULT name=fields-split words=200000 tasks=4 rounds=7 modulo_ns=... key_group_ns=...
            ratio=... key_group_6_ns=...
 
     python benchmarks/rebalance.py --words 60000 --steps 8,3,4
     python benchmarks/rebalance.py --stateless --words 60000 --steps 4,1,2
+    python benchmarks/rebalance.py --spouts --words 60000 --steps 4,1,3
     python benchmarks/rebalance.py --split    # only what key groups cost a fields split
 
 The last line compares, in one process (CPU time, interleaved rounds, medians), the
@@ -76,9 +81,10 @@ def rebalance_steps(running, kind: str, components: list[str], steps: list[int])
         before = after
 
 
-def run_stateless(n: int, steps: list[int], rate: float, pending: int = 500) -> None:
+def run_stateless(n: int, steps: list[int], rate: float, pending: int = 500,
+                  spouts: bool = False) -> None:
     """The log's ids -> ``mid`` (pass-on, shuffled) -> ``sink`` (fields grouped), under at
-    least once; both bolts rebalanced at each step."""
+    least once; both bolts rebalanced at each step, or the spout (``spouts``)."""
     root = tempfile.mkdtemp(prefix="rebalance-")
     ids = fill_log(root, n)
     topo = Topology("bench-rebalance-stateless")
@@ -88,13 +94,17 @@ def run_stateless(n: int, steps: list[int], rate: float, pending: int = 500) -> 
     topo.bolt("sink", ListSink, parallelism=2).fields_grouping("mid", ["word"])
     with topo.submit(ackers=1, max_spout_pending=pending) as running:
         wait_for(lambda: len(read_sink(running.run_dir, "sink")) > 0, 120, "a first tuple")
-        rebalance_steps(running, "stateless", ["mid", "sink"], steps)
+        rebalance_steps(running, "spouts" if spouts else "stateless",
+                        ["words"] if spouts else ["mid", "sink"], steps)
         wait_for(lambda: len(read_sink(running.run_dir, "sink")) >= n, 600, "every id")
         got = Counter(v[0] for v in read_sink(running.run_dir, "sink"))
     lost = sum((Counter(ids) - got).values())
     duplicates = sum((got - Counter(ids)).values())
-    print(f"RESULT name=rebalance-stateless steps={len(steps)} ids={n} lost={lost} "
-          f"duplicates={duplicates} max_in_flight={2 * pending * len(steps)}")
+    # at most max_spout_pending per spout task in flight at each pause
+    spout_tasks = [2, *steps][:-1] if spouts else [2] * len(steps)
+    print(f"RESULT name=rebalance-{'spouts' if spouts else 'stateless'} steps={len(steps)} "
+          f"ids={n} lost={lost} duplicates={duplicates} "
+          f"max_in_flight={pending * sum(spout_tasks)}")
     if lost:
         raise BenchmarkError(f"{lost} ids never reached the sink")
 
@@ -134,11 +144,14 @@ def main() -> None:
     parser.add_argument("--split", action="store_true", help="only the fields split's cost")
     parser.add_argument("--stateless", action="store_true",
                         help="a stateless pipeline under at least once instead")
+    parser.add_argument("--spouts", action="store_true",
+                        help="that pipeline's log spout rebalanced instead of its bolts")
     args = parser.parse_args()
     if args.split:
         return split_cost()
-    if args.stateless:
-        return run_stateless(args.words, [int(s) for s in args.steps.split(",")], args.rate)
+    if args.stateless or args.spouts:
+        return run_stateless(args.words, [int(s) for s in args.steps.split(",")], args.rate,
+                             spouts=args.spouts)
     run(args.words, [int(s) for s in args.steps.split(",")], args.rate)
 
 

@@ -270,6 +270,8 @@ class PacedLogSpout(LogSpout):
         self._t0, self._taken = time.monotonic(), 0
 
     def next_tuple(self) -> None:
+        if self._taking:  # partitions a rebalance gave it: their offsets were not read here
+            self._take()
         if self._taken < (time.monotonic() - self._t0) * self.rate:
             before = self._position()
             super().next_tuple()

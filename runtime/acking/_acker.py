@@ -78,6 +78,9 @@ class SystemTask:
         self.flush()
         self.plan = plan
 
+    def retire(self) -> None:
+        self.flush()  # never removed today (a system component is not rebalanced)
+
 
 class AckerExecutor(SystemTask):
     """One acker task: it owns the XOR ledger of the roots kept here, the outcomes waiting

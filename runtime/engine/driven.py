@@ -59,6 +59,10 @@ class TaskExecutor(Protocol):
         """A rebalance switched the topology to ``plan``: send on the new routing."""
         ...
 
+    def retire(self) -> None:
+        """A rebalance removed this task: flush; a spout gives back what it holds."""
+        ...
+
     def activate(self, active: bool) -> None:
         """Activated or deactivated: a spout calls its ``activate``/``deactivate``."""
         ...

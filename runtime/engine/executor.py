@@ -240,6 +240,7 @@ class Executor:
         tasks and bind the collector again (its closures hold the old outlets). This
         task's id, index and container are the same in both plans."""
         self.flush()
+        fresh = plan.epoch == self.plan.epoch  # this instance opened on the new plan
         self.plan = plan
         context = task_context(plan, self.spec, self.task, self.context.run_dir,
                                self.user_metrics)
@@ -254,6 +255,21 @@ class Executor:
                 int(self.config[BATCH_SIZE]))
         Collector(self.spec.id, self.streams, int(self.config[BATCH_SIZE]), self.acking,
                   self.spout, self.bolt).bind(self.user)
+        if self.spout is not None:
+            self._spout_rebalanced(self.context, fresh)
+
+    def retire(self) -> None:
+        """A rebalance removed this task: send what is batched on the old routing, and
+        let a spout give back what it holds (committed offsets, partitions) before its
+        successors take over; the instance is stopped next."""
+        self.flush()
+        if self.spout is not None:
+            self._spout_rebalanced(None, False)
+
+    def _spout_rebalanced(self, context, fresh: bool) -> None:
+        hook = getattr(self.user, "rebalanced", None)  # a spout that is no Spout may lack it
+        if hook is not None:
+            call_user(f"{self.spec.class_name}.rebalanced", hook, context, fresh)
 
     def set_max_spout_pending(self, value) -> None:
         """Change the limit of a running spout: an int, None, or "auto"."""

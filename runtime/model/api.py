@@ -76,6 +76,19 @@ class Spout(Component):
         """
         return None
 
+    # -- rebalancing (docs/internals/rebalance.md) ---------------------------------------
+    # whether a rebalance may change this spout's parallelism: only a spout that says so,
+    # since one that splits its work by task index would read twice or skip silently
+    resizable: bool = False
+
+    def rebalanced(self, context: Context | None, fresh: bool) -> None:
+        """A rebalance switched the topology to a new plan while this spout was paused:
+        ``context`` is the task's context now (``parallelism`` may have changed), or None
+        when this task was removed (it stops next: give back what it holds). ``fresh``
+        says the instance opened on the new plan already (added by this rebalance, or
+        restarted during it), so what it read in ``open`` may be stale. The default does
+        nothing: a spout whose tasks all read one shared source needs nothing."""
+
     # -- rewinding (checkpoints: docs/internals/checkpoints.md) -------------------------
     def checkpoint_position(self) -> Any:
         """Where this spout has read up to (msgpack types), saved with each checkpoint. A
@@ -86,6 +99,21 @@ class Spout(Component):
     def restore_position(self, position: Any) -> None:
         """Go back to ``position`` (one that :meth:`checkpoint_position` returned, or None
         for where this run first opened it): read again from there, nothing in flight."""
+
+
+def fixed_parallelism(spout: Any) -> str | None:
+    """Why a rebalance may not change this spout's parallelism, or None when it may (its
+    class sets ``resizable = True``).
+
+    >>> class Shared(Spout):
+    ...     resizable = True
+    >>> fixed_parallelism(Shared()) is None, fixed_parallelism(Spout())
+    (True, 'a Spout cannot change its parallelism (its class does not set resizable = True)')
+    """
+    if getattr(spout, "resizable", False):
+        return None
+    return (f"a {type(spout).__name__} cannot change its parallelism (its class does not set "
+            "resizable = True)")
 
 
 def rewindable(spout: Spout) -> bool:

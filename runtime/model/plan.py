@@ -36,6 +36,11 @@ from .constants import (
 from .errors import TopologyError
 from .options import option_problem
 
+# the narrowest spout task field of root ids: task ids up to 1023, so that the spout tasks a
+# rebalance adds (new ids, never reused) fit for many rebalances; 53 random bits are left,
+# so two of a spout's pending roots collide with odds of about n**2 / 2**54 (n in flight)
+ROOT_BITS_MIN = 10
+
 
 @dataclass(frozen=True)
 class TaskInfo:
@@ -60,7 +65,7 @@ class PhysicalPlan:
     epoch: int = 0
     # the width of the spout task field of every root id (runtime/acking/_ledger.py): fixed
     # at submit, so that a rebalance that adds task ids changes no root's meaning (0: from
-    # the number of tasks)
+    # the number of tasks, at least ROOT_BITS_MIN, so that spout tasks added later fit)
     bits: int = 0
     # the highest task id any plan of this topology gave out: an added task never takes
     # the id of one removed before (its instance may still be stopping; 0: the highest now)
@@ -126,7 +131,11 @@ class PhysicalPlan:
 
     def root_bits(self) -> int:
         """The width of the task field of a root id (see ``bits``)."""
-        return self.bits or max(1, len(self.tasks).bit_length())
+        return self.bits or max(ROOT_BITS_MIN, len(self.tasks).bit_length())
+
+    def root_task_limit(self) -> int:
+        """The first task id a spout task may not have: its roots could not name it."""
+        return 1 << self.root_bits()
 
     def stream_ids(self) -> dict[tuple[str, str], int]:
         return {key: i for i, key in enumerate(self.streams)}
@@ -191,13 +200,14 @@ class PhysicalPlan:
 
 
 def check_rebalance(plan: PhysicalPlan, parallelism: Any, containers: Any,
-                    spouts: frozenset[str]) -> None:
+                    fixed: Mapping[str, str]) -> None:
     """Refuse a rebalance that cannot be done, naming the component and the problem
-    (ValueError): an unknown or system component, a spout (not yet: issue 22), a
-    parallelism that is not an int from 1 to the component's maximum parallelism
-    (``max_parallelism=``, in the plan's config; ``KEY_GROUPS`` if the plan does not say:
-    above it the key groups cannot cover every task, and keyed state could not follow its
-    keys), or a number of containers below 1."""
+    (ValueError): an unknown or system component, a spout whose parallelism is ``fixed``
+    (component -> why: its class does not say it can change), a parallelism that is not
+    an int from 1 to the component's maximum parallelism (``max_parallelism=``, in the
+    plan's config; ``KEY_GROUPS`` if the plan does not say: above it the key groups cannot
+    cover every task, and keyed state could not follow its keys), or a number of
+    containers below 1."""
     where = f"rebalance of {plan.topology!r}"
     if not isinstance(parallelism, Mapping) or not parallelism:
         raise ValueError(f"{where}: give {{component: parallelism}}, not {parallelism!r}")
@@ -205,19 +215,19 @@ def check_rebalance(plan: PhysicalPlan, parallelism: Any, containers: Any,
         raise ValueError(f"{where}: containers must be an int >= 1, not {containers!r}")
     known, maxima = plan.parallelism(), plan.config.get(MAX_PARALLELISMS) or {}
     for comp, count in parallelism.items():
-        if problem := _rebalance_problem(comp, count, known, spouts,
+        if problem := _rebalance_problem(comp, count, known, fixed,
                                          maxima.get(comp, KEY_GROUPS)):
             raise ValueError(f"{where}: component {comp!r}: {problem}")
 
 
 def _rebalance_problem(comp: Any, count: Any, known: Mapping[str, int],
-                       spouts: frozenset[str], maximum: int) -> str | None:
+                       fixed: Mapping[str, str], maximum: int) -> str | None:
     if comp not in known:
         return f"no such component (the components: {sorted(c for c in known if c[:2] != '__')})"
     if comp.startswith("__"):
         return "a system component's tasks are the engine's to choose"
-    if comp in spouts:
-        return "a spout's parallelism cannot change yet (issue 22: only bolts so far)"
+    if comp in fixed:
+        return fixed[comp]
     if type(count) is not int or count < 1:
         return f"parallelism must be an int >= 1, not {count!r}"
     if count > maximum:
@@ -225,6 +235,19 @@ def _rebalance_problem(comp: Any, count: Any, known: Mapping[str, int],
                 "(max_parallelism=, fixed when the topology was defined; for keyed state "
                 "its number of key groups)")
     return None
+
+
+def check_root_ids(plan: PhysicalPlan, spouts: frozenset[str]) -> None:
+    """Refuse a rebalanced ``plan`` that gives a spout task an id its root ids cannot hold
+    (the width is fixed at submit: ``root_bits``), naming the component (ValueError)."""
+    limit = plan.root_task_limit()
+    for t in plan.tasks:
+        if t.component in spouts and t.task >= limit:
+            raise ValueError(
+                f"rebalance of {plan.topology!r}: component {t.component!r}: a new spout "
+                f"task would get id {t.task}, and root ids hold spout task ids below {limit} "
+                f"(their {plan.root_bits()}-bit task field is fixed at submit); change the "
+                "number of containers to number the tasks afresh")
 
 
 def check_config(name: str, config: Mapping[str, Any]) -> None:

@@ -37,6 +37,7 @@ from runtime.acking._acker import AckerExecutor
 from runtime.engine.driven import TaskExecutor
 from runtime.engine.errors import UserCodeError
 from runtime.engine.executor import Executor
+from runtime.model.api import fixed_parallelism
 from runtime.model.constants import (
     ACKER,
     FLUSH_INTERVAL,
@@ -182,8 +183,9 @@ class Instance:
         try:
             ex.start()
             started(ex, self.config)  # a StatefulBolt's state, without checkpoints
+            fixed = fixed_parallelism(ex.user) if ex.kind == "spout" else None
             self.tell(wire.Ready(task=self.task, incarnation=self.incarnation,
-                                 task_kind=ex.kind))
+                                 task_kind=ex.kind, fixed=fixed))
             self.loop(ex)
         except UserCodeError as exc:
             return self.crash(exc)
@@ -307,8 +309,8 @@ class Instance:
         plan = PhysicalPlan.from_data(msg.plan)
         if self.task in plan.task_containers():
             self.executor.retarget(plan)
-        else:  # rebalanced away: it stops soon; what it batched goes on the old routing
-            self.executor.flush()
+        else:  # rebalanced away: it stops soon; what it batched goes on the old routing,
+            self.executor.retire()  # and a spout commits and gives back its partitions
         moved = None
         if msg.counts is not None and hasattr(self.executor, "rebalance"):
             moved = self.executor.rebalance(msg.counts)

@@ -26,6 +26,11 @@ numbered again); the master keeps its endpoint, secret, events and settings. On 
 scheduler the master waits for every stream manager's ``bye`` (its barrier task then
 ends), and the driver submits the barrier job again with the new number of tasks
 (``spark_scheduler.ContainerJob.resize``), whose stream managers say hello to this master.
+
+**A spout's parallelism** changes too when its class says ``resizable``: the added spout
+tasks start paused, and at the switch each spout task's ``rebalanced`` hook hands its
+partitions over at the committed offsets (the queue spouts need nothing: one consumer
+each); see docs/internals/rebalance.md, "Spouts".
 """
 
 from __future__ import annotations
@@ -39,7 +44,7 @@ from typing import Any
 from runtime import state as _state
 from runtime import wire
 from runtime.model.constants import ACKERS, CHECKPOINTER, MAX_PARALLELISMS, STATE_STORE
-from runtime.model.plan import PhysicalPlan, check_rebalance
+from runtime.model.plan import PhysicalPlan, check_rebalance, check_root_ids
 
 log = logging.getLogger("tupleflow.rebalance")
 
@@ -61,9 +66,17 @@ class Rebalance:
         self.master, self.ident, self.id = master, ident, msg.id
         self.old = old = master.plan
         spouts = _spouts(master.tasks, master.kinds, old.topology, msg.parallelism)
-        check_rebalance(old, msg.parallelism, msg.containers, spouts)
+        check_rebalance(old, msg.parallelism, msg.containers, _fixed(master, spouts))
         self.changes = {c: n for c, n in msg.parallelism.items() if old.parallelism()[c] != n}
         self.plan = old.rebalanced(msg.parallelism, msg.containers)
+        check_root_ids(self.plan, spouts)
+        self.spouts_change = bool(spouts & set(self.changes))
+        if self.spouts_change and _state.checkpointing(old.config) and self._committed() is None:
+            comp = min(spouts & set(self.changes))
+            raise ValueError(f"rebalance of {old.topology!r}: component {comp!r}: with "
+                             "checkpoints a spout's parallelism changes only once a first "
+                             "checkpoint has committed (its positions move with its "
+                             "partitions); ask again in a moment")
         old_ids, new_ids = set(old.task_containers()), set(self.plan.task_containers())
         self.added, self.removed = sorted(new_ids - old_ids), sorted(old_ids - new_ids)
         self.in_place = self.plan.containers == old.containers
@@ -88,8 +101,12 @@ class Rebalance:
         return self.step(now)
 
     def _start(self) -> None:
-        """Run on the new plan, and have the stream managers start the new tasks."""
+        """Run on the new plan, and have the stream managers start the new tasks. When a
+        spout's parallelism changes, a spout ready from now on starts paused (the running
+        ones go on until the pause): an added spout task must not read partitions that
+        their old owners still read; it takes them after the switch."""
         adopt(self.master, self.plan)
+        self.master.supervision.holding = self.spouts_change  # supervision.activate reads it
         self._tell_sms("start")
 
     def _starting(self, now: float) -> bool:
@@ -215,6 +232,7 @@ class Rebalance:
 
     def _resume(self, now: float) -> bool:
         master = self.master
+        master.supervision.holding = False
         if not self.was_paused:
             master.supervision.paused = False
             master.supervision.tell_ready(wire.Activate())
@@ -275,6 +293,17 @@ def adopt(master: Any, plan: PhysicalPlan) -> None:
     for t in plan.tasks:
         master.tasks.add(t)
         master.traces.store.components.setdefault(t.task, t.component)
+
+
+def _fixed(master: Any, spouts: frozenset[str]) -> dict[str, str]:
+    """Spout component -> why a rebalance may not change its parallelism: its class does
+    not say it can (``Ready.fixed``), or none of its tasks said either way since this
+    master ran (it adopted running containers, say): refused rather than guessed."""
+    said = master.fixed
+    unknown = {c: "its tasks have not said whether its parallelism can change (they do "
+                  "when they start); ask again once one has restarted" for c in spouts
+               if c not in said}
+    return {**unknown, **{c: why for c, why in said.items() if why is not None}}
 
 
 def _spouts(tasks, kinds: dict[str, str], topology: str, asked: Any) -> frozenset[str]:

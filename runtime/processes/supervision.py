@@ -50,6 +50,9 @@ class Supervision:
         # spouts deactivated by the client (pause/resume); a master adopting the
         # processes of one that died is told by the submitting handle
         self.paused: bool = boot.get("paused", False)
+        # a rebalance that changes a spout's parallelism: an instance ready meanwhile is
+        # not activated (the rebalance activates every spout when it is over)
+        self.holding = False
         self.sms: dict[int, dict[str, Any]] = {}  # container -> its stream manager's hello
         self.containers: dict[int, subprocess.Popen] = {}
         self.generations: dict[int, int] = {}  # container -> how many times it was started
@@ -200,7 +203,7 @@ class Supervision:
         """A new instance is ready: activate it, or everyone once all are ready (never
         while paused: a spout restarted while paused starts paused)."""
         if self.state == "running":
-            if not self.paused:
+            if not self.paused and not self.holding:
                 self.send(ident, wire.Activate())
         elif all(t["ready"] for t in self.tasks.values()):
             self.state = "running"

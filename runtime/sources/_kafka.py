@@ -2,10 +2,12 @@
 
 The same `OffsetTracker` as `LogSpout`; only the I/O differs. Spout tasks split the topic's
 partitions by task index (partition p to task ``p % parallelism``) and ``assign`` them
-explicitly: no consumer-group rebalancing, so a partition never moves while tuples of it
-are in flight. The group is used only to store offsets: every ``commit_interval`` seconds
-(and on ``close``) the committed offset of each partition (the lowest offset not yet acked)
-is committed to ``group_id``, which a restarted spout resumes from.
+explicitly: no consumer-group rebalancing, so a partition moves only in a topology's
+rebalance (`OffsetSpout.rebalanced`: the old owner commits what was acked, the new one
+resumes at the group's committed offset). The group is used only to store offsets: every
+``commit_interval`` seconds (and on ``close``) the committed offset of each partition (the
+lowest offset not yet acked) is committed to ``group_id``, which a restarted spout resumes
+from.
 
 Replays come from a local buffer, not from ``seek``: the payload of every offset in flight
 is kept until it is acked or dead-lettered. ``max_uncommitted`` bounds that buffer per
@@ -84,9 +86,8 @@ class KafkaSpout(OffsetSpout):
             "bootstrap.servers": self.brokers, "group.id": self._group,
             "enable.auto.commit": False, "enable.auto.offset.store": False,
             "auto.offset.reset": self.start, **self.config})
-        count = self._partition_count()
-        self.assigned = [p for p in range(count) if p % context.parallelism == context.task_index]
-        self._start_offsets(self._resume_offsets())
+        self._assign(self._partition_count(), context)
+        self._start_offsets(self._resume_offsets(self.assigned))
         self._consumer.assign([self._tp(p, o) for p, o in self.tracker.committed_offsets().items()])
         self._buffer: dict[int, dict[int, bytes]] = {p: {} for p in self.assigned}
         self._held: dict[int, deque] = {p: deque() for p in self.assigned}
@@ -110,9 +111,9 @@ class KafkaSpout(OffsetSpout):
     def _partition_count(self) -> int:
         return partition_count(self._consumer, self.topic, self.brokers, "KafkaSpout")
 
-    def _resume_offsets(self) -> dict[int, int]:
-        """The group's committed offset of each assigned partition, else `start`."""
-        found = self._consumer.committed([self._tp(p) for p in self.assigned], timeout=TIMEOUT)
+    def _resume_offsets(self, partitions: list[int]) -> dict[int, int]:
+        """The group's committed offset of each of ``partitions``, else `start`."""
+        found = self._consumer.committed([self._tp(p) for p in partitions], timeout=TIMEOUT)
         out = {}
         for tp in found:
             if tp.offset >= 0:
@@ -126,6 +127,8 @@ class KafkaSpout(OffsetSpout):
     # -- reading --------------------------------------------------------------------------
 
     def next_tuple(self) -> None:
+        if self._taking:
+            self._take()  # before the poll: the queues of the gained partitions exist
         if self._wants_records():
             self._poll()  # else the queues are full enough: librdkafka keeps the rest
         super().next_tuple()
@@ -143,9 +146,23 @@ class KafkaSpout(OffsetSpout):
         """Back to a checkpoint: what was fetched ahead goes, the consumer seeks there."""
         self._consumer.assign([self._tp(p, o)
                                for p, o in self.tracker.committed_offsets().items()])
-        for p in self.assigned:
-            self._buffer[p].clear()
-            self._held[p].clear()
+        self._buffer = {p: {} for p in self.assigned}  # a rebalance may have added some
+        self._held = {p: deque() for p in self.assigned}  # (paused ones resume: none held)
+
+    def _release(self, partitions: list[int]) -> None:
+        """A rebalance gave ``partitions`` to other tasks: stop fetching them, and drop
+        what was fetched and what waits for a replay (the new owner reads it again)."""
+        if partitions:
+            self._consumer.incremental_unassign([self._tp(p) for p in partitions])
+        for p in partitions:
+            self._buffer.pop(p, None)
+            self._held.pop(p, None)
+            self._paused.discard(p)
+
+    def _acquire(self, offsets: Mapping[int, int]) -> None:
+        self._consumer.incremental_assign([self._tp(p, o) for p, o in offsets.items()])
+        for p in offsets:
+            self._buffer[p], self._held[p] = {}, deque()
 
     def _poll(self) -> None:
         """Move what the consumer has fetched (no waiting) to the per-partition queues."""
@@ -154,7 +171,11 @@ class KafkaSpout(OffsetSpout):
                 self.errors += 1
                 log.warning("KafkaSpout %r: consumer error: %s", self.topic, msg.error())
                 continue
-            self._held[msg.partition()].append((msg.offset(), msg.value() or b""))
+            held = self._held.get(msg.partition())
+            if held is None:  # fetched before a rebalance gave the partition away
+                self.stale += 1
+                continue
+            held.append((msg.offset(), msg.value() or b""))
 
     def _read(self, partition: int, n: int) -> int:
         held, buffer, count = self._held[partition], self._buffer[partition], 0

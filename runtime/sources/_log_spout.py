@@ -1,6 +1,7 @@
 """A spout reading a topic of the embedded log, at least once, with checkpointed offsets.
 
-Spout tasks split the topic's partitions (partition p goes to task index p % parallelism).
+Spout tasks split the topic's partitions (partition p goes to task index p % parallelism;
+a rebalance moves them, see `OffsetSpout.rebalanced`).
 Each tuple's ``msg_id`` is ``(partition, offset)``; acks and fails feed an `OffsetTracker`;
 every ``commit_interval`` seconds, and on ``close()``, the committed offsets (the lowest
 offset not yet acked, per partition) are written to ``task-<index>.json`` in the checkpoint
@@ -68,18 +69,27 @@ class LogSpout(OffsetSpout):
         self._at_most_once = config.get(ACKERS) == 0  # absent (a spout driven by hand): tracked
         self._root = Path(self.root) if self.root is not None else default_root()
         self._log = EmbeddedLog(self._root)
-        count = self._log.partitions(self.topic)
-        self.assigned = [p for p in range(count) if p % context.parallelism == context.task_index]
+        self._assign(self._log.partitions(self.topic), context)
         folder = self.checkpoint_dir or self._root / CONSUMERS_DIR / (
             f"{context.topology_name}.{context.component_id}") / self.topic
         self._folder = Path(folder)
         self._file = self._folder / f"task-{context.task_index}.json"
-        saved = read_checkpoints(self._folder, self.topic)
-        self._start_offsets({p: self._resume_at(p, saved.get(p, 0)) for p in self.assigned})
+        # partitions a rebalance gave away -> their committed offset then, kept in every
+        # write of this task's file (each replaces the last): another index's file may
+        # hold an older commit of such a partition (by a task removed earlier), and the
+        # next owner resumes at the highest offset over all files
+        self._given: dict[int, int] = {}
+        self._start_offsets(self._resume_offsets(self.assigned))
 
     def close(self) -> None:
         self.commit()
         self._log.close()
+
+    def _resume_offsets(self, partitions: list[int]) -> dict[int, int]:
+        """The committed offset of each of ``partitions``, over every task's file (a
+        partition's earlier owners' included: the highest wins)."""
+        saved = read_checkpoints(self._folder, self.topic)
+        return {p: self._resume_at(p, saved.get(p, 0)) for p in partitions}
 
     def _resume_at(self, partition: int, offset: int) -> int:
         end = self._log.end_offset(self.topic, partition)
@@ -99,7 +109,10 @@ class LogSpout(OffsetSpout):
         return payload
 
     def _commit(self, offsets: Mapping[int, int]) -> None:
-        write_checkpoint(self._file, self.topic, offsets)
+        write_checkpoint(self._file, self.topic, {**self._given, **offsets})
+
+    def _release(self, partitions: list[int]) -> None:
+        self._given.update((p, self.tracker.committed(p)) for p in partitions)
 
     def _send_dead_letter(self, record: bytes) -> None:
         """Append to the dead-letter topic with a short-lived writer: a topic has one writer

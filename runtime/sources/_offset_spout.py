@@ -24,7 +24,7 @@ from typing import Any
 
 from runtime.model.api import Spout
 
-from ._offsets import OffsetStatistics, OffsetTracker
+from ._offsets import OffsetStatistics, OffsetTracker, task_partitions
 from ._retry import Backoff, backoff_problem
 
 log = logging.getLogger("runtime.sources")
@@ -126,13 +126,23 @@ def failed_error(failures: int) -> str:
 class OffsetSpout(Spout):
     """The shared half of a Kafka-style spout; subclasses do the I/O.
 
-    Subclasses set ``self.tracker`` and ``self.assigned`` in ``open`` (calling
-    ``_start_offsets``), and implement ``_fetch(partition, n)`` -> [(offset, payload)],
-    ``_payload(partition, offset)``, ``_commit(offsets)`` and ``_send_dead_letter(record)``.
+    Subclasses call ``_assign(count, context)`` and ``_start_offsets`` in ``open``, and
+    implement ``_fetch(partition, n)`` -> [(offset, payload)], ``_payload(partition,
+    offset)``, ``_commit(offsets)``, ``_send_dead_letter(record)`` and, for a rebalance,
+    ``_resume_offsets(partitions)`` (the committed offsets now), ``_release(partitions)``
+    and ``_acquire(offsets)``.
+
+    A rebalance (``rebalanced``, while the spouts are paused) gives each task the
+    partitions of its new (index, parallelism): a task commits what it acked and forgets
+    the partitions it loses (their tuples in flight are replayed by the new owner, which
+    resumes at the committed offset); the partitions it gains it takes at its next
+    ``next_tuple``, after the resume, when every previous owner has committed.
     """
 
     kind = "OffsetSpout"
     _at_most_once = False  # ackers=0: subclasses that read in `_read` set it in open()
+    resizable = True  # a rebalance moves partitions between the tasks (``rebalanced``)
+    _taking: Sequence[int] = ()  # gained in a rebalance, taken at the next next_tuple
 
     def __init__(self, topic: str, *, fields: Sequence[str], decode: str,
                  commit_interval: float, max_uncommitted: int, batch_size: int,
@@ -149,6 +159,12 @@ class OffsetSpout(Spout):
         self.batch_size, self.max_retries = batch_size, max_retries
         self.dead_letter_topic = dead_letter_topic or topic + DLQ_SUFFIX
 
+    def _assign(self, count: int, context) -> None:
+        """The partitions of this task, of a topic of ``count``: ``task_partitions``."""
+        self._count = count
+        self.assigned = task_partitions(count, context.task_index, context.parallelism)
+        self._taking = ()
+
     def _start_offsets(self, committed: Mapping[int, int]) -> None:
         self.tracker = OffsetTracker(self.max_uncommitted)
         for p in self.assigned:
@@ -161,6 +177,8 @@ class OffsetSpout(Spout):
 
     def next_tuple(self) -> None:
         """Replays first, then new records, at most ``batch_size``, partitions in turn."""
+        if self._taking:
+            self._take()
         budget, parts = self.batch_size, self.assigned
         if not parts:
             return
@@ -287,6 +305,41 @@ class OffsetSpout(Spout):
             self._commit(offsets)
             self._saved = offsets
 
+    # -- rebalance (docs/internals/rebalance.md) -------------------------------------------
+
+    def rebalanced(self, context, fresh: bool) -> None:
+        """The spouts are paused and the topology switched to a new plan: keep the
+        partitions this task still owns, commit what was acked and give up the others
+        (every one when ``context`` is None: this task was removed), and take the gained
+        ones at the next ``next_tuple``. A ``fresh`` instance opened on the new plan
+        while the previous owners still read: it takes all of its partitions again."""
+        owned = [] if context is None else task_partitions(
+            self._count, context.task_index, context.parallelism)
+        lost = [p for p in self.assigned if fresh or p not in owned]
+        self.commit()  # the new owners resume at what this task acked
+        self._release(lost)
+        for p in lost:
+            self.tracker.unassign(p)
+        self.assigned = [p for p in self.assigned if p not in lost]
+        self._saved = {p: o for p, o in self._saved.items() if p in self.assigned}
+        self._taking = [p for p in owned if p not in self.assigned]
+        if lost or self._taking:
+            log.info("%s %r: rebalanced: gives up partitions %s, takes %s", self.kind,
+                     self.topic, lost, self._taking)
+
+    def _take(self) -> None:
+        """Take the partitions gained in a rebalance at their committed offsets (read
+        now: their previous owners committed before the spouts resumed), and commit them
+        at once, so that this task's commit names them from now on."""
+        offsets = self._resume_offsets(self._taking)
+        for p in self._taking:
+            self.tracker.assign(p, offsets[p])
+        self.assigned = sorted([*self.assigned, *self._taking])
+        self._taking = ()
+        self._acquire(offsets)
+        self._saved = self.tracker.committed_offsets()
+        self._commit(self._saved)
+
     # -- checkpoints (submit(checkpoint_interval=...): runtime/state/) ---------------------
 
     def checkpoint_position(self) -> dict[int, int]:
@@ -298,6 +351,7 @@ class OffsetSpout(Spout):
         """Rewind to a checkpoint's position: reading starts again there, nothing is in
         flight any more."""
         saved = {int(p): int(o) for p, o in (position or {}).items()}
+        self.assigned, self._taking = sorted([*self.assigned, *self._taking]), ()
         self._start_offsets({p: saved.get(p, 0) for p in self.assigned})
         self._rewound()
 
@@ -317,3 +371,13 @@ class OffsetSpout(Spout):
 
     def _send_dead_letter(self, record: bytes) -> None:
         raise NotImplementedError
+
+    def _resume_offsets(self, partitions: list[int]) -> dict[int, int]:
+        """Where each of ``partitions`` resumes: its committed offset now."""
+        raise NotImplementedError
+
+    def _release(self, partitions: list[int]) -> None:
+        """Stop reading ``partitions`` (another task owns them now)."""
+
+    def _acquire(self, offsets: Mapping[int, int]) -> None:
+        """Start reading new partitions at these offsets (already tracked)."""

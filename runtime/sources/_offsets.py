@@ -28,6 +28,18 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 
+def task_partitions(count: int, task_index: int, parallelism: int) -> list[int]:
+    """The partitions of a topic of ``count`` that task ``task_index`` of ``parallelism``
+    reads: partition p goes to task ``p % parallelism``. Every partition has exactly one
+    task, so after a rebalance each is read by one task (a task beyond ``count`` reads
+    nothing).
+
+    >>> [task_partitions(4, i, 3) for i in range(3)]
+    [[0, 3], [1], [2]]
+    """
+    return [p for p in range(count) if p % parallelism == task_index]
+
+
 @dataclass(frozen=True, slots=True)
 class OffsetStatistics:
     """A snapshot of an `OffsetTracker`, totals over its partitions."""
@@ -82,6 +94,7 @@ class OffsetTracker:
             raise ValueError(f"max_uncommitted must be a positive int, not {max_uncommitted!r}")
         self.max_uncommitted = max_uncommitted
         self._parts: dict[int, _Partition] = {}
+        self._released = 0  # the progress of partitions given up (`unassign`)
         self._counts = dict.fromkeys(
             ("emitted", "replayed", "acks", "fails", "duplicate_acks", "unknown_acks",
              "ignored_fails", "dead_lettered", "skipped"), 0)
@@ -93,6 +106,13 @@ class OffsetTracker:
         if committed < 0:
             raise ValueError(f"partition {partition}: committed offset {committed} < 0")
         self._parts[partition] = _Partition(committed)
+
+    def unassign(self, partition: int) -> None:
+        """Stop tracking `partition` (a rebalance gave it to another task, which resumes at
+        its committed offset): what is in flight or waiting for replay there is forgotten,
+        and its later acks and fails are ignored and counted."""
+        p = self._parts.pop(partition)
+        self._released += p.committed - p.start
 
     def partitions(self) -> list[int]:
         return sorted(self._parts)
@@ -240,8 +260,9 @@ class OffsetTracker:
         return len(p.in_flight) + len(p.failed)
 
     def progress(self) -> int:
-        """Offsets committed since `assign`, over all partitions (the auto-tuner's input)."""
-        return sum(p.committed - p.start for p in self._parts.values())
+        """Offsets committed since `assign`, over all partitions, those given up included
+        (the auto-tuner's input: it never goes back)."""
+        return self._released + sum(p.committed - p.start for p in self._parts.values())
 
     def statistics(self) -> OffsetStatistics:
         parts = self._parts.values()

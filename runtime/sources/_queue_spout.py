@@ -59,6 +59,8 @@ class QueueSpout(Spout):
     (failed items waiting out their backoff).
     """
 
+    resizable = True  # a rebalance just adds or removes consumers (one per task)
+
     def __init__(self, name: str, path: str | os.PathLike | None = None, *,
                  fields: Sequence[str] = ("value",), decode: str = "json",
                  batch_size: int = 100, max_retries: int | None = DEFAULT_MAX_RETRIES,

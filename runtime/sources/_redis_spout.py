@@ -70,6 +70,8 @@ class RedisQueueSpout(Spout):
     values of those keys, and a JSON array of that length its items.
     """
 
+    resizable = True  # a rebalance just adds or removes consumers (one per task)
+
     def __init__(self, stream: str, redis_url: str = DEFAULT_URL, *, group: str = DEFAULT_GROUP,
                  fields: Sequence[str] = ("value",), decode: str = "json",
                  batch_size: int = 100, max_retries: int | None = DEFAULT_MAX_RETRIES,

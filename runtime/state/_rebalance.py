@@ -8,7 +8,9 @@ fields grouping deals the tuples.
 So with the topology stopped, the committed checkpoint is copied into a new one in which
 each rebalanced component's pairs are merged and split again over its new tasks; every
 task then restores its share from that checkpoint as it starts, and receives from the
-fields grouping exactly the keys it holds.
+fields grouping exactly the keys it holds. A rebalanced partitioned spout's positions
+(``{partition: offset}`` per task) are merged, and every new task gets the whole map: it
+restores the partitions it owns now, so each partition's position moves with it.
 
 This assumes what a fields-grouped counter does: the state key is the grouping's key (the
 field's value, or a tuple of the fields' values). A key the grouping never produces lands
@@ -23,7 +25,7 @@ from typing import Any
 
 from runtime.groupings import KEY_GROUPS, field_hash, key_task
 
-from ._protocol import state_key, window_key
+from ._protocol import source_key, state_key, window_key
 
 
 def split(pairs: list, n: int, groups: int = KEY_GROUPS) -> list[list]:
@@ -61,14 +63,35 @@ def repartition(store, counts: Mapping[str, int],
     # "state/<component>/" is split below; "window/<component>/" is dropped: a held tuple
     # is not keyed state, and the rebalanced windowed tasks start with empty windows
     prefixes = tuple(key(c, 0)[:-1] for c in counts for key in (state_key, window_key))
+    sources = {c: _positions(snap, c) for c in counts}
+    sources = {c: merged for c, merged in sources.items() if merged is not None}
     for key, value in snap.items():
-        if not key.startswith(prefixes):
+        if not key.startswith(prefixes + tuple(source_key(c, 0)[:-1] for c in sources)):
             store.save(cid, key, value)
+    for component, merged in sources.items():
+        for index in range(counts[component]):  # each task restores its own partitions
+            store.save(cid, source_key(component, index), merged)
     groups = groups or {}
     moved = {c: _reshard(store, cid, snap, c, n, groups.get(c, KEY_GROUPS))
              for c, n in counts.items()}
     store.commit(cid, {**info, "rebalanced_from": old})
     return {c: m for c, m in moved.items() if m is not None}
+
+
+def _positions(snap: Mapping[str, Any], component: str) -> dict | None:
+    """A partitioned spout's positions (``{partition: offset}`` per task) merged into one:
+    each partition was read by one task, and a spout task restores only the partitions it
+    owns now (``OffsetSpout.restore_position``). None when the component saved none, or a
+    position that is no such mapping (it is then copied unchanged)."""
+    prefix = source_key(component, 0)[:-1]
+    found = [v for k, v in snap.items() if k.startswith(prefix)]
+    if not found or not all(isinstance(v, Mapping) for v in found):
+        return None
+    merged: dict = {}
+    for position in found:
+        for partition, offset in position.items():  # never two owners; the lower is safe
+            merged[partition] = min(offset, merged.get(partition, offset))
+    return merged
 
 
 def _reshard(store, cid: int, snap: Mapping[str, Any], component: str, n: int,

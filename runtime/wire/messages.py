@@ -103,6 +103,9 @@ class Ready(Control):
     task: int
     incarnation: int
     task_kind: str | None = None  # "spout", "bolt", ...: a rebalance's guard asks (issue 22)
+    # a spout whose parallelism a rebalance may not change: why (its class does not say
+    # ``resizable``); None for any other task
+    fixed: str | None = None
 
 
 @_message("activate")
@@ -345,7 +348,7 @@ def control(kind: str, **fields: Any) -> Control:
     """Build a control message by its kind, checked as a received one is.
 
     >>> control("ready", task=3, incarnation=0, task_kind="bolt")
-    Ready(task=3, incarnation=0, task_kind='bolt')
+    Ready(task=3, incarnation=0, task_kind='bolt', fixed=None)
     """
     return _decode({"t": kind, **fields})
 

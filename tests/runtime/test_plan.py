@@ -7,6 +7,7 @@ from collections import Counter
 import pytest
 
 from runtime import Bolt, Topology, TopologyError, wire
+from runtime.model.api import Spout, fixed_parallelism
 from runtime.model.constants import DEFAULTS, SYSTEM, TICK
 from runtime.model.plan import PhysicalPlan
 from runtime.testing import ListSink, ListSpout
@@ -122,7 +123,7 @@ def test_a_rebalance_in_place_keeps_every_kept_task_where_it_was():
 
 @pytest.mark.parametrize(("request_", "problem"), [
     ({"nope": 2}, "component 'nope': no such component"),
-    ({"lines": 3}, "component 'lines': a spout's parallelism cannot change yet"),
+    ({"lines": 3}, "component 'lines': a ListSpout cannot change its parallelism"),
     ({"split": 0}, "component 'split': parallelism must be an int >= 1, not 0"),
     ({"split": 2.0}, "component 'split': parallelism must be an int >= 1, not 2.0"),
     ({"split": 129}, "component 'split': parallelism 129 is above its maximum parallelism 128"),
@@ -132,14 +133,15 @@ def test_a_rebalance_that_cannot_be_done_is_refused_naming_the_component(request
     from runtime.model.plan import check_rebalance
 
     with pytest.raises(ValueError, match=problem.replace("{", r"\{").replace("}", r"\}")):
-        check_rebalance(topology().physical_plan(), request_, None, frozenset({"lines"}))
+        check_rebalance(topology().physical_plan(), request_, None,
+                        {"lines": fixed_parallelism(ListSpout([], fields=["line"]))})
 
 
 def test_a_rebalance_to_no_containers_is_refused():
     from runtime.model.plan import check_rebalance
 
     with pytest.raises(ValueError, match="containers must be an int >= 1, not 0"):
-        check_rebalance(topology().physical_plan(), {"split": 2}, 0, frozenset())
+        check_rebalance(topology().physical_plan(), {"split": 2}, 0, {})
 
 
 def test_a_rebalance_above_a_components_own_maximum_is_refused_naming_it():
@@ -150,11 +152,59 @@ def test_a_rebalance_above_a_components_own_maximum_is_refused_naming_it():
     topo.spout("lines", ListSpout([], fields=["line"]))
     topo.bolt("split", Split, parallelism=2, max_parallelism=6).shuffle_grouping("lines")
     plan = topo.physical_plan()
-    check_rebalance(plan, {"split": 6}, None, frozenset({"lines"}))  # up to it: fine
+    check_rebalance(plan, {"split": 6}, None, {"lines": "fixed"})  # up to it: fine
     with pytest.raises(ValueError, match="component 'split': parallelism 7 is above its "
                                          "maximum parallelism 6 .max_parallelism="):
-        check_rebalance(plan, {"split": 7}, None, frozenset({"lines"}))
+        check_rebalance(plan, {"split": 7}, None, {"lines": "fixed"})
     again = PhysicalPlan.from_data(wire.unpack(wire.pack(plan.rebalanced({"split": 3},
                                                                          containers=2).to_data())))
     with pytest.raises(ValueError, match="above its maximum parallelism 6"):
-        check_rebalance(again, {"split": 7}, None, frozenset({"lines"}))  # kept on replans
+        check_rebalance(again, {"split": 7}, None, {"lines": "fixed"})  # kept on replans
+
+
+# -- a spout's parallelism (issue 22, part 3) -------------------------------------------------
+def test_a_resizable_spout_passes_the_guard_and_a_fixed_one_is_refused_saying_why():
+    from runtime.model.plan import check_rebalance
+
+    class Shared(Spout):
+        resizable = True
+
+    plan = topology().physical_plan()
+    check_rebalance(plan, {"lines": 4}, None, {"lines": fixed_parallelism(Shared())})
+    check_rebalance(plan, {"lines": 4}, None, {})  # not fixed: passes
+    with pytest.raises(ValueError, match=r"'lines': a ListSpout cannot change its parallelism "
+                                         r"\(its class does not set resizable = True\)"):
+        check_rebalance(plan, {"lines": 4}, None,
+                        {"lines": fixed_parallelism(ListSpout([], fields=["line"]))})
+    with pytest.raises(ValueError, match="'lines': parallelism 129 is above its maximum"):
+        check_rebalance(plan, {"lines": 129}, None, {})
+
+
+def test_spout_tasks_added_in_place_get_new_ids_that_their_root_ids_can_hold():
+    from runtime.model.plan import ROOT_BITS_MIN, check_root_ids
+
+    plan = topology().physical_plan(containers=2)
+    assert plan.root_bits() == ROOT_BITS_MIN  # wider than 6 tasks need: room to add spouts
+    grown = plan.rebalanced({"lines": 4})
+    added = [t for t in grown.tasks if t.task not in plan.task_containers()]
+    assert [(t.task, t.component, t.index) for t in added] == [(7, "lines", 2), (8, "lines", 3)]
+    assert grown.root_bits() == plan.root_bits()
+    check_root_ids(grown, frozenset({"lines"}))
+    shrunk = grown.rebalanced({"lines": 1})
+    assert [t.task for t in shrunk.tasks if t.component == "lines"] == [1]
+    regrown = shrunk.rebalanced({"lines": 2})  # ids are never reused: a root names one task
+    assert [t.task for t in regrown.tasks if t.component == "lines"] == [1, 9]
+
+
+def test_a_spout_task_id_beyond_the_root_ids_task_field_is_refused():
+    from runtime.model.plan import check_root_ids
+
+    plan = topology().physical_plan()
+    near = PhysicalPlan.from_data({**plan.to_data(), "last_id": plan.root_task_limit() - 2})
+    fits = near.rebalanced({"lines": 3})
+    check_root_ids(fits, frozenset({"lines"}))
+    over = near.rebalanced({"lines": 4})
+    with pytest.raises(ValueError, match=r"'lines': a new spout task would get id 1024, and "
+                                         r"root ids hold spout task ids below 1024"):
+        check_root_ids(over, frozenset({"lines"}))
+    check_root_ids(near.rebalanced({"split": 5}), frozenset({"lines"}))  # bolts: any id

@@ -232,6 +232,33 @@ def test_a_restarted_spout_resumes_from_the_group_commit(events):
     assert group_offsets(events, "g2") == dict.fromkeys(range(PARTITIONS), PER_PARTITION)
 
 
+def test_a_rebalance_hands_partitions_over_at_the_group_commit(events):
+    """1 -> 2 tasks (issue 22): the old task commits what it acked and stops fetching the
+    partitions it gives up; the new one takes them at the group's committed offsets once
+    it reads again, so only what was in flight is read twice."""
+    old = KafkaSpout("events", events, group_id="g-rebal", commit_interval=3600, batch_size=9)
+    out = pump(old, opened(old, 0, 1), PARTITIONS * 20)
+    in_flight = {m for _, m in out[-12:]}
+    for _, msg_id in out[:-12]:
+        old.ack(msg_id)
+    new = KafkaSpout("events", events, group_id="g-rebal", commit_interval=3600)
+    out_new = opened(new, 1, 2)  # opened on the new plan while the old task still read
+    old.rebalanced(Context("t", "kafka", 1, 0, 2, {}, 0, "."), fresh=False)
+    new.rebalanced(Context("t", "kafka", 2, 1, 2, {}, 0, "."), fresh=True)
+    assert sorted(tp.partition for tp in old._consumer.assignment()) == [0, 2]
+    kept = len(out)
+    pump(old, out, kept + 2 * PER_PARTITION - len([m for _, m in out if m[0] in (0, 2)]))
+    pump(new, out_new, 2 * PER_PARTITION - len([m for _, m in out if m[0] in (1, 3)
+                                                 and m not in in_flight]))
+    assert {p for _, (p, _) in out[kept:]} <= {0, 2} and {p for _, (p, _) in out_new} <= {1, 3}
+    got = Counter(m for _, m in out + out_new)
+    assert set(got) == everything()
+    twice = {m for m, n in got.items() if n > 1}
+    assert twice <= in_flight and {m for m in in_flight if m[0] in (1, 3)} <= twice
+    old.close()
+    new.close()
+
+
 def test_at_most_max_uncommitted_in_flight_per_partition(events):
     spout = KafkaSpout("events", events, group_id="g3", max_uncommitted=3, batch_size=50)
     out = pump(spout, opened(spout), PARTITIONS * 3)

@@ -18,14 +18,9 @@ PARTITIONS, PER_PARTITION = 3, 100
 
 
 @pytest.fixture
-def root(tmp_path):
-    """A log with topic "events": record {"p": p, "o": o} at offset o of partition p."""
-    with EmbeddedLog(tmp_path / "log") as log:
-        log.create_topic("events", PARTITIONS)
-        for p in range(PARTITIONS):
-            log.append_many("events", [json.dumps({"p": p, "o": o}).encode()
-                                       for o in range(PER_PARTITION)], partition=p)
-    return tmp_path / "log"
+def root(events_log):
+    """Topic "events": record {"p": p, "o": o} at offset o of partition p."""
+    return events_log(PARTITIONS, PER_PARTITION)
 
 
 def everything() -> set[tuple[int, int]]:
