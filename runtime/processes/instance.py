@@ -49,7 +49,7 @@ from runtime.model.constants import (
 )
 from runtime.model.controls import check_trace
 from runtime.model.plan import PhysicalPlan
-from runtime.state import checkpointing, executor_for, started
+from runtime.state import checkpointing, executor_for, fixed_windows, started
 
 from . import curve as _curve
 from .zmqio import messages, send_pair
@@ -183,7 +183,8 @@ class Instance:
         try:
             ex.start()
             started(ex, self.config)  # a StatefulBolt's state, without checkpoints
-            fixed = fixed_parallelism(ex.user) if ex.kind == "spout" else None
+            fixed = (fixed_parallelism(ex.user) if ex.kind == "spout"
+                     else fixed_windows(ex.user, self.config))
             self.tell(wire.Ready(task=self.task, incarnation=self.incarnation,
                                  task_kind=ex.kind, fixed=fixed))
             self.loop(ex)

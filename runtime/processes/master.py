@@ -67,7 +67,8 @@ class TopologyMaster:
         self.boot, self.boot_run_dir = boot, boot["run_dir"]
         self.rebalancing: Rebalance | None = None  # at most one at a time
         self.kinds: dict[str, str] = {}  # component -> "spout"/"bolt", as its tasks reported
-        # spout component -> why its parallelism is fixed (None: it may change), as said
+        # spout (or windowed bolt) component -> why its parallelism is fixed (None: it may
+        # change), as said
         self.fixed: dict[str, str | None] = {}
         self.plan = PhysicalPlan.from_data(boot["plan"])
         self.detached: bool = boot.get("detached", False)
@@ -251,7 +252,7 @@ class TopologyMaster:
             return
         if msg.task_kind is not None:  # a rebalance's guard needs to know the spouts
             self.kinds[task["component"]] = msg.task_kind
-        if msg.task_kind == "spout":
+        if msg.task_kind == "spout" or msg.fixed is not None:  # a windowed bolt's, too
             self.fixed[task["component"]] = msg.fixed
         for told in self.settings.for_new(task["component"]):
             self.send(ident, told)

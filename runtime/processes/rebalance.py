@@ -296,9 +296,10 @@ def adopt(master: Any, plan: PhysicalPlan) -> None:
 
 
 def _fixed(master: Any, spouts: frozenset[str]) -> dict[str, str]:
-    """Spout component -> why a rebalance may not change its parallelism: its class does
-    not say it can (``Ready.fixed``), or none of its tasks said either way since this
-    master ran (it adopted running containers, say): refused rather than guessed."""
+    """Component -> why a rebalance may not change its parallelism: a spout whose class
+    does not say it can, or a WindowedBolt under checkpoints (``Ready.fixed``); or a spout
+    none of whose tasks said either way since this master ran (it adopted running
+    containers, say): refused rather than guessed."""
     said = master.fixed
     unknown = {c: "its tasks have not said whether its parallelism can change (they do "
                   "when they start); ask again once one has restarted" for c in spouts

@@ -23,7 +23,7 @@ from ._spout import CheckpointSpout
 from ._store import open_store
 
 __all__ = ["State", "StatefulBolt", "check_submit", "checkpointing", "committed_state",
-           "executor_for", "open_store", "repartition", "started"]
+           "executor_for", "fixed_windows", "open_store", "repartition", "started"]
 
 
 def checkpointing(config: Mapping) -> bool:
@@ -52,6 +52,19 @@ def started(executor, config: Mapping) -> None:
     user = getattr(executor, "user", None)
     if not checkpointing(config) and isinstance(user, StatefulBolt):
         user.init_state(State())
+
+
+def fixed_windows(user, config: Mapping) -> str | None:
+    """Why a rebalance may not change this bolt's parallelism, or None when it may: a
+    WindowedBolt's open windows are part of a checkpoint (docs/windows.md, "Checkpoints"),
+    and a rebalance cannot split them over a new number of tasks yet. Their tuples would
+    be lost (the sources' positions are past them), so it is refused instead. Without
+    checkpoints the held tuples are acked only when they leave a window, and a removed
+    task's are replayed after ``message_timeout``, as any tuple in flight."""
+    if not checkpointing(config) or not callable(getattr(user, "snapshot_windows", None)):
+        return None
+    return ("a WindowedBolt's open windows are in the checkpoint and cannot be split over a "
+            "new number of tasks yet (their tuples would be lost)")
 
 
 def committed_state(store, component: str) -> tuple[int | None, dict]:

@@ -61,7 +61,8 @@ def repartition(store, counts: Mapping[str, int],
     snap = store.load_prefix(old, "")
     cid = store.next("checkpoint")
     # "state/<component>/" is split below; "window/<component>/" is dropped: a held tuple
-    # is not keyed state, and the rebalanced windowed tasks start with empty windows
+    # is not keyed state (the master's guard refuses to rebalance a windowed component under
+    # checkpoints, runtime.state.fixed_windows: this only clears what no task will read)
     prefixes = tuple(key(c, 0)[:-1] for c in counts for key in (state_key, window_key))
     sources = {c: _positions(snap, c) for c in counts}
     sources = {c: merged for c, merged in sources.items() if merged is not None}

@@ -103,8 +103,8 @@ class Ready(Control):
     task: int
     incarnation: int
     task_kind: str | None = None  # "spout", "bolt", ...: a rebalance's guard asks (issue 22)
-    # a spout whose parallelism a rebalance may not change: why (its class does not say
-    # ``resizable``); None for any other task
+    # a task whose parallelism a rebalance may not change: why (a spout whose class does
+    # not say ``resizable``; a WindowedBolt under checkpoints); None for any other task
     fixed: str | None = None
 
 

@@ -353,3 +353,30 @@ def test_a_rebalance_drops_the_rebalanced_components_windows_and_keeps_the_other
     assert sorted(store.load_prefix(new, "window/")) == ["window/slide/0", "window/slide/1"]
     assert store.load(new, "window/slide/1") == {"held": ["slide", 1]}
     assert store.load(new, "state/count/0") == [["a", 1]]
+
+
+def test_a_windowed_bolt_under_checkpoints_refuses_a_rebalance_naming_it():
+    """Its open windows are in the checkpoint and cannot be split yet: the instance says so
+    when ready (``Ready.fixed``), and the master's guard refuses, naming the component, rather
+    than lose the held tuples. Without checkpoints it may change (its held tuples are acked
+    only as they leave a window, so a removed task's are replayed)."""
+    from runtime.model.plan import check_rebalance
+    from runtime.processes.rebalance import _fixed
+    from runtime.state import fixed_windows
+
+    class Plain(ListSink):
+        pass
+
+    windowed, checkpointed = Holder(), {"checkpoint_interval": 1.0}
+    why = fixed_windows(windowed, checkpointed)
+    assert why.startswith("a WindowedBolt's open windows are in the checkpoint")
+    assert fixed_windows(windowed, {}) is None
+    assert fixed_windows(Plain(), checkpointed) is None
+    master = type("Master", (), {"fixed": {"avg": why, "events": None}})()
+    refusals = _fixed(master, frozenset({"events"}))
+    assert refusals == {"avg": why}
+    topo = Topology("windowed")
+    topo.spout("events", ListSpout([], fields=["v"]))
+    topo.bolt("avg", Holder, window=Window.tumbling(Count(2))).shuffle_grouping("events")
+    with pytest.raises(ValueError, match="component 'avg': a WindowedBolt's open windows"):
+        check_rebalance(topo.physical_plan(), {"avg": 2}, None, refusals)
