@@ -183,8 +183,9 @@ class Instance:
         try:
             ex.start()
             started(ex, self.config)  # a StatefulBolt's state, without checkpoints
-            fixed = (fixed_parallelism(ex.user) if ex.kind == "spout"
-                     else fixed_windows(ex.user, self.config))
+            user = getattr(ex, "user", None)  # none for the acker and the checkpoint spout
+            fixed = (fixed_parallelism(user) if ex.kind == "spout"
+                     else fixed_windows(user, self.config))
             self.tell(wire.Ready(task=self.task, incarnation=self.incarnation,
                                  task_kind=ex.kind, fixed=fixed))
             self.loop(ex)

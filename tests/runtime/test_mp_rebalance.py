@@ -181,7 +181,7 @@ def test_guard_refuses_what_cannot_be_done_naming_the_component(tmp_path):
     with pipeline(tmp_path).submit(ackers=1, max_spout_pending=100) as running:
         running.wait_active(60)
         for request, words in [({"nope": 2}, "'nope': no such component"),
-                               ({"ids": 129}, "'ids': parallelism 129 is above the maximum"),
+                               ({"ids": 129}, "'ids': parallelism 129 is above its maximum"),
                                ({"mid": 0}, "'mid': parallelism must be an int >= 1"),
                                ({"mid": 129}, "'mid': parallelism 129 is above its maximum "
                                               "parallelism 128"),
