@@ -10,10 +10,8 @@ SHELL := bash
 PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
-# Workers for `make test` (pytest-xdist; 0 runs the suite in this process, serially). Three
-# on two cores: most tests wait on processes, sockets and JVMs, and with two workers the
-# cores were busy 57 % of a fresh-clone run (22.5 CPU minutes in 19.7; 2026-11-27).
-PYTEST_WORKERS ?= 3
+# Workers for `make test` (pytest-xdist; 0 runs the suite in this process, serially).
+PYTEST_WORKERS ?= 2
 # Extra arguments for pytest, e.g. `make test PYTEST_ARGS='-m "not slow" -x'`.
 PYTEST_ARGS ?=
 # pip older than this cannot install a pyproject.toml-only project in editable mode (PEP 660).
