@@ -80,7 +80,7 @@ class LatencyBound:
 
     __slots__ = ("target", "floor", "limit", "turns", "base", "_since", "_acked",
                  "_latency", "_failed", "_every", "_floor_turns", "_proven", "_lowest",
-                 "_before", "_least", "_read", "_counts")
+                 "_before", "_least", "_read", "_counts", "_late")
 
     def __init__(self, target: float, floor: int, now: float) -> None:
         if not target > 0 or floor < 1:
@@ -96,6 +96,7 @@ class LatencyBound:
         self._lowest: int | None = None  # the lowest such limit (None: none completed)
         self._before = self.limit  # the limit in force during the last turn
         self._least = floor  # the least limit under which roots complete, as far as known
+        self._late = False  # whether the last roots completed took over LONGEST each
         self._since, self._acked, self._latency, self._failed = now, 0, 0.0, 0
         self._every = SHORTEST  # seconds: how long this turn lasts at least
 
@@ -118,6 +119,7 @@ class LatencyBound:
         tail = self._tail(counts, done)
         if mean is not None:
             self._every = min(LONG, max(SHORTEST, LATENCIES * mean))
+            self._late = mean > LONGEST
             tail = mean if tail is None else max(mean, tail)
         lost = failed - self._failed
         # the roots completed in this turn were sent under this turn's limit or the last's
@@ -165,7 +167,13 @@ class LatencyBound:
                 # least that completes (a window's worth), and reads as a floor would
                 self._least = self._lowest
                 return self._lowest
-            return self.limit  # a limit roots completed under: a stall
+            if self.limit < self._proven and self._late:
+                # roots completed "under" this limit, but a turn credits them to the limit of
+                # its own time, and acks that come seconds late (a window's) are from tuples
+                # sent many turns earlier, under a higher one: step back up towards the
+                # highest limit roots completed under
+                return min(self._proven, self.limit * GROWTH)
+            return self.limit  # the highest limit roots completed under: a stall
         aim = self.aim
         little = round(rate * aim)
         if mean > aim:

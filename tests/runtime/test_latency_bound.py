@@ -361,3 +361,17 @@ def test_a_window_s_worth_in_flight_is_never_cut_away_for_good(transit):
     # over 25 windows a second (1,205 to 1,700 here); stuck, it closed 9 in 200 s
     assert pipeline.closed >= 500
     assert pipeline.tracker.timed_out == 0
+
+
+@pytest.mark.parametrize(("transit", "floor"), [(1.5, 6), (2.0, 4), (3.0, 4)])
+def test_a_window_s_worth_is_found_again_when_its_acks_come_many_turns_late(transit, floor):
+    """A turn credits the roots that completed in it to the limit of its own time, but with
+    a transit of seconds a window's acks come from tuples sent under a limit many turns
+    earlier, so the limits "completed under" can be ones under which nothing completes.
+    A silence at such a limit, below the highest that roots completed under, steps back up
+    towards that one. Before, the limit stayed there as if in a stall: 4 to 9 windows in
+    40 s (CI: the multiprocess windows test waited 150 s for 39 windows a task)."""
+    pipeline = WindowPipeline(bounded(floor=floor), transit=transit)
+    pipeline.run(40.0)
+    assert pipeline.closed >= 1000  # 2,102 to 2,510 here
+    assert pipeline.tracker.timed_out == 0
