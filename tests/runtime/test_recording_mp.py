@@ -148,3 +148,24 @@ def test_a_record_dir_must_be_an_absolute_path():
 
     with pytest.raises(TopologyError, match="record_dir.*absolute path"):
         Topology("rec-dir", record_dir="recordings")
+
+
+def test_a_recording_goes_on_across_a_rebalance_and_the_added_task_records_too():
+    """Issue 22: recordings continue across a rebalance. A recorded bolt goes 2 -> 3 tasks
+    in place mid-stream, under at least once: every input's doubled value is in the
+    recording, and the added task's rows are there with its own task id."""
+    from runtime.testing import Doubler
+
+    values = [[n] for n in range(6000)]
+    topo = Topology("rec-rebalance", **FAST)
+    topo.spout("numbers", ListSpout(values, fields=["n"], rate=1500, replay=True))
+    topo.bolt("double", Doubler, parallelism=2, record_segment_seconds=0.2) \
+        .shuffle_grouping("numbers").record()
+    with topo.submit(ackers=1) as running:
+        wait_for(lambda: total(running, "numbers", "acked") > 1000, 60, "a sixth acked")
+        event = running.rebalance({"double": 3})
+        (added,) = event["tasks_added"]
+        wait_for(lambda: total(running, "numbers", "acked") == len(values), 90, "all acked")
+    rows = read_table(running, "double").to_pylist()
+    assert {r["n"] for r in rows} == {2 * n for n in range(len(values))}
+    assert any(r["_task"] == added for r in rows)
