@@ -55,6 +55,16 @@ def sink_values(running) -> Counter:
     return Counter(v[0] for v in read_sink(running.run_dir, "sink"))
 
 
+def every_id_at_the_sink(running, ids: list) -> Counter:
+    """Wait until each of ``ids`` reached the sink; how often each value arrived."""
+    wait_for(lambda: set(sink_values(running)) >= set(ids), 180, "every id at the sink")
+    return sink_values(running)
+
+
+def duplicates_in(got: Counter) -> int:
+    return sum(n - 1 for n in got.values())
+
+
 # -- the embedded log -------------------------------------------------------------------------
 def append(root, records: list[str], create: bool = False) -> None:
     """``records`` spread over the 4 partitions, 500 at a time."""
@@ -92,10 +102,9 @@ def test_log_spout_rebalanced_2_4_1_under_at_least_once_loses_nothing(tmp_path):
         append(tmp_path, parts[2])
         assert running.status()["containers"] == pids  # in place
         assert len(tasks_of(running, "ids")) == 1
-        wait_for(lambda: set(sink_values(running)) >= set(ids), 180, "every id at the sink")
-        got = sink_values(running)
+        got = every_id_at_the_sink(running, ids)
         calm(running)
-    duplicates = sum(n - 1 for n in got.values())
+    duplicates = duplicates_in(got)
     print(f"\n[spout rebalance] ids 2->4: {up}\n[spout rebalance] ids 4->1: {down}\n"
           f"duplicates: {duplicates}")
     assert set(got) == set(ids)  # 0 lost, nothing else
@@ -120,11 +129,10 @@ def test_log_spout_rebalanced_with_a_new_number_of_containers_loses_nothing(tmp_
         wait_for(lambda: len(sink_values(running)) > 300, 60, "first tuples")
         moved = running.rebalance({"ids": 3}, containers=2)
         append(tmp_path, ids[3000:])
-        wait_for(lambda: set(sink_values(running)) >= set(ids), 180, "every id at the sink")
-        got = sink_values(running)
+        got = every_id_at_the_sink(running, ids)
         spouts = tasks_of(running, "ids")
     print(f"\n[spout rebalance] restart 2->3: {moved}\n"
-          f"duplicates: {sum(n - 1 for n in got.values())}")
+          f"duplicates: {duplicates_in(got)}")
     assert set(got) == set(ids) and not moved["in_place"]
     assert len(spouts) == 3 and {s.container for s in spouts} == {0, 1}
 
@@ -165,10 +173,9 @@ def test_log_spout_tuples_in_flight_past_the_drain_are_read_again_by_the_new_own
         down = running.rebalance({"ids": 1})
         wait_for(lambda: len(sink_values(running)) > 800, 120, "half the ids")
         up = running.rebalance({"ids": 2})
-        wait_for(lambda: set(sink_values(running)) >= set(ids), 180, "every id at the sink")
-        got = sink_values(running)
+        got = every_id_at_the_sink(running, ids)
         calm(running)
-    duplicates = sum(n - 1 for n in got.values())
+    duplicates = duplicates_in(got)
     print(f"\n[spout rebalance] undrained 2->1: {down}\n[spout rebalance] 1->2: {up}\n"
           f"duplicates: {duplicates}")
     assert set(got) == set(ids)  # 0 lost
@@ -251,7 +258,7 @@ def test_kafka_spout_rebalanced_1_to_3_on_four_partitions_loses_nothing(kafka):
         records = Counter(tuple(v[0]) for v in read_sink(running.run_dir, "sink"))
         spouts = tasks_of(running, "events")
         calm(running)
-    duplicates = sum(n - 1 for n in records.values())
+    duplicates = duplicates_in(records)
     print(f"\n[spout rebalance] kafka 1->3: {up}\nduplicates: {duplicates}")
     assert set(records) == {(p, o) for p in range(PARTITIONS) for o in range(2 * per)}
     assert duplicates <= pending  # one spout task's tuples in flight at the pause
