@@ -1,7 +1,8 @@
 """The topology master: one process per topology, the only one the notebook talks to.
 
 This module is the process: its socket, its loop, and the one table that hands each
-control message to its handler. The work is done by three parts, each owning its state:
+control message to its handler; its answers to clients are in :mod:`~runtime.processes.
+master_answers`. The work is done by three parts, each owning its state:
 :class:`~runtime.processes.supervision.Supervision` (the containers and instances, their
 incarnations, readiness, restarts, heartbeats, activation), :class:`~runtime.processes.
 observation.Observation` (statistics, metrics, exceptions, events, backpressure, taps)
@@ -27,13 +28,11 @@ import signal
 import sys
 import threading
 import time
-from collections.abc import Callable
-from typing import Any
 
 import zmq
 
 from runtime import _procs, wire
-from runtime.model.constants import LOG_TAIL, LOG_WAIT, METRICS_PORT
+from runtime.model.constants import METRICS_PORT
 from runtime.model.plan import PhysicalPlan
 
 from . import adoption as _adoption
@@ -41,6 +40,7 @@ from . import carry as _carry
 from . import curve as _curve
 from . import detached as _detached
 from .export import MetricsServer
+from .master_answers import ClientAnswers, Handler
 from .observation import Observation
 from .outbox import Outbox
 from .rebalance import Rebalance
@@ -54,10 +54,8 @@ log = logging.getLogger("tupleflow.tmaster")
 
 TICK_MS = 100  # how often the master looks at its containers when nothing arrives
 
-Handler = Callable[[bytes, Any], None]
 
-
-class TopologyMaster:
+class TopologyMaster(ClientAnswers):
     """The master process. Owns its socket (and, remote, its gatekeeper), the count of
     control messages it dropped, the client's pending kill requests and relayed log
     requests, and whether it is stopping; everything else is owned by its parts."""
@@ -321,94 +319,6 @@ class TopologyMaster:
         for name in ("spout_pending", "recordings", "trace"):
             setattr(self.settings, name, getattr(settings, name))
         self.handlers = self._handlers()
-
-    # -- answers to the client ------------------------------------------------------------
-    def _replying(self, answer: Callable[[Any], Any]) -> Handler:
-        """A handler that replies with what ``answer`` returns, or with why it refused
-        (a ValueError)."""
-        def handler(ident: bytes, msg: wire.Question) -> None:
-            try:
-                value = answer(msg)
-            except ValueError as exc:
-                return self.send(ident, wire.Reply(id=msg.id, ok=False, value=str(exc)))
-            self.send(ident, wire.Reply(id=msg.id, ok=True, value=value))
-        return handler
-
-    def _saving(self, answer: Callable[[Any], Any]) -> Callable[[Any], Any]:
-        """``answer``, then the settings saved for a master that may replace this one."""
-        def saving(msg: wire.Question) -> Any:
-            value = answer(msg)
-            # the client's pause, not a rebalance's (a new master must not keep that one)
-            paused = (self.rebalancing.was_paused if self.rebalancing is not None
-                      else self.supervision.paused)
-            self.carry.save_settings(self.settings, paused, self.observation.taps,
-                                     self.clock())
-            return value
-        return saving
-
-    def answer_status(self, msg: wire.AskStatus) -> dict:
-        status = {**self.supervision.status(), **self.observation.status(),
-                  **self.traces.counts(),
-                  "dropped": self.dropped, "rebalancing": self.rebalancing is not None,
-                  "master_restarts": self.boot.get("master_restarts", 0),
-                  "settings": self.settings.status(),
-                  "metrics_url": self.export.url if self.export is not None else None}
-        if self.export_error:
-            status["metrics_error"] = self.export_error
-        if self.remote:  # and the connections the gatekeepers refused
-            status.update(self.supervision.remote_status(), refusals={
-                "master": dict(self.gate.refusals.counts), **self.observation.refusals()})
-        return status
-
-    def answer_sample(self, msg: wire.AskSample) -> list[dict]:
-        """The newest ``n`` tuples the instances of a component sent on a stream, newest
-        last. Each request (re)starts the tap for ``keep`` seconds; the first after a
-        while finds nothing yet, since instances report their samples with their stats."""
-        tap, tasks = self.observation.tap(msg)
-        self.supervision.tell_ready(tap, tasks)
-        return self.observation.sampled(msg, tap.n)
-
-    # -- instance logs, from their containers ---------------------------------------------
-    def relay_logs(self, ident: bytes, msg: wire.AskLogs) -> None:
-        """Ask the container running ``msg.task`` for the end of that instance's log (a
-        remote container's log stays on its executor's host); ``on_logs_reply`` passes
-        the answer on, or ``expire_log_requests`` says the container did not give one."""
-        try:
-            info = self.plan.task(msg.task)
-        except (KeyError, TypeError, ValueError, IndexError):
-            info = None
-        if info is None or info.component != msg.component:
-            return self.send(ident, wire.Reply(
-                id=msg.id, ok=False, value=f"no task {msg.task!r} of {msg.component!r}"))
-        sm = self.supervision.sms.get(info.container)
-        if sm is None:
-            return self.send(ident, wire.Reply(
-                id=msg.id, ok=False, value=f"container {info.container} has not said hello yet"))
-        self._log_ids += 1
-        self.log_requests[self._log_ids] = (ident, msg.id, info.container,
-                                            self.clock() + LOG_WAIT)
-        self.send(sm["ident"], wire.Logs(request=self._log_ids, component=info.component,
-                                         task=msg.task, limit=LOG_TAIL))
-
-    def on_logs_reply(self, ident: bytes, msg: wire.LogsReply) -> None:
-        waiting = self.log_requests.get(msg.request)
-        if waiting is None:
-            return  # answered too late: the client was told already
-        client, req, container, _ = waiting
-        sm = self.supervision.sms.get(container)
-        if sm is None or sm["ident"] != ident:
-            log.warning("a log for container %s came from %r, not from it", container, ident)
-            return
-        del self.log_requests[msg.request]
-        self.send(client, wire.Reply(id=req, ok=msg.ok, value=msg.value))
-
-    def expire_log_requests(self, now: float) -> None:
-        for rid, (client, req, container, deadline) in list(self.log_requests.items()):
-            if now > deadline:
-                del self.log_requests[rid]
-                self.send(client, wire.Reply(
-                    id=req, ok=False,
-                    value=f"container {container} did not send the log in {LOG_WAIT} s"))
 
     # -- main loop ----------------------------------------------------------------------
     def run(self) -> None:
