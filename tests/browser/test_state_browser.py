@@ -10,6 +10,7 @@ helpers: test_jupyterlab.py, test_lineage_browser.py and conftest.py
 from __future__ import annotations
 
 import pytest
+from playwright.sync_api import Error as PlaywrightError
 
 from . import test_jupyterlab as notebook
 from .test_lineage_browser import choose
@@ -93,10 +94,11 @@ def reads_windows(page) -> None:
             selector + ' tr[data-task] td[data-key="watermark"]')].every(
             (c, i) => Number(c.dataset.value) > before[i])""",
         arg=[WINDOWS, marks], timeout=REFRESH)
-    starts = window_values(page, "last_window", "start")
-    ends = window_values(page, "last_window", "end")
-    assert all(e - s == 2000 and e % 1000 == 0 for s, e in zip(starts, ends, strict=True)), (
-        starts, ends)
+    bounds = page.evaluate(  # both bounds in one read: a refresh between two would mix them
+        """(selector) => [...document.querySelectorAll(
+            selector + ' tr[data-task] td[data-key="last_window"]')].map(
+            c => [Number(c.dataset.start), Number(c.dataset.end)])""", WINDOWS)
+    assert len(bounds) == 2 and all(e - s == 2000 and e % 1000 == 0 for s, e in bounds), bounds
     assert all(n > 0 for n in window_values(page, "last_window_tuples"))
     text = page.locator(WINDOWS).first.inner_text()
     assert "watermark" in text and "late tuples" in text, text
@@ -109,6 +111,18 @@ def reads_checkpoints(page) -> None:
     checkpoint_above(page, first)
     page.wait_for_function(EVERY_ROW_ABOVE, arg=[CHECKPOINTS, "saved", 0, 1], timeout=REFRESH)
     assert "last committed" in page.locator(CHECKPOINTS).first.inner_text()
+
+
+def scroll_to(page, selector: str, attempts: int = 5) -> None:
+    """Scroll a panel into view for its screenshot. Each refresh draws the panels anew,
+    so the element found may be replaced while Playwright waits for it to be stable: find
+    it again, a few times."""
+    for attempt in range(attempts):
+        try:
+            return page.locator(selector).first.scroll_into_view_if_needed(timeout=REFRESH)
+        except PlaywrightError:
+            if attempt == attempts - 1:
+                raise
 
 
 def reads_window_checkpoints(page) -> None:
@@ -130,14 +144,14 @@ def test_the_windows_and_checkpoint_panels_show_what_the_topology_does(
     page.locator(WINDOWS).first.wait_for(timeout=KERNEL_WORK)
     reads_windows(page)
     reads_window_checkpoints(page)
-    page.locator(WINDOWS).first.scroll_into_view_if_needed()
+    scroll_to(page, WINDOWS)
     page.screenshot(path=str(notebook.SHOTS / "windows.png"))
 
     choose(page, "tasks of", "tally")
     page.locator(CHECKPOINTS).first.wait_for(timeout=KERNEL_WORK)
     reads_checkpoints(page)
     assert page.locator(f"{notebook.DASHBOARD} {WINDOWS}").count() == 0  # tally has no window
-    page.locator(CHECKPOINTS).first.scroll_into_view_if_needed()
+    scroll_to(page, CHECKPOINTS)
     page.screenshot(path=str(notebook.SHOTS / "checkpoints.png"))
 
     notebook.kill_and_stop(page, lab, tupleflow_processes)
