@@ -80,16 +80,30 @@ def running_tasks(running, component: str) -> int:
                for s in running.statistics())
 
 
+def expected(rows: list[list]) -> dict:
+    return {"tumble": time_windows(rows, TUMBLE, TUMBLE),
+            "slide": time_windows(rows, SLIDE_LENGTH, SLIDE)}
+
+
+def exact(running, rows: list[list]) -> None:
+    """Wait for the last emission of every window to equal the batch."""
+    want = expected(rows)
+    wait_for(lambda: {c: emitted(running).get(c) for c in WINDOWED} == want, 180,
+             "every window, exact")
+
+
+def started(running) -> None:
+    running.wait_active(60)
+    wait_for(lambda: committed_id(running) > 0 and last_end(running, "slide") > 0, 120,
+             "a committed checkpoint and a first window")
+
+
 def test_windowed_components_rebalanced_2_3_2_in_place_keep_every_window_exact(tmp_path):
     rows = records()
     first, second, third = rows[:1500], rows[1500:3000], rows[3000:]
-    expected = {"tumble": time_windows(rows, TUMBLE, TUMBLE),
-                "slide": time_windows(rows, SLIDE_LENGTH, SLIDE)}
     append(tmp_path, first, create=True)
     with topology(tmp_path).submit(checkpoint_interval=0.5) as running:
-        running.wait_active(60)
-        wait_for(lambda: committed_id(running) > 0 and last_end(running, "slide") > 0, 120,
-                 "a committed checkpoint and a first window")
+        started(running)
         grown = running.rebalance({"tumble": 3, "slide": 3})
         assert [running_tasks(running, c) for c in WINDOWED] == [3, 3]
         append(tmp_path, second)
@@ -98,11 +112,25 @@ def test_windowed_components_rebalanced_2_3_2_in_place_keep_every_window_exact(t
         shrunk = running.rebalance({"tumble": 2, "slide": 2})
         assert [running_tasks(running, c) for c in WINDOWED] == [2, 2]
         append(tmp_path, third + flush())
-        wait_for(lambda: {c: emitted(running).get(c) for c in WINDOWED} == expected, 180,
-                 "every window, exact")
+        exact(running, rows)
         events = [e for e in running.events() if e["kind"] == "rebalanced"]
     print(f"\n[window rebalance] 2->3: {grown}\n[window rebalance] 3->2: {shrunk}")
     assert [e["parallelism"] for e in events] == [{"tumble": 3, "slide": 3},
                                                   {"tumble": 2, "slide": 2}]
     assert grown["in_place"] and shrunk["in_place"]
     assert grown["keys_moved"]["slide"] > 0  # held tuples went to the added task
+
+
+def test_a_windowed_component_rebalanced_with_its_containers_restarted_stays_exact(tmp_path):
+    """``containers=2``: every container restarts, and the master (not the checkpoint
+    task) splits the windows from the plan's data alone, before they start."""
+    rows = records()
+    append(tmp_path, rows[:2000], create=True)
+    with topology(tmp_path).submit(checkpoint_interval=0.5) as running:
+        started(running)
+        moved = running.rebalance({"slide": 3}, containers=2)
+        assert not moved["in_place"] and running.plan().containers == 2
+        append(tmp_path, rows[2000:] + flush())
+        exact(running, rows)
+    print(f"\n[window rebalance, containers 1 -> 2] {moved}")
+    assert moved["keys_moved"]["slide"] > 0
