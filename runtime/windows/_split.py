@@ -38,7 +38,7 @@ whose grouping gives no rule here (direct, partial key, custom).
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from math import inf
 from typing import Any
 
@@ -108,46 +108,57 @@ def split_windows(saved: Sequence[Mapping | None], n: int,
 
 
 def _deal_one(i: int, s: Mapping, news: list, deal: _Dealer) -> int:
-    """Old task ``i``'s tuples to their new tasks; those that changed task index."""
+    """Old task ``i``'s tuples to their new tasks; those that changed task index. The
+    rule is looked up once per source of the snapshot, not per tuple (a rebalance waits
+    for this: ``benchmarks/checkpoints.py --only split``)."""
     w, sources = s["windows"], s["sources"]
     rules = {(c, st): (rule, idx) for c, st, rule, idx in s.get("deal") or ()}
+    routes = [deal.route(i, row, rules) for row in sources]
+    index = [new.indexer(i, sources) for new in news]  # new task -> old source -> its own
     previous, done, moved = set(w["previous"]), w["watermark"], 0
-    for ts, seq, item in w["queue"]:
-        for j in deal.targets(i, item, sources, rules):
-            news[j].hold(ts, i, seq, sources[item[0]], item[1], done, seq in previous)
+    for ts, seq, (src, values) in w["queue"]:
+        for j in routes[src](values):
+            news[j].held.append((ts, i, seq, [index[j](src), values], done, seq in previous))
             moved += j != i
     for name in ("expired", "to_ack"):
-        for item in w[name]:
-            for j in deal.targets(i, item, sources, rules):
-                news[j].keep(name, sources[item[0]], item[1])
+        for src, values in w[name]:
+            for j in routes[src](values):
+                news[j].lists[name].append([index[j](src), values])
     return moved
 
 
 class _Dealer:
-    """The new task indexes of one held tuple, by its input's rule."""
+    """Where the held tuples of one source go: a function of a tuple's values giving its
+    new task indexes, by its input's rule."""
 
     def __init__(self, n: int, groups: int, first_old: int) -> None:
         self.n, self.groups, self.first_old, self.turn = n, groups, first_old, 0
 
-    def targets(self, old: int, item: list, sources: list, rules: Mapping) -> Iterable[int]:
-        component, _, stream, _ = sources[item[0]]
+    def route(self, old: int, source: list, rules: Mapping) -> Callable[[Any], Iterable[int]]:
+        component, _, stream, _ = source
         rule, indexes = rules.get((component, stream), (None, ()))
+        n, groups = self.n, self.groups
         if rule == FIELDS:
-            return (key_task(_key_hash(item[1], indexes), self.n, self.groups),)
+            return lambda values: (key_task(_key_hash(values, indexes), n, groups),)
         if rule == ANY:
-            self.turn += 1
-            return ((self.turn - 1) % self.n,)
+            return self._in_turn
         if rule == FIRST:
-            return (0,)
+            return lambda values: (0,)
         if rule == EVERY:  # every old task held the same tuples: one old task's copy
-            return range(self.n) if old == self.first_old else ()
-        raise ValueError(f"a held tuple from {component!r} stream {stream!r} has no rule "
-                         "to deal it by (a snapshot saved without its deal rules)")
+            every = tuple(range(n)) if old == self.first_old else ()
+            return lambda values: every
+        raise ValueError(f"held tuples from {component!r} stream {stream!r} have no rule "
+                         "to deal them by (a snapshot saved without its deal rules)")
+
+    def _in_turn(self, values: Any) -> tuple[int]:
+        self.turn += 1
+        return ((self.turn - 1) % self.n,)
 
 
 def _key_hash(values: Any, indexes: Sequence[int]) -> int:
     """The fields grouping's hash of a tuple's key (``FieldsGrouping.pick``'s)."""
-    values = values if isinstance(values, list) else [values]  # a one-field stream's bare value
+    if type(values) is not list:
+        values = [values]  # a one-field stream's bare value
     if len(indexes) == 1:
         return field_hash(values[indexes[0]])
     return stable_hash([values[i] for i in indexes])
@@ -183,24 +194,29 @@ class _New:
         self.sources: list[list] = []
         self._index: dict[tuple, int] = {}
 
-    def hold(self, ts: int, old: int, seq: int, source: list, values: Any,
-             done: int | None, previous: bool) -> None:
-        self.held.append((ts, old, seq, self._item(source, values), done, previous))
+    def indexer(self, old: int, sources: list) -> Callable[[int], int]:
+        """Old task ``old``'s source index -> this task's (its table grows as needed)."""
+        known: dict[int, int] = {}
 
-    def keep(self, name: str, source: list, values: Any) -> None:
-        self.lists[name].append(self._item(source, values))
+        def index(src: int) -> int:
+            i = known.get(src)
+            if i is None:
+                i = known[src] = self._source(sources[src])
+            return i
 
-    def _item(self, source: list, values: Any) -> list:
+        return index
+
+    def _source(self, source: list) -> int:
         key = (source[0], source[1], source[2])
         i = self._index.get(key)
         if i is None:
             i = self._index[key] = len(self.sources)
             self.sources.append(list(source))
-        return [i, values]
+        return i
 
     def snapshot(self, clock: Mapping, first: bool) -> dict:
         """The merged queue in timestamp order, numbered again in that order."""
-        held = sorted(self.held, key=lambda h: h[:3])
+        held = sorted(self.held)  # by (ts, old task, old seq): never a tie past them
         windows = {"version": SNAPSHOT_VERSION, "seq": len(held),
                    "queue": [[ts, k, item] for k, (ts, _, _, item, _, _) in enumerate(held)],
                    "latest": clock["latest"], "watermark": clock["watermark"],
