@@ -5,9 +5,9 @@ both rebalanced 2 -> 3 -> 2 mid-stream with a checkpoint every 0.5 s; the last e
 every window equals a batch computation over the log. Before issue 21's split the guard
 refused these rebalances (the open windows could not be split).
 
-The log is filled a third before the submit and a third after each rebalance, so tuples
-flow through the new tasks after every switch; waits poll the sink and the committed
-checkpoint with deadlines, never sleep."""
+The spout reads the log at 300 records a second, so both rebalances come while it is
+read (the test checks that windows were still to come); waits poll the sink and the
+committed checkpoint with deadlines, never sleep."""
 
 from __future__ import annotations
 
@@ -29,7 +29,7 @@ cloudpickle.register_pickle_by_value(sys.modules[__name__])
 
 FIELDS = ["id", "k", "ts", "v"]
 KEYS = [f"k{i}" for i in range(12)]
-ROWS = 4500
+ROWS = 6000
 STEP_MS = 10  # event time: record i at i * STEP_MS ms
 FLUSH_MS = 10_000_500  # a last record per key: every watermark past every real window
 RATE = 300  # records a second
@@ -100,21 +100,22 @@ def started(running) -> None:
 
 def test_windowed_components_rebalanced_2_3_2_in_place_keep_every_window_exact(tmp_path):
     rows = records()
-    first, second, third = rows[:1500], rows[1500:3000], rows[3000:]
-    append(tmp_path, first, create=True)
+    append(tmp_path, rows + flush(), create=True)  # read at RATE: about 20 s
     with topology(tmp_path).submit(checkpoint_interval=0.5) as running:
         started(running)
+        reached = [last_end(running, "slide")]
         grown = running.rebalance({"tumble": 3, "slide": 3})
         assert [running_tasks(running, c) for c in WINDOWED] == [3, 3]
-        append(tmp_path, second)
-        wait_for(lambda: last_end(running, "slide") > first[-1][2] + SLIDE_LENGTH, 120,
-                 "windows after the first third, from three tasks")
+        wait_for(lambda: last_end(running, "slide") > reached[0] + 3 * SLIDE, 120,
+                 "windows from three tasks")
+        reached.append(last_end(running, "slide"))
         shrunk = running.rebalance({"tumble": 2, "slide": 2})
         assert [running_tasks(running, c) for c in WINDOWED] == [2, 2]
-        append(tmp_path, third + flush())
         exact(running, rows)
         events = [e for e in running.events() if e["kind"] == "rebalanced"]
-    print(f"\n[window rebalance] 2->3: {grown}\n[window rebalance] 3->2: {shrunk}")
+    print(f"\n[window rebalance] slide windows emitted up to {reached} ms of "
+          f"{rows[-1][2]}\n2->3: {grown}\n3->2: {shrunk}")
+    assert all(end < rows[-1][2] - 3 * SLIDE for end in reached)  # both mid-stream
     assert [e["parallelism"] for e in events] == [{"tumble": 3, "slide": 3},
                                                   {"tumble": 2, "slide": 2}]
     assert grown["in_place"] and shrunk["in_place"]
@@ -125,12 +126,13 @@ def test_a_windowed_component_rebalanced_with_its_containers_restarted_stays_exa
     """``containers=2``: every container restarts, and the master (not the checkpoint
     task) splits the windows from the plan's data alone, before they start."""
     rows = records()
-    append(tmp_path, rows[:2000], create=True)
+    append(tmp_path, rows + flush(), create=True)
     with topology(tmp_path).submit(checkpoint_interval=0.5) as running:
         started(running)
+        reached = last_end(running, "slide")
         moved = running.rebalance({"slide": 3}, containers=2)
         assert not moved["in_place"] and running.plan().containers == 2
-        append(tmp_path, rows[2000:] + flush())
         exact(running, rows)
-    print(f"\n[window rebalance, containers 1 -> 2] {moved}")
+    print(f"\n[window rebalance, containers 1 -> 2, at {reached} ms] {moved}")
+    assert reached < rows[-1][2] - 3 * SLIDE
     assert moved["keys_moved"]["slide"] > 0
