@@ -52,6 +52,16 @@ snapshot and save it in SQLite; at a rollback, to load it and restore the window
 with the garbage collector paused, as ``Checkpointed`` does, and (``gc_on``) without.
 
     python benchmarks/checkpoints.py --only windows --held 100000 --payload 0 --payload 100
+    RESULT name=window-split held=100000 payload=0 tasks=2->3 split_us_per_tuple=...
+           snapshot_us_per_tuple=... split_vs_snapshot=... moved=... reps=5
+
+``window-split`` is what a rebalance of a windowed component under checkpoints adds per
+held tuple (issue 21; docs/internals/window-rebalance.md): ``split_windows`` merging the
+committed snapshots of two tasks (``held`` tuples between them, of 1,009 keys) and
+dealing them by key over three, beside taking those snapshots in the same reps (the
+ratio is what to read on a noisy machine); medians of ``reps``, the collector paused.
+
+    python benchmarks/checkpoints.py --only split --held 100000 --payload 0
 """
 
 from __future__ import annotations
@@ -82,7 +92,7 @@ from runtime.testing import (
     replaced,
     wait_for,
 )
-from runtime.windows import WindowManager
+from runtime.windows import WindowManager, split_windows
 
 INTERVAL = 1.0  # checkpoint_interval of the cost and recovery runs (the issue's figure)
 OPTIONS = {"stats_interval": 0.1, "spout_wait": 0.002}
@@ -295,6 +305,30 @@ def window_snapshot(n: int, payload: int, reps: int) -> None:
           f"overhead_bytes_per_tuple={(size - values) / n:.1f} {us} reps={reps}", flush=True)
 
 
+def window_split(n: int, payload: int, reps: int) -> None:
+    """What dealing two tasks' held tuples over three costs per tuple, beside taking their
+    snapshots (``Checkpointed``'s work at a barrier, without the store)."""
+    bolts = [holding(n // 2, payload) for _ in range(2)]
+    deal = [["events", "default", "fields", [1]]]  # a fields grouping on k
+    times: dict[str, list[float]] = {"split": [], "snapshot": []}
+    moved = 0
+    with paused_gc():
+        for _ in range(reps):
+            t0 = time.perf_counter()
+            saved = [{**b.snapshot_windows(), "deal": deal} for b in bolts]
+            t1 = time.perf_counter()
+            parts, moved = split_windows(saved, 3, 128)
+            t2 = time.perf_counter()
+            times["snapshot"].append(t1 - t0)
+            times["split"].append(t2 - t1)
+    if sum(len(p["windows"]["queue"]) for p in parts) != 2 * (n // 2):
+        raise BenchmarkError("the split lost or repeated held tuples")
+    split, snap = (statistics.median(times[k]) for k in ("split", "snapshot"))
+    print(f"RESULT name=window-split held={2 * (n // 2)} payload={payload} tasks=2->3 "
+          f"split_us_per_tuple={split * 1e6 / n:.2f} snapshot_us_per_tuple={snap * 1e6 / n:.2f}"
+          f" split_vs_snapshot={split / snap:.2f} moved={moved} reps={reps}", flush=True)
+
+
 # -- recovery: from a kill to the rate being back ----------------------------------------------
 def rate_over(samples: list[tuple[float, int]], seconds: float) -> float:
     """Counted words per second over the last ``seconds`` of (time, total) samples."""
@@ -387,7 +421,7 @@ def chaos(n: int, kills: int, seed: int, interval: float) -> None:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--only", choices=["cost", "inprocess", "recovery", "chaos",
-                                           "windows"], action="append")
+                                           "windows", "split"], action="append")
     parser.add_argument("--held", type=int, default=100_000, help="tuples a window holds")
     parser.add_argument("--payload", type=int, action="append",
                         help="characters of text per held tuple (repeat for several)")
@@ -399,7 +433,7 @@ def main() -> None:
     parser.add_argument("--interval", type=float, default=0.5, help="chaos checkpoint interval")
     parser.add_argument("--seed", type=int, default=None)
     args = parser.parse_args()
-    only = args.only or ["cost", "inprocess", "recovery", "chaos", "windows"]
+    only = args.only or ["cost", "inprocess", "recovery", "chaos", "windows", "split"]
     if "cost" in only:
         cost(args.words, args.pairs)
     if "inprocess" in only:
@@ -412,6 +446,9 @@ def main() -> None:
     if "windows" in only:
         for payload in args.payload or [0, 100]:
             window_snapshot(args.held, payload, args.reps)
+    if "split" in only:
+        for payload in args.payload or [0, 100]:
+            window_split(args.held, payload, args.reps)
 
 
 if __name__ == "__main__":

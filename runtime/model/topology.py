@@ -84,8 +84,9 @@ class ComponentSpec:
 
     @property
     def keyed_state(self) -> bool:
-        """Whether its tasks keep keyed, checkpointed state (a ``StatefulBolt`` says so):
-        a fields grouping into it goes through key groups, which a rebalance can move."""
+        """Whether its tasks keep keyed, checkpointed state (a ``StatefulBolt`` says so, and
+        a ``WindowedBolt``, whose held tuples a rebalance deals by key): a fields grouping
+        into it goes through key groups, which a rebalance can move."""
         impl = self.impl if isinstance(self.impl, type) else type(self.impl)
         return bool(getattr(impl, "keyed_state", False))
 

@@ -73,7 +73,8 @@ class InstanceStats:
     window: dict | None = None
     # checkpointed state (docs/internals/checkpoints.md): a task's {"epoch", "saved",
     # "rollbacks", "discarded_frames" (dropped as sent before a rollback), "stateful",
-    # "windowed" (its open windows are saved too)};
+    # "windowed" (its open windows are saved too), "window_tuples" and "window_bytes" (a
+    # windowed task's last saved snapshot: tuples held, msgpack bytes; None before one)};
     # the checkpoint spout's {"id", "seconds", "time" of the last committed checkpoint,
     # "committed", "rollbacks", "epoch"}; None without checkpoints
     checkpoint: dict | None = None

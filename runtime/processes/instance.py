@@ -185,7 +185,7 @@ class Instance:
             started(ex, self.config)  # a StatefulBolt's state, without checkpoints
             user = getattr(ex, "user", None)  # none for the acker and the checkpoint spout
             fixed = (fixed_parallelism(user) if ex.kind == "spout"
-                     else fixed_windows(user, self.config))
+                     else fixed_windows(ex, self.config))
             self.tell(wire.Ready(task=self.task, incarnation=self.incarnation,
                                  task_kind=ex.kind, fixed=fixed))
             self.loop(ex)

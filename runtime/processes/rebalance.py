@@ -297,7 +297,8 @@ def adopt(master: Any, plan: PhysicalPlan) -> None:
 
 def _fixed(master: Any, spouts: frozenset[str]) -> dict[str, str]:
     """Component -> why a rebalance may not change its parallelism: a spout whose class
-    does not say it can, or a WindowedBolt under checkpoints (``Ready.fixed``); or a spout
+    does not say it can, or a WindowedBolt under checkpoints whose open windows cannot be
+    split (``Ready.fixed``, ``runtime.windows.unsplittable``); or a spout
     none of whose tasks said either way since this master ran (it adopted running
     containers, say): refused rather than guessed."""
     said = master.fixed

@@ -13,7 +13,14 @@ import warnings
 from collections.abc import Mapping
 
 from runtime.model.api import rewindable
-from runtime.model.constants import CHECKPOINT_INTERVAL, CHECKPOINTER, STATE_DIR, STATE_STORE
+from runtime.model.constants import (
+    CHECKPOINT_INTERVAL,
+    CHECKPOINTER,
+    STATE_DIR,
+    STATE_STORE,
+    WINDOW,
+)
+from runtime.windows import WindowedBolt, unsplittable
 
 from ._bolt import State, StatefulBolt
 from ._gate import Checkpointed
@@ -54,17 +61,19 @@ def started(executor, config: Mapping) -> None:
         user.init_state(State())
 
 
-def fixed_windows(user, config: Mapping) -> str | None:
-    """Why a rebalance may not change this bolt's parallelism, or None when it may: a
-    WindowedBolt's open windows are part of a checkpoint (docs/windows.md, "Checkpoints"),
-    and a rebalance cannot split them over a new number of tasks yet. Their tuples would
-    be lost (the sources' positions are past them), so it is refused instead. Without
-    checkpoints the held tuples are acked only when they leave a window, and a removed
-    task's are replayed after ``message_timeout``, as any tuple in flight."""
-    if not checkpointing(config) or not callable(getattr(user, "snapshot_windows", None)):
+def fixed_windows(executor, config: Mapping) -> str | None:
+    """Why a rebalance may not change this task's component's parallelism, or None when
+    it may. Under checkpoints a WindowedBolt's open windows are in the checkpoint
+    (docs/windows.md, "Checkpoints"), and a rebalance deals them over the new tasks
+    (``runtime.windows.split_windows``) unless it cannot: count windows, or an input whose
+    grouping gives no rule (``runtime.windows.unsplittable`` says which and why); their
+    tuples would be lost (the sources' positions are past them), so that is refused.
+    Without checkpoints the held tuples are acked only when they leave a window, and a
+    removed task's are replayed after ``message_timeout``, as any tuple in flight."""
+    user, spec = getattr(executor, "user", None), getattr(executor, "spec", None)
+    if not checkpointing(config) or not isinstance(user, WindowedBolt) or spec is None:
         return None
-    return ("a WindowedBolt's open windows are in the checkpoint and cannot be split over a "
-            "new number of tasks yet (their tuples would be lost)")
+    return unsplittable(spec.config.get(WINDOW), spec.inputs)
 
 
 def committed_state(store, component: str) -> tuple[int | None, dict]:

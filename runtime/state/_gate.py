@@ -31,7 +31,7 @@ from runtime import wire
 from runtime.model.api import rewindable
 from runtime.model.constants import CHECKPOINTER
 from runtime.observe.stats import InstanceStats
-from runtime.windows import WindowedBolt
+from runtime.windows import WindowedBolt, deal_rules
 
 from . import _protocol as p
 from ._bolt import State, StatefulBolt
@@ -88,6 +88,7 @@ class Checkpointed:
         self.user_state: State | None = None  # a StatefulBolt's, as last given to it
         self.holding = False  # a spout that cannot rewind: its acks wait for commits
         self.buckets: list[tuple[int, list]] = []  # (checkpoint id, msg_ids before it)
+        self.window_saved: tuple[int, int] | None = None  # held tuples, bytes: last saved
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self.inner, name)
@@ -240,9 +241,10 @@ class Checkpointed:
         self._send(p.PREPARED, self.epoch, cid, self.coordinator)
 
     def _save(self, cid: int, user) -> None:
-        if isinstance(user, WindowedBolt):
-            self.store.save(cid, p.window_key(self.component, self.index),
-                            user.snapshot_windows())
+        if isinstance(user, WindowedBolt):  # with how to deal it at a rebalance (_split.py)
+            saved = {**user.snapshot_windows(), "deal": deal_rules(self.inner.spec.inputs)}
+            size = self.store.save(cid, p.window_key(self.component, self.index), saved)
+            self.window_saved = (len(saved["windows"]["queue"]), size)
         if isinstance(user, StatefulBolt):
             pairs = self.user_state.snapshot()
             self.store.save(cid, p.state_key(self.component, self.index), pairs)
@@ -256,11 +258,15 @@ class Checkpointed:
         self.send(*p.frame(op, epoch, cid, dest, self.task))
 
     def report(self) -> dict:
+        """The inner executor's report, with this task's side of the checkpoints: for a
+        windowed task the tuples held and the bytes of its last saved snapshot."""
+        held, size = self.window_saved or (None, None)
         return {**self.inner.report(), "checkpoint": {
             "epoch": self.epoch, "saved": self.saved, "rollbacks": self.rollbacks,
             "discarded_frames": self.discarded,
             "stateful": isinstance(self.inner.user, StatefulBolt),
-            "windowed": isinstance(self.inner.user, WindowedBolt)}}
+            "windowed": isinstance(self.inner.user, WindowedBolt),
+            "window_tuples": held, "window_bytes": size}}
 
     def statistics(self):
         return InstanceStats.from_record({**self.report(), "state": "running"})

@@ -6,7 +6,9 @@ one of its component's key groups (as many as its ``max_parallelism``, 128 by de
 to the tasks in contiguous ranges (:func:`~runtime.groupings.key_task`), exactly as the
 fields grouping deals the tuples.
 So with the topology stopped, the committed checkpoint is copied into a new one in which
-each rebalanced component's pairs are merged and split again over its new tasks; every
+each rebalanced component's pairs are merged and split again over its new tasks (and a
+windowed component's open windows, each held tuple to the task its key goes to now:
+``runtime.windows.split_windows``, docs/internals/window-rebalance.md); every
 task then restores its share from that checkpoint as it starts, and receives from the
 fields grouping exactly the keys it holds. A rebalanced partitioned spout's positions
 (``{partition: offset}`` per task) are merged, and every new task gets the whole map: it
@@ -24,6 +26,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from runtime.groupings import KEY_GROUPS, field_hash, key_task
+from runtime.windows import split_windows
 
 from ._protocol import source_key, state_key, window_key
 
@@ -52,7 +55,8 @@ def repartition(store, counts: Mapping[str, int],
     ``groups`` (its max_parallelism; ``KEY_GROUPS`` if not given), and commit it. Returns
     component -> the number of keys moved to a different task index (only components with
     saved state), or None when nothing was committed yet (the new tasks then start empty,
-    as would the old). Only with the topology's tasks stopped: nothing else may write the
+    as would the old); for a windowed component (not stateful too) the number of held
+    tuples moved. Only with the topology's tasks stopped: nothing else may write the
     store meanwhile."""
     committed = store.committed()
     if committed is None:
@@ -60,9 +64,7 @@ def repartition(store, counts: Mapping[str, int],
     old, info = committed
     snap = store.load_prefix(old, "")
     cid = store.next("checkpoint")
-    # "state/<component>/" is split below; "window/<component>/" is dropped: a held tuple
-    # is not keyed state (the master's guard refuses to rebalance a windowed component under
-    # checkpoints, runtime.state.fixed_windows: this only clears what no task will read)
+    # "state/<component>/" and "window/<component>/" are split below
     prefixes = tuple(key(c, 0)[:-1] for c in counts for key in (state_key, window_key))
     sources = {c: _positions(snap, c) for c in counts}
     sources = {c: merged for c, merged in sources.items() if merged is not None}
@@ -75,8 +77,25 @@ def repartition(store, counts: Mapping[str, int],
     groups = groups or {}
     moved = {c: _reshard(store, cid, snap, c, n, groups.get(c, KEY_GROUPS))
              for c, n in counts.items()}
+    held = {c: _rewindow(store, cid, snap, c, n, groups.get(c, KEY_GROUPS))
+            for c, n in counts.items()}
+    moved.update((c, m) for c, m in held.items() if m is not None and moved[c] is None)
     store.commit(cid, {**info, "rebalanced_from": old})
     return {c: m for c, m in moved.items() if m is not None}
+
+
+def _rewindow(store, cid: int, snap: Mapping[str, Any], component: str, n: int,
+              groups: int) -> int | None:
+    """Save ``component``'s open windows dealt over ``n`` tasks (``split_windows``); the
+    held tuples that changed task index (None if it saved no windows: not windowed)."""
+    prefix = window_key(component, 0)[:-1]
+    old = {int(k[len(prefix):]): v for k, v in snap.items() if k.startswith(prefix)}
+    if not old:
+        return None
+    parts, moved = split_windows([old.get(i) for i in range(max(old) + 1)], n, groups)
+    for index, saved in enumerate(parts):
+        store.save(cid, window_key(component, index), saved)
+    return moved
 
 
 def _positions(snap: Mapping[str, Any], component: str) -> dict | None:

@@ -2,9 +2,11 @@
 
 A store keeps, per checkpoint id, one value per key (``state/<component>/<index>`` for a
 StatefulBolt task's key-value map, ``source/<component>/<index>`` for a replayable spout
-task's position), the id of the last *committed* checkpoint, the counters the checkpoint
+task's position, ``window/<component>/<index>`` for a WindowedBolt task's open windows),
+the id of the last *committed* checkpoint, the counters the checkpoint
 spout draws epochs and ids from, and each spout task's origin (where it stood before
-the first checkpoint). Values are msgpack (``runtime.wire.pack``), never pickle.
+the first checkpoint). Values are msgpack (``runtime.wire.pack``), never pickle;
+``save`` returns the bytes it wrote (a windowed task reports its snapshot's size).
 
 Three kinds: ``MemoryStore`` (one process: the in-memory cluster), ``SqliteStore`` (the
 default, a file in the run directory, safe for many processes) and ``RedisStore``.
@@ -33,9 +35,11 @@ class MemoryStore:
         self.meta: dict[str, Any] = {}
         self.lock = threading.Lock()
 
-    def save(self, cid: int, key: str, value: Any) -> None:
+    def save(self, cid: int, key: str, value: Any) -> int:
+        packed = wire.pack(value)
         with self.lock:
-            self.snaps.setdefault(cid, {})[key] = wire.unpack(wire.pack(value))  # a copy
+            self.snaps.setdefault(cid, {})[key] = wire.unpack(packed)  # a copy
+        return len(packed)
 
     def load(self, cid: int | None, key: str) -> Any:
         return None if cid is None else self.snaps.get(cid, {}).get(key)
@@ -78,9 +82,10 @@ class SqliteStore:
                         " PRIMARY KEY (cid, key))")
         self.db.execute("CREATE TABLE IF NOT EXISTS meta (name TEXT PRIMARY KEY, value BLOB)")
 
-    def save(self, cid: int, key: str, value: Any) -> None:
-        self.db.execute("INSERT OR REPLACE INTO snap VALUES (?, ?, ?)",
-                        (cid, key, wire.pack(value)))
+    def save(self, cid: int, key: str, value: Any) -> int:
+        packed = wire.pack(value)
+        self.db.execute("INSERT OR REPLACE INTO snap VALUES (?, ?, ?)", (cid, key, packed))
+        return len(packed)
 
     def load(self, cid: int | None, key: str) -> Any:
         if cid is None:
@@ -150,11 +155,13 @@ class RedisStore:
     def _snap(self, cid: int) -> str:
         return f"{self.ns}snap:{cid}"
 
-    def save(self, cid: int, key: str, value: Any) -> None:
+    def save(self, cid: int, key: str, value: Any) -> int:
+        packed = wire.pack(value)
         pipe = self.r.pipeline()
-        pipe.hset(self._snap(cid), key, wire.pack(value))
+        pipe.hset(self._snap(cid), key, packed)
         pipe.sadd(self.ns + "cids", cid)
         pipe.execute()
+        return len(packed)
 
     def load(self, cid: int | None, key: str) -> Any:
         raw = None if cid is None else self.r.hget(self._snap(cid), key)

@@ -31,6 +31,9 @@ class WindowedBolt(Bolt):
 
     # processing time, in seconds since the epoch; a test may put a fake clock here
     clock = staticmethod(time.time)
+    # its fields groupings go through key groups (ComponentSpec.keyed_state), so that a
+    # rebalance under checkpoints deals its held tuples as it deals keyed state (_split.py)
+    keyed_state = True
 
     def prepare(self, config: dict, context: Context) -> None:
         window = config.get(WINDOW)

@@ -91,6 +91,9 @@ class WindowManager:
     _expired: list = field(default_factory=list)  # evicted since the last evaluation
     _to_ack: list = field(default_factory=list)  # evicted since the last take_expired
     _last_tick: int | None = None  # processing time: the last tick (ms)
+    # after a rebalance split the open windows (_split.py): seq -> the watermark (ms) of
+    # the tuple's old task, which evaluated every window ending at or before it, with it
+    _done: dict = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         self.inputs = frozenset(self.inputs)
@@ -189,7 +192,8 @@ class WindowManager:
                 "next_end": self._next_end, "counted": list(self._counted),
                 "since": self._since, "previous": sorted(self._previous),
                 "expired": [encode(t) for t in self._expired],
-                "to_ack": [encode(t) for t in self._to_ack], "last_tick": self._last_tick}
+                "to_ack": [encode(t) for t in self._to_ack], "last_tick": self._last_tick,
+                "done": [[seq, mark] for seq, mark in self._done.items()]}
 
     @classmethod
     def restored(cls, window: Window, inputs: Iterable[Hashable], saved: dict | None,
@@ -211,6 +215,7 @@ class WindowManager:
         m._expired = [decode(t) for t in saved["expired"]]
         m._to_ack = [decode(t) for t in saved["to_ack"]]
         m._last_tick = saved["last_tick"]
+        m._done = {seq: mark for seq, mark in saved.get("done", ())}  # not saved before 21's split
         return m
 
     # -- triggers ----------------------------------------------------------------------
@@ -227,7 +232,10 @@ class WindowManager:
                 out += view
                 end += slide
                 continue
-            following = self._aligned(end, mark)
+            # empty, yet holding a tuple at or before its end: a split's, which its old task
+            # evaluated here, may be in the next window (else this is a gap: jump over it)
+            held = self._queue and self._queue[0][0] <= end
+            following = end + slide if held else self._aligned(end, mark)
             if following is None:
                 break
             end = following
@@ -266,6 +274,8 @@ class WindowManager:
         than its length) no longer holds, and return it (or nothing when it is empty)."""
         self._evict(ref, drift)
         tuples = self._queue[:bisect_right(self._queue, ref, key=_KEY)]
+        if self._done and end is not None:
+            tuples = self._not_done(tuples, end)
         if not tuples:
             return []
         previous, self._previous = self._previous, {seq for _, seq, _ in tuples}
@@ -280,6 +290,15 @@ class WindowManager:
         return [WindowView([t for _, _, t in tuples],
                            [t for _, seq, t in tuples if seq not in previous],
                            expired, start, end)]
+
+    def _not_done(self, tuples: list, end: int) -> list:
+        """After a rebalance split: leave out the tuples whose old task already evaluated
+        the window ending at ``end``, and forget the marks no later window needs (windows
+        are evaluated in order of their ends)."""
+        done = self._done
+        kept = [entry for entry in tuples if done.get(entry[1], -inf) < end]
+        self._done = {seq: mark for seq, mark in done.items() if mark > end}
+        return kept
 
     def _evict(self, ref: tuple, drift: float = 0) -> None:
         """What a window ending at ``ref`` does not hold (Storm's eviction)."""

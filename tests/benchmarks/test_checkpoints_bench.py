@@ -62,3 +62,12 @@ def test_a_window_snapshot_line_gives_its_bytes_and_times_per_held_tuple():
     for time_field in ("checkpoint_us_per_tuple", "restore_us_per_tuple",
                        "checkpoint_gc_on_us_per_tuple", "restore_gc_on_us_per_tuple"):
         assert float(line[time_field]) > 0
+
+
+@pytest.mark.timeout(120)
+def test_a_window_split_line_gives_its_time_per_held_tuple_beside_the_snapshots():
+    (line,) = run("--only", "split", "--held", "2000", "--payload", "10", "--reps", "1")
+    assert (line["name"], line["held"], line["tasks"]) == ("window-split", "2000", "2->3")
+    assert float(line["split_us_per_tuple"]) > 0 and float(line["snapshot_us_per_tuple"]) > 0
+    assert float(line["split_vs_snapshot"]) > 0
+    assert 0 < int(line["moved"]) < 2000  # some keys' tuples moved, not all

@@ -1,7 +1,8 @@
 """The windows panel and the checkpoint panel (issue 21) in real JupyterLab, in headless
 Chromium: a notebook runs a checkpointed topology whose spout sends events in event time
 (every tenth one 3 s late) to a windowed bolt and to a stateful counter; a person opens the
-tasks tab, chooses the windowed bolt, then the counter, and reads what the dashboard shows.
+tasks tab, chooses the windowed bolt (its windows, and its open windows' part of the
+checkpoints), then the counter, and reads what the dashboard shows.
 Screenshots go to ``artifacts/browser/windows.png`` and ``checkpoints.png``. Fixtures and
 helpers: test_jupyterlab.py, test_lineage_browser.py and conftest.py
 (docs/internals/browser-tests.md)."""
@@ -9,6 +10,7 @@ helpers: test_jupyterlab.py, test_lineage_browser.py and conftest.py
 from __future__ import annotations
 
 import pytest
+from playwright.sync_api import Error as PlaywrightError
 
 from . import test_jupyterlab as notebook
 from .test_lineage_browser import choose
@@ -92,10 +94,11 @@ def reads_windows(page) -> None:
             selector + ' tr[data-task] td[data-key="watermark"]')].every(
             (c, i) => Number(c.dataset.value) > before[i])""",
         arg=[WINDOWS, marks], timeout=REFRESH)
-    starts = window_values(page, "last_window", "start")
-    ends = window_values(page, "last_window", "end")
-    assert all(e - s == 2000 and e % 1000 == 0 for s, e in zip(starts, ends, strict=True)), (
-        starts, ends)
+    bounds = page.evaluate(  # both bounds in one read: a refresh between two would mix them
+        """(selector) => [...document.querySelectorAll(
+            selector + ' tr[data-task] td[data-key="last_window"]')].map(
+            c => [Number(c.dataset.start), Number(c.dataset.end)])""", WINDOWS)
+    assert len(bounds) == 2 and all(e - s == 2000 and e % 1000 == 0 for s, e in bounds), bounds
     assert all(n > 0 for n in window_values(page, "last_window_tuples"))
     text = page.locator(WINDOWS).first.inner_text()
     assert "watermark" in text and "late tuples" in text, text
@@ -110,6 +113,27 @@ def reads_checkpoints(page) -> None:
     assert "last committed" in page.locator(CHECKPOINTS).first.inner_text()
 
 
+def scroll_to(page, selector: str, attempts: int = 5) -> None:
+    """Scroll a panel into view for its screenshot. Each refresh draws the panels anew,
+    so the element found may be replaced while Playwright waits for it to be stable: find
+    it again, a few times."""
+    for attempt in range(attempts):
+        try:
+            return page.locator(selector).first.scroll_into_view_if_needed(timeout=REFRESH)
+        except PlaywrightError:
+            if attempt == attempts - 1:
+                raise
+
+
+def reads_window_checkpoints(page) -> None:
+    """The windowed bolt's open windows are in the checkpoint too: its panel has a row per
+    task with the tuples held and the bytes of its last saved snapshot."""
+    page.locator(CHECKPOINTS).first.wait_for(timeout=KERNEL_WORK)
+    page.wait_for_function(EVERY_ROW_ABOVE, arg=[CHECKPOINTS, "window_bytes", 0, 2],
+                           timeout=KERNEL_WORK)
+    assert "held tuples" in page.locator(CHECKPOINTS).first.inner_text()
+
+
 @pytest.mark.timeout(300)
 def test_the_windows_and_checkpoint_panels_show_what_the_topology_does(
         lab, page, tupleflow_processes):
@@ -119,15 +143,15 @@ def test_the_windows_and_checkpoint_panels_show_what_the_topology_does(
     choose(page, "tasks of", "total")
     page.locator(WINDOWS).first.wait_for(timeout=KERNEL_WORK)
     reads_windows(page)
-    assert page.locator(f"{notebook.DASHBOARD} {CHECKPOINTS}").count() == 0  # total is stateless
-    page.locator(WINDOWS).first.scroll_into_view_if_needed()
+    reads_window_checkpoints(page)
+    scroll_to(page, WINDOWS)
     page.screenshot(path=str(notebook.SHOTS / "windows.png"))
 
     choose(page, "tasks of", "tally")
     page.locator(CHECKPOINTS).first.wait_for(timeout=KERNEL_WORK)
     reads_checkpoints(page)
     assert page.locator(f"{notebook.DASHBOARD} {WINDOWS}").count() == 0  # tally has no window
-    page.locator(CHECKPOINTS).first.scroll_into_view_if_needed()
+    scroll_to(page, CHECKPOINTS)
     page.screenshot(path=str(notebook.SHOTS / "checkpoints.png"))
 
     notebook.kill_and_stop(page, lab, tupleflow_processes)

@@ -176,6 +176,17 @@ def test_without_checkpoints_a_stateful_bolt_counts_in_its_process(tmp_path):
     assert sorted(map(tuple, counts)) == [("a", 1), ("a", 2), ("b", 1)]
 
 
+def submit_rewindless(name: str, spout):
+    """``spout`` (two tasks, one that cannot rewind) -> 2 x PassOn -> 2 x StatefulWordCount,
+    submitted with checkpoints, and the warning that its tuples are at least once."""
+    topo = Topology(name)
+    topo.spout("words", spout, parallelism=2)
+    topo.bolt("upper", PassOn, parallelism=2).shuffle_grouping("words")
+    topo.bolt("count", StatefulWordCount, parallelism=2).fields_grouping("upper", ["word"])
+    with pytest.warns(UserWarning, match="spout 'words' cannot be rewound.*at least once"):
+        return topo.submit(checkpoint_interval=INTERVAL)
+
+
 def test_a_replaying_spout_that_cannot_rewind_loses_no_update_after_kills(
         tmp_path, tupleflow_processes):
     """A ListSpout(replay=True) cannot rewind: its acks wait for the checkpoint holding its
@@ -183,14 +194,8 @@ def test_a_replaying_spout_that_cannot_rewind_loses_no_update_after_kills(
     and the checkpoint spout SIGKILLed (not the spout, whose process holds its pending
     tuples), the committed state is the batch count."""
     words = WORDS[:6000]
-    topo = Topology("ckpt-queue-mp")
-    topo.spout("words", ListSpout([[w] for w in words], fields=["word"], replay=True,
-                                  rate=150), parallelism=2)
-    topo.bolt("upper", PassOn, parallelism=2).shuffle_grouping("words")
-    topo.bolt("count", StatefulWordCount, parallelism=2).fields_grouping("upper", ["word"])
-    with pytest.warns(UserWarning, match="spout 'words' cannot be rewound.*at least once"):
-        running = topo.submit(checkpoint_interval=INTERVAL)
-    with running:
+    spout = ListSpout([[w] for w in words], fields=["word"], replay=True, rate=150)
+    with submit_rewindless("ckpt-queue-mp", spout) as running:
         seen: list[int] = []
         killed = kill_in_turn(running, ["count", "__checkpoint", "count", "count"],
                               random.Random(5), tupleflow_processes,
@@ -200,3 +205,50 @@ def test_a_replaying_spout_that_cannot_rewind_loses_no_update_after_kills(
     print(f"\n[queue spout] killed {killed}; committed before each kill {seen}")
     assert len(killed) == 4 and sum(n < len(words) for n in seen) >= 3
     assert state == dict(Counter(words))
+
+
+def test_a_redis_queue_spout_loses_no_update_after_kills(tmp_path, tupleflow_processes,
+                                                        redis_url):
+    """The same with a real broker: a RedisQueueSpout cannot rewind either (a queue has no
+    position to go back to). Its acks (XACK) wait for the checkpoint holding its items to
+    commit; a rollback fails the others, which it aborts so that they are opened again.
+    The queue is filled a fifth at a time, just before each kill of a counter or the
+    checkpoint spout (so each lands with items in flight) and after the last."""
+    from runtime.sources import RedisQueueSpout
+    from runtime.sources._redis import RedisQueue
+
+    words = WORDS[:5000]
+    chunks = [words[i:i + 1000] for i in range(0, len(words), 1000)]
+
+    def put(chunk: list[str]) -> None:
+        with RedisQueue("words", redis_url) as q:
+            q.put_many([f'"{w}"'.encode() for w in chunk])
+
+    put(chunks.pop(0))
+    spout = RedisQueueSpout("words", redis_url, fields=["word"], batch_size=50,
+                            max_retries=None, retry_delay=0.05)
+    with submit_rewindless("ckpt-redis-mp", spout) as running:
+        seen: list[int] = []
+
+        def before_kill() -> None:
+            seen.append(counted(running))
+            put(chunks.pop(0))
+
+        killed = kill_in_turn(running, ["count", "__checkpoint", "count", "count"],
+                              random.Random(7), tupleflow_processes, before_kill=before_kill)
+        wait_for(lambda: counted(running) >= len(words), 120, "every word committed")
+        state = running.state("count")
+
+        def queue_stats():
+            with RedisQueue("words", redis_url) as q:
+                return q.statistics()
+
+        # acks go out once their checkpoint commits, batched: each item acked, once
+        queue = wait_for(lambda: (s := queue_stats()).acked >= len(words) and s, 60,
+                         "every item acked")
+    print(f"\n[redis queue spout] killed {killed}; committed before each kill {seen}; "
+          f"queue {queue}")
+    assert len(killed) == 4 and not chunks
+    assert sum(n < len(words) for n in seen) >= 3
+    assert state == dict(Counter(words))
+    assert queue.acked == len(words) and queue.visible == queue.open == queue.dead == 0

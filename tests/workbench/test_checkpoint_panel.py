@@ -8,11 +8,20 @@ import sys
 import cloudpickle
 import pytest
 
-from runtime import Topology
+from runtime import Duration, Topology, Window, WindowedBolt
 from runtime.sources import EmbeddedLog, LogSpout
-from runtime.testing import StatefulWordCount, wait_for
+from runtime.testing import ListSink, StatefulWordCount, wait_for
 from workbench import _dashboard
 from workbench._checkpoint_panel import checkpoint_html
+
+
+class Ids(WindowedBolt):
+    """A window's ids."""
+
+    outputs = ["ids"]
+
+    def process_window(self, window):
+        self.emit([[t["id"] for t in window.tuples]])
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(120)]
 
@@ -36,3 +45,33 @@ def test_a_stateful_bolt_shows_its_last_committed_checkpoint(tmp_path):
         shown = wait_for(drawn, 30, "the checkpoint spout's report of a commit")
         assert len(re.findall(r'<tr data-task="\d+">', shown)) == 2  # both counter tasks
         assert checkpoint_html(_dashboard.collect(running, slow=False), "words") == ""
+
+
+def test_a_windowed_bolt_shows_the_tuples_and_bytes_of_its_saved_open_windows(tmp_path):
+    """Nine records of three keys within one window that never closes (no later
+    timestamp): every one is held, and each of the two windowed tasks shows what its last
+    saved snapshot held and weighed; the sink, neither stateful nor windowed, shows none."""
+    rows = [f'[{i}, "{"abc"[i % 3]}", {1000 + i}, {i}]'.encode() for i in range(9)]
+    with EmbeddedLog(tmp_path) as log:
+        log.create_topic("events", 1)
+        log.append_many("events", rows)
+    topo = Topology("ckpt-window-panel", stats_interval=0.05, checkpoint_interval=0.2)
+    topo.spout("events", LogSpout("events", root=str(tmp_path), fields=["id", "k", "ts", "v"]))
+    topo.bolt("avg", Ids, parallelism=2, window=Window.tumbling(
+        Duration(60), timestamp_field="ts")).fields_grouping("events", ["k"])
+    topo.bolt("sink", ListSink).shuffle_grouping("avg")
+    with topo.submit() as running:
+
+        def drawn():
+            shown = checkpoint_html(_dashboard.collect(running, slow=False), "avg")
+            held = re.findall(r'data-key="window_tuples" data-value="(\d+)"', shown)
+            sizes = re.findall(r'data-key="window_bytes" data-value="(\d+)"', shown)
+            ok = len(held) == len(sizes) == 2 and sum(map(int, held)) == len(rows)
+            return shown if ok else None
+
+        shown = wait_for(drawn, 60, "both windowed tasks' saved snapshots, all nine held")
+        assert "<th>held tuples</th><th>snapshot</th>" in shown
+        sizes = [int(b) for b in re.findall(r'data-key="window_bytes" data-value="(\d+)"',
+                                            shown)]
+        assert all(size > 0 for size in sizes)
+        assert checkpoint_html(_dashboard.collect(running, slow=False), "sink") == ""
