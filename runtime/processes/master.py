@@ -362,6 +362,7 @@ class TopologyMaster(ClientAnswers):
         self.supervision.watch_containers(now)
         self.supervision.watch_heartbeats(now)
         self.expire_log_requests(now)
+        self.traces.keep(self.carry, now)  # for a master that may replace this one
 
     def submitter_gone(self) -> None:
         if self.detached:
