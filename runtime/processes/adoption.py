@@ -144,21 +144,40 @@ class Adoption:
         self.asked: dict[int, float] = {}
         self.began, self.deadline = now, now + ADOPT_WAIT
         self.done = False
+        # the epoch every container must run, once the answers showed a rebalance in
+        # place cut short (some switched, or started and not switched): None until then
+        self.target: int | None = None
+        # adopted tasks whose first report is still to be compared with the live settings
+        self.unchecked: set[int] = set()
         master.supervision.state = "adopting"  # "running" once every container answered
 
     def tick(self, now: float) -> None:
-        """Ask whoever has not answered; finish once everyone did or cannot."""
+        """Ask whoever has not answered (or not yet on the plan decided); decide once
+        everyone did or cannot, then finish."""
         if self.done:
             return
-        silent = [c for c in range(self.master.plan.containers) if c not in self.reports]
+        silent = [c for c in range(self.master.plan.containers) if not self._answered(c)]
         gone = [c for c in silent if self._gone(c, now)]
         for c in silent:
             if c not in gone and now - self.asked.get(c, -ASK_EVERY) >= ASK_EVERY:
                 self.asked[c] = now
                 self.master.send(sm_ident(c, self.known[c]["generation"]),
-                                 wire.Adopt(master_pid=os.getpid()))
-        if len(gone) == len(silent):
-            self.finish(gone, now)
+                                 wire.Adopt(master_pid=os.getpid(), epoch=self.target))
+        if len(gone) < len(silent):
+            return
+        if self.target is None and not agreed(self.reports.values()):
+            self.target = decide(self.reports.values())
+            self.asked.clear()  # ask the ones that disagree again, at once
+            log.warning("adopting: a rebalance in place was cut short; every container "
+                        "runs the plan of epoch %d", self.target)
+            return
+        self.finish(gone, now)
+
+    def _answered(self, c: int) -> bool:
+        """Container ``c`` answered, and (once a plan was decided) runs that plan."""
+        if c not in self.reports:
+            return False
+        return self.target is None or runs(self.reports[c][1], self.target)
 
     def _gone(self, c: int, now: float) -> bool:
         """Never started, dead, or silent for too long (then it is killed)."""
@@ -185,10 +204,29 @@ class Adoption:
         record = self.master.tasks.get(task)
         return self.done or bool(record and record["ready"])
 
+    def agree(self, task: int, record: dict) -> list[wire.Control]:
+        """An adopted instance's first report: the live settings saved (a client got its
+        reply) that it does not run, because the master that died never delivered them;
+        once per task. A setting it runs already is not told again: ``"auto"`` told
+        again would restart its tuner."""
+        if task not in self.unchecked:
+            return []
+        self.unchecked.discard(task)
+        component = self.master.tasks[task]["component"]
+        told = self.master.settings.differing(component, record)
+        if told:
+            self.master.observation.event(
+                "settings_told_again", task=task, component=component,
+                settings=[m.key if isinstance(m, wire.Setting) else f"recording {m.stream}"
+                          for m in told])
+        return told
+
     def finish(self, gone: list[int], now: float) -> None:
         """Take the reported plan, adopt what answered, start again what did not."""
         self.done = True
         master = self.master
+        for c in gone:  # it answered, then died before the plan was settled
+            self.reports.pop(c, None)
         plans = [msg.plan for _, msg in self.reports.values()]
         if plans:
             master.take_plan(newest(plans))
@@ -200,6 +238,7 @@ class Adoption:
         for task, record in master.tasks.items():
             if record["ready"] and task not in fresh:
                 master.observation.metrics.adopted(task, record["incarnation"])
+                self.unchecked.add(task)
         for c in gone:
             sup.generations[c] = self.known.get(c, {}).get("generation", -1)
             sup.start_container(c)
@@ -229,6 +268,37 @@ def cut_short(master: Any) -> None:
     master.carry.rebalancing(None)
     master.observation.event("rebalance_cut_short", from_epoch=epoch,
                              epoch=master.plan.epoch, tasks=told)
+
+
+def epoch_of(plan: Any) -> int:
+    return plan.get("epoch", 0) if isinstance(plan, dict) else 0
+
+
+def runs(msg: wire.Running, epoch: int) -> bool:
+    """Whether a container runs the plan of ``epoch`` and nothing newer is pending."""
+    return msg.pending is None and epoch_of(msg.plan) == epoch
+
+
+def agreed(reports: Any) -> bool:
+    """Whether the containers' answers (``(ident, Running)`` pairs) name one plan, with
+    nothing pending: no rebalance in place was cut short."""
+    epochs = {epoch_of(msg.plan) for _, msg in reports}
+    return len(epochs) <= 1 and all(msg.pending is None for _, msg in reports)
+
+
+def decide(reports: Any) -> int:
+    """The epoch every container must run after a rebalance in place cut short: the
+    newest plan a container switched to. If one switched, every instance had switched
+    before it was told (the instances are told first), so they route on the new plan: the
+    others finish the switch. If none did, the pending plan's added tasks have received
+    nothing yet: the others roll it back.
+
+    >>> old, new = {"epoch": 3}, {"epoch": 4}
+    >>> r = lambda plan, pending=None: (b"", wire.Running(0, 0, 1, "", "", plan, {}, pending))
+    >>> decide([r(new), r(old, new)]), decide([r(old, new), r(old, new)])
+    (4, 3)
+    """
+    return max(epoch_of(msg.plan) for _, msg in reports)
 
 
 def sensible(msg: wire.Running, containers: int) -> bool:
@@ -276,33 +346,51 @@ def _adopt_task(sup: Any, task: int, info: dict) -> None:
 
 # -- the stream manager's side ------------------------------------------------------------------
 
-def roll_back(sm: Any) -> bool:
-    """A rebalance in place that started (``Replan`` "start") and never switched, because
-    its master died: drop the tasks it added, so that the new master adopts one plan, the
-    one every instance routes on. True once nothing added is still stopping (the stream
-    manager answers the new master only then: a rebalance asked again must not meet a
-    task of the same id on its way out)."""
-    if sm.switched is not None and sm.plan is not sm.switched:
+def pending(sm: Any) -> Any:
+    """The plan a rebalance in place told ``sm`` to start (``Replan`` "start") and never
+    told it to switch to, because its master died; else None."""
+    if sm.switched is None or sm.plan.epoch == sm.switched.epoch:
+        return None
+    return sm.plan
+
+
+def settle(sm: Any, epoch: int) -> bool:
+    """Run on the plan of ``epoch``, as the new master decided: finish the switch to the
+    pending plan (another container switched to it, so instances route on it), or roll the
+    pending plan back (no container switched: drop the tasks it added). True once nothing
+    stopped is still exiting (the stream manager answers only then: a rebalance asked
+    again must not meet a task of the same id on its way out)."""
+    newer = pending(sm)
+    if newer is not None and newer.epoch == epoch:
+        log.warning("container %d: a rebalance to epoch %d was cut short after another "
+                    "container switched: switching too", sm.container, epoch)
+        sm.switch_to(newer)
+    elif newer is not None and sm.switched.epoch == epoch:
         log.warning("container %d: a rebalance to epoch %d never switched: rolled back to "
-                    "epoch %d", sm.container, sm.plan.epoch, sm.switched.epoch)
+                    "epoch %d", sm.container, newer.epoch, epoch)
         for task in sm.router.shrink(sm.switched):
             sm.children.remove(task)
         sm.plan = sm.previous = sm.router.plan = sm.children.plan = sm.switched
+    elif sm.epoch != epoch:
+        log.warning("container %d: asked to run the plan of epoch %d, which it was never "
+                    "told; it runs epoch %d", sm.container, epoch, sm.epoch)
     return not sm.children.leaving
 
 
 def running_report(sm: Any) -> wire.Running:
     """What the stream manager ``sm`` runs, for a master that adopts it: the plan its
-    instances last switched to (a rebalance in place may have told it a newer one whose
-    added tasks are still starting)."""
+    instances last switched to, and the newer one a rebalance in place told it to start
+    and never switched to (its added tasks may still be starting)."""
     tasks = {}
     for task, child in sm.children.children.items():
         alive = child.proc is not None and child.proc.poll() is None
         tasks[task] = {"incarnation": child.incarnation, "restarts": child.restarts,
                        "pid": child.proc.pid if alive else 0}
+    newer = pending(sm)
     return wire.Running(container=sm.container, generation=sm.generation, pid=os.getpid(),
                         inbound=sm.router.inbound_endpoint(), run_dir=sm.run_dir,
-                        plan=(sm.switched or sm.plan).to_data(), tasks=tasks)
+                        plan=(sm.switched or sm.plan).to_data(), tasks=tasks,
+                        pending=None if newer is None else newer.to_data())
 
 
 class SubmitterWatch:

@@ -11,11 +11,16 @@ nor what happened before: so every master keeps, in ``run_dir/master/``,
 - ``events.jsonl`` and ``exceptions.jsonl``: each event and exception report, appended as
   it happens, each line naming the master that wrote it (``master_pid``);
 - ``rebalance.json`` while a rebalance runs (written before its first step is told):
-  a new master that finds it knows the rebalance was cut short.
+  a new master that finds it knows the rebalance was cut short;
+- ``traces.msgpack``: the newest finished traces (at most ``tracing.KEEP``), rewritten
+  whole every ``tracing.SAVE_EVERY`` seconds while new trace records come, msgpack
+  through :mod:`runtime.wire`.
 
 A new master reads them before it adopts anyone: a restarted instance is told the same
 settings, ``running.events()`` and ``exceptions()`` go on from where they were (events
-written by an earlier master carry ``from_master``, its pid). Files are JSON, written by
+written by an earlier master carry ``from_master``, its pid), the tuner turns already
+recorded are not recorded again, ``running.traces()`` answers the saved traces after its
+own. Files are JSON, written by
 this process only; nothing here comes from a peer.
 """
 
@@ -28,6 +33,8 @@ import os
 import time
 from typing import Any
 
+from runtime import wire
+
 log = logging.getLogger("tupleflow.carry")
 
 FOLDER = "master"
@@ -35,6 +42,7 @@ SETTINGS = "settings.json"
 EVENTS = "events.jsonl"
 EXCEPTIONS = "exceptions.jsonl"
 REBALANCE = "rebalance.json"  # a rebalance is running (from the epoch it started on)
+TRACES = "traces.msgpack"  # the newest finished traces (tracing.KEEP at most), newest first
 
 
 class Carry:
@@ -91,6 +99,30 @@ class Carry:
         except (OSError, ValueError, KeyError, TypeError):
             return None
 
+    # -- traces -------------------------------------------------------------------------------
+    def save_traces(self, traces: list[dict]) -> None:
+        """The newest finished traces as plain data (``trace_to_plain``), msgpack through
+        :mod:`runtime.wire` (never pickle), rewritten whole."""
+        path = os.path.join(self.folder, TRACES)
+        try:
+            with open(path + ".tmp", "wb") as f:
+                f.write(wire.pack(traces))
+            os.replace(path + ".tmp", path)
+        except OSError as exc:  # a full disk must not stop the master
+            log.warning("could not keep the traces for a later master: %s", exc)
+
+    def traces(self) -> list[dict]:
+        """What the last master saved ([] if nothing, or unreadable: logged)."""
+        try:
+            with open(os.path.join(self.folder, TRACES), "rb") as f:
+                data = wire.unpack(f.read())
+        except FileNotFoundError:
+            return []
+        except (OSError, ValueError) as exc:
+            log.warning("the traces of the master before cannot be read: %s", exc)
+            return []
+        return [t for t in data if isinstance(t, dict)] if isinstance(data, list) else []
+
     # -- journals ---------------------------------------------------------------------------
     def event(self, record: dict) -> None:
         self._append(EVENTS, record)
@@ -131,12 +163,35 @@ def _whose(record: dict, pid: int) -> dict:
     return record
 
 
+def tuner_turns(events: list[dict]) -> dict[int, int]:
+    """Spout task -> the tuner turns its last ``tuner`` event counted, unless a
+    ``restarted`` event came after it (a new incarnation's tuner counts from 0).
+
+    >>> tuner_turns([{"kind": "tuner", "task": 1, "turns": 4},
+    ...              {"kind": "tuner", "task": 2, "turns": 9},
+    ...              {"kind": "restarted", "task": 2}])
+    {1: 4}
+    """
+    seen: dict[int, int] = {}
+    for e in events:
+        task = e.get("task")
+        if e.get("kind") == "tuner" and type(task) is int and type(e.get("turns")) is int:
+            seen[task] = e["turns"]
+        elif e.get("kind") == "restarted":
+            seen.pop(task, None)
+    return seen
+
+
 def restore(master: Any, carry: Carry) -> None:
     """Give a new master's parts what the masters before it kept (``master`` a
     TopologyMaster whose parts were just made)."""
     obs, settings = master.observation, master.settings
-    for record in carry.events():
+    events = carry.events()
+    for record in events:
         obs.events.append(record)
+    # the turns already recorded are not recorded again at the first report
+    obs.tuner_turns.update(tuner_turns(events))
+    master.traces.carry_over(carry.traces())
     for report in carry.exceptions():
         obs.exceptions.add(report)
     saved = carry.settings()

@@ -219,8 +219,10 @@ class RunningTopology(TraceQuestions, DataQuestions, SlownessQuestions):
         key group. ValueError, naming the component, for an unknown or system component,
         a spout, a parallelism outside 1..its ``max_parallelism`` (128 by default), or
         while another rebalance runs (docs/internals/rebalance.md). :class:`MasterReplaced`
-        if the master died during it: the new master runs the topology on the plan from
-        before (a rebalance in place that had not switched is rolled back); ask again. It
+        if the master died during it: the new master runs the topology on one plan, the
+        new one if a container had switched to it, else the one from before (a rebalance
+        in place that had not switched is rolled back); ``wait_active()`` then updates
+        ``plan``; ask again if it is the old one. It
         asks on a link of its own: other threads' questions to this handle are answered
         meanwhile."""
         side = self._side_link()  # this handle answers other threads meanwhile
@@ -271,12 +273,16 @@ class RunningTopology(TraceQuestions, DataQuestions, SlownessQuestions):
             time.sleep(interval)
 
     def wait_active(self, timeout: float = 30.0) -> None:
-        """Wait until every instance is ready and the spouts have been activated."""
+        """Wait until every instance is ready and the spouts have been activated; then
+        ``plan`` is the one the master runs (after a master that died during a rebalance,
+        it may be the new one: docs/reliability.md)."""
         deadline = time.monotonic() + timeout
-        while self.status()["state"] != "running":
+        while (status := self.status())["state"] != "running":
             if time.monotonic() > deadline:
                 raise TimeoutError(f"topology {self.name!r} did not start in {timeout} s")
             time.sleep(0.01)
+        if status.get("epoch", self.plan.epoch) != self.plan.epoch:
+            self.plan = PhysicalPlan.from_data(status["plan"])
 
     # -- killing ------------------------------------------------------------------------
     def kill(self, timeout: float = 2.0) -> None:

@@ -86,6 +86,9 @@ class Instance:
         self.process = psutil.Process()  # read by the reports only, never on the tuple path
         self.metrics_on = True  # the plan's "metrics" option, once the plan is known
         self.config: dict = {}  # the topology options, once the plan is known
+        # the settings a master told it live ({key: value}), in every report: a master
+        # that adopts it tells it again only what differs from what the client was told
+        self.live: dict = {}
         self.executor: Executor | None = None  # made from the master's welcome
         self.handlers = {wire.Activate: lambda _: self.set_active(True),
                          wire.Deactivate: lambda _: self.set_active(False),
@@ -295,8 +298,10 @@ class Instance:
     def on_setting(self, msg: wire.Setting) -> None:
         if msg.key == MAX_SPOUT_PENDING and self.executor.kind == "spout":
             self.executor.set_max_spout_pending(msg.value)
+            self.live[MAX_SPOUT_PENDING] = msg.value
         elif msg.key == TRACE and self.executor.kind == "spout":
-            self.executor.set_trace(check_trace(msg.value))
+            self.live[TRACE] = check_trace(msg.value)
+            self.executor.set_trace(self.live[TRACE])
 
     def on_tap(self, msg: wire.Tap) -> None:
         self.executor.tap(msg.stream, int(msg.n), float(msg.seconds))
@@ -331,7 +336,8 @@ class Instance:
     def stats_message(self, state: str) -> list[bytes]:
         usage = self.usage() if self.metrics_on else {}
         record = {**self.executor.report(), **usage, **self.held_record(), "pid": os.getpid(),
-                  "state": state, "incarnation": self.incarnation, "reported": time.time()}
+                  "live": self.live, "state": state, "incarnation": self.incarnation,
+                  "reported": time.time()}
         return wire.seal(self.secret, wire.Stats(task=self.task, incarnation=self.incarnation,
                                                  record=record))
 

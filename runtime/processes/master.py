@@ -40,6 +40,7 @@ from . import carry as _carry
 from . import curve as _curve
 from . import detached as _detached
 from .export import MetricsServer
+from .faults import Faults
 from .master_answers import ClientAnswers, Handler
 from .observation import Observation
 from .outbox import Outbox
@@ -63,6 +64,7 @@ class TopologyMaster(ClientAnswers):
     def __init__(self, boot: dict) -> None:
         self.secret: bytes = boot["secret"]
         self.boot, self.boot_run_dir = boot, boot["run_dir"]
+        self.faults = Faults(bool(boot.get("adopt")))  # tests only (faults.py)
         self.rebalancing: Rebalance | None = None  # at most one at a time
         self.kinds: dict[str, str] = {}  # component -> "spout"/"bolt", as its tasks reported
         # spout (or windowed bolt) component -> why its parallelism is fixed (None: it may
@@ -189,6 +191,8 @@ class TopologyMaster(ClientAnswers):
 
     # -- messages -----------------------------------------------------------------------
     def send(self, ident: bytes, msg: wire.Control) -> None:
+        if self.faults.withheld(msg):
+            return
         self.outbox.send(ident, wire.seal(self.secret, msg), self.clock())
 
     def receive(self) -> None:
@@ -262,6 +266,9 @@ class TopologyMaster(ClientAnswers):
         if self.supervision.current(msg.task, msg.incarnation) is not None:
             self.observation.on_stats(msg)
             self.supervision.heartbeat(msg.task)
+            if self.adoption is not None:  # live settings the dead master never delivered
+                for told in self.adoption.agree(msg.task, msg.record):
+                    self.supervision.tell_ready(told, [msg.task])
 
     def on_samples(self, ident: bytes, msg: wire.Samples) -> None:
         if self.supervision.current(msg.task, msg.incarnation) is not None:
@@ -355,6 +362,7 @@ class TopologyMaster(ClientAnswers):
         self.supervision.watch_containers(now)
         self.supervision.watch_heartbeats(now)
         self.expire_log_requests(now)
+        self.traces.keep(self.carry, now)  # for a master that may replace this one
 
     def submitter_gone(self) -> None:
         if self.detached:

@@ -53,6 +53,9 @@ class ClientAnswers:
                   **self.traces.counts(),
                   "dropped": self.dropped, "rebalancing": self.rebalancing is not None,
                   "master_restarts": self.boot.get("master_restarts", 0),
+                  # the plan it runs: a new master's may be newer than the handle's (a
+                  # rebalance cut short after a container switched)
+                  "epoch": self.plan.epoch, "plan": self.plan.to_data(),
                   "settings": self.settings.status(),
                   "metrics_url": self.export.url if self.export is not None else None}
         if self.export_error:

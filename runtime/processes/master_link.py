@@ -24,7 +24,7 @@ log = logging.getLogger("tupleflow.client")
 REVIVALS = 3  # new masters at most per REVIVAL_WINDOW: a master that keeps dying stays dead
 REVIVAL_WINDOW = 60.0  # seconds
 # questions a new master is not asked again when the master dies answering them: a
-# rebalance left half done is rolled back by the new master (adoption.roll_back)
+# rebalance left half done is settled by the new master on one plan (adoption.decide)
 NOT_ASKED_AGAIN = (wire.AskRebalance,)
 
 

@@ -244,9 +244,14 @@ class Rebalance:
 
     # -- the master's parts and the stream managers ---------------------------------------
     def _tell_sms(self, step: str) -> None:
+        """One container after the other, in order. A master that dies between two
+        "switch" leaves some switched and some not: the next one finishes the switch
+        (adoption.decide)."""
         msg = wire.Replan(plan=self.plan.to_data(), step=step)
-        for sm in self.master.supervision.sms.values():
+        for _, sm in sorted(self.master.supervision.sms.items()):
             self.master.send(sm["ident"], msg)
+            if step == "switch":
+                self.master.faults.after_first_switch()  # tests only (faults.py)
 
     def _forget_removed(self) -> None:
         """The removed tasks leave the task table (their last reports are ignored)."""

@@ -17,6 +17,8 @@ from runtime.recording._parquet import check_stream
 
 from .tasks import TaskTable
 
+_UNSET = object()  # a setting never set live (None is a value: no limit)
+
 Tell = Callable[[wire.Control, Iterable[int] | None], list[int]]
 
 
@@ -46,6 +48,26 @@ class LiveSettings:
         if component in self.spout_pending:
             told.append(wire.Setting(key=MAX_SPOUT_PENDING, value=self.spout_pending[component]))
         if self.trace is not None:  # a bolt ignores it
+            told.append(wire.Setting(key=TRACE, value=self.trace))
+        return told
+
+    def differing(self, component: str, record: dict) -> list[wire.Control]:
+        """What an instance of ``component`` must be told so that it runs the settings in
+        force, from its statistics ``record``: the streams it records now
+        (``recording``) and the settings it was told live (``live``, as its instance keeps
+        them). Only what differs: a spout whose tuner runs (``"auto"``) is not told
+        ``"auto"`` again, which would start the tuner afresh."""
+        live = record.get("live") or {}
+        recording = set(record.get("recording") or ())
+        told: list[wire.Control] = [wire.Recording(stream=stream, on=on)
+                                    for (c, stream), on in self.recordings.items()
+                                    if c == component and on != (stream in recording)]
+        if record.get("kind") != "spout":
+            return told
+        pending = self.spout_pending.get(component, _UNSET)
+        if pending is not _UNSET and live.get(MAX_SPOUT_PENDING, _UNSET) != pending:
+            told.append(wire.Setting(key=MAX_SPOUT_PENDING, value=pending))
+        if self.trace is not None and live.get(TRACE) != self.trace:
             told.append(wire.Setting(key=TRACE, value=self.trace))
         return told
 

@@ -67,8 +67,11 @@ def submit(topology, *, containers: int, config: Mapping[str, Any]) -> SparkTopo
     config = dict(config)
     remote = remote_options(config)
     if config.pop("detached", False):
-        raise ValueError("scheduler='spark': detached=True is not supported: the Spark job "
-                         "runs in the submitting process and ends with it")
+        raise ValueError("scheduler='spark': detached=True is not supported: this process "
+                         "is the Spark driver, and when it exits Spark ends the application, "
+                         "its executors and the stream managers running as their tasks, so "
+                         "nothing could outlive it (while it runs, a master that dies is "
+                         "replaced anyway); use the local scheduler to outlive the notebook")
     plan = topology.physical_plan(containers, **config)
     check_submit(topology, plan.config, processes=True)
     spark = spark_session(remote.pop("master"), remote)

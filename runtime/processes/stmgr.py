@@ -172,11 +172,16 @@ class StreamManager:
                 if t.task not in self.children.children:
                     self.children.add(plan, t.task, now)
         elif msg.step == "switch":
-            for task in self.router.shrink(plan):
-                self.children.remove(task)
-            self.switched = plan
-            log.info("container %d: switched to the plan of epoch %d", self.container,
-                     plan.epoch)
+            self.switch_to(plan)
+
+    def switch_to(self, plan: PhysicalPlan) -> None:
+        """Every instance runs on ``plan`` now: stop the local tasks it dropped and their
+        routes (told by the master, or by a new one settling a rebalance cut short)."""
+        for task in self.router.shrink(plan):
+            self.children.remove(task)
+        self.plan = self.switched = plan
+        log.info("container %d: switched to the plan of epoch %d", self.container,
+                 plan.epoch)
 
     def _left(self, task: int) -> None:
         """A removed task's instance has exited: close its socket."""
@@ -194,9 +199,10 @@ class StreamManager:
         self.stopping = True
 
     def on_adopt(self, msg: wire.Adopt) -> None:
-        """A new master (the one before died): tell it what runs here, once a rebalance
-        its predecessor left half done is rolled back (it asks again until then)."""
-        if not _adoption.roll_back(self):
+        """A new master (the one before died): tell it what runs here; asked with an
+        epoch, once a rebalance its predecessor left half done has settled on that plan
+        and the tasks it stopped have exited (it asks again until then)."""
+        if msg.epoch is not None and not _adoption.settle(self, msg.epoch):
             return
         log.info("container %d: adopted by a new master (pid %d)", self.container,
                  msg.master_pid)

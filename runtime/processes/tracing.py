@@ -1,25 +1,35 @@
 """The master's traces (issue 20): it files the trace records instances report, notes
 the restarts that lose copies in transit, and answers ``running.traces()`` and
-``running.lineage()`` from its :class:`~runtime.observe.tracestore.TraceStore`."""
+``running.lineage()`` from its :class:`~runtime.observe.tracestore.TraceStore`.
+
+It may die (issue 23): every :data:`SAVE_EVERY` seconds while new records come, it keeps
+the newest :data:`KEEP` finished traces in ``run_dir/master/`` (:mod:`~runtime.processes.
+carry`); a master that replaces it answers those after the ones it collected itself.
+"""
 
 from __future__ import annotations
 
 import time
 from collections.abc import Callable
+from typing import Any
 
 from runtime import wire
 from runtime.model.constants import MESSAGE_TIMEOUT, TRACE_STORE
 from runtime.model.plan import PhysicalPlan
 from runtime.observe.traces import TRACE_STATUSES
-from runtime.observe.tracestore import TraceStore, trace_to_plain
+from runtime.observe.tracestore import TraceStore, trace_from_plain, trace_to_plain
 
 from .tasks import TaskTable
 
+KEEP = 200  # finished traces kept on disk for the next master (a bounded file: ~100 KB)
+SAVE_EVERY = 2.0  # seconds between two saves, and only when new records came
+
 
 class MasterTraces:
-    """Owns the store; ``current(task, incarnation)`` says whether a report is from a
-    live incarnation (a late one from a dead incarnation is filed all the same: what it
-    held is what "who held it" is about)."""
+    """Owns the store, the traces carried over from the master before (plain, newest
+    first, finished) and when they were last saved; ``current(task, incarnation)`` says
+    whether a report is from a live incarnation (a late one from a dead incarnation is
+    filed all the same: what it held is what "who held it" is about)."""
 
     def __init__(self, plan: PhysicalPlan, tasks: TaskTable,
                  wall: Callable[[], float] = time.time) -> None:
@@ -27,28 +37,80 @@ class MasterTraces:
         self.store = TraceStore({t.task: t.component for t in plan.tasks},
                                 capacity=int(plan.config[TRACE_STORE]),
                                 timeout=float(plan.config[MESSAGE_TIMEOUT]))
+        self.carried: list[dict] = []
+        self.filed = self.saved = 0  # reports filed, and how many when last saved
+        self.next_save = 0.0
 
     def on_report(self, ident: bytes, msg: wire.TraceReport) -> None:
         if self.tasks.get(msg.task) is not None:
             self.store.add(msg.task, msg.incarnation, msg.records, self.wall())
+            self.filed += 1
 
     def restarted(self, task: int) -> None:
         """``task`` has a new incarnation: copies sent to it before now are lost."""
         self.store.restarted(task, self.wall())
 
     def answer(self, msg: wire.AskTraces) -> list[dict] | dict | None:
-        """The newest traces as plain data, or (``by_msg``) the one of ``msg_id``."""
+        """The newest traces as plain data, or (``by_msg``) the one of ``msg_id``; the
+        ones carried over from the master before come after this master's own."""
         now = self.wall()
         if msg.by_msg:
             trace = self.store.lineage(msg.msg_id, now=now)
-            return None if trace is None else trace_to_plain(trace)
+            if trace is None:
+                return next((t for t in self.carried if _same(t["msg_id"], msg.msg_id)), None)
+            return trace_to_plain(trace)
         if msg.status is not None and msg.status not in TRACE_STATUSES:
             raise ValueError(f"status must be one of {TRACE_STATUSES} or None, "
                              f"not {msg.status!r}")
-        return [trace_to_plain(t) for t in self.store.traces(msg.status, msg.limit, now=now)]
+        own = [trace_to_plain(t) for t in self.store.traces(msg.status, msg.limit, now=now)]
+        older = [t for t in self._older(own) if msg.status in (None, t["status"])]
+        return (own + older)[:msg.limit]
+
+    def _older(self, own: list[dict]) -> list[dict]:
+        """The carried traces whose spout tuple has no newer trace in ``own``."""
+        if not self.carried:
+            return []
+        mine = {_key(t["msg_id"]) for t in own}
+        return [t for t in self.carried if _key(t["msg_id"]) not in mine]
+
+    # -- for the master that may replace this one ----------------------------------------
+    def keep(self, carry: Any, now: float) -> None:
+        """Save the newest finished traces (``carry`` a :class:`~runtime.processes.carry.
+        Carry`; ``now`` the master's clock), if records came since the last save and
+        :data:`SAVE_EVERY` has passed."""
+        if self.filed == self.saved or now < self.next_save:
+            return
+        self.saved, self.next_save = self.filed, now + SAVE_EVERY
+        finished = [trace_to_plain(t) for t in self.store.traces(None, KEEP, now=self.wall())
+                    if t.status != "pending"]
+        carry.save_traces((finished + self._older(finished))[:KEEP])
+
+    def carry_over(self, traces: list[dict]) -> None:
+        """What the master before kept: each checked (one that does not make a Trace is
+        left out), newest first."""
+        self.carried = []
+        for plain in traces[:KEEP]:
+            try:
+                self.carried.append(trace_to_plain(trace_from_plain(plain)))
+            except (TypeError, KeyError, ValueError):
+                continue
 
     def counts(self) -> dict:
-        """For the status: traces kept, dropped (oldest first), malformed records."""
+        """For the status: traces kept, dropped (oldest first), malformed records, and
+        carried over from the master before."""
         store = self.store
         return {"traces": len(store), "traces_dropped": store.dropped,
-                "trace_records_malformed": store.malformed}
+                "trace_records_malformed": store.malformed,
+                "traces_carried": len(self.carried)}
+
+
+def _key(msg_id: Any) -> Any:
+    """A msg_id as a set member (msgpack made its tuples lists; a map is taken by its
+    text)."""
+    if isinstance(msg_id, list | tuple):
+        return tuple(_key(v) for v in msg_id)
+    return repr(msg_id) if isinstance(msg_id, dict) else msg_id
+
+
+def _same(a: Any, b: Any) -> bool:
+    return _key(a) == _key(b)

@@ -309,9 +309,12 @@ class LogsReply(Control):
 @dataclass(frozen=True, slots=True)
 class Adopt(Control):
     """A master that replaces a dead one -> stream manager: say what you run
-    (docs/reliability.md, "A master that may die")."""
+    (docs/reliability.md, "A master that may die"). ``epoch`` None: as it is; an int: a
+    rebalance in place was cut short, run on the plan of that epoch first (switch to the
+    plan it started, or roll it back), then say."""
 
     master_pid: int
+    epoch: int | None = None
 
 
 @_message("running")
@@ -319,7 +322,9 @@ class Adopt(Control):
 class Running(Control):
     """Stream manager -> an adopting master: the container as it runs, for the master to
     rebuild its supervision from. ``tasks``: task -> {"incarnation", "pid", "restarts"}
-    (pid 0 while its instance is being restarted)."""
+    (pid 0 while its instance is being restarted). ``plan`` is the one it switched to;
+    ``pending`` a newer one a rebalance started (``Replan`` "start") and never switched
+    to, else None."""
 
     container: int
     generation: int
@@ -328,6 +333,7 @@ class Running(Control):
     run_dir: str
     plan: dict
     tasks: dict
+    pending: dict | None = None
 
 
 @_message("reply")

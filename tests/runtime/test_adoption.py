@@ -12,6 +12,7 @@ import sys
 import pytest
 
 from runtime import Topology, wire
+from runtime.model.plan import PhysicalPlan
 from runtime.processes import adoption
 from runtime.processes.master import TopologyMaster
 from runtime.testing import FakeClock, ListSink, ListSpout
@@ -103,6 +104,7 @@ def test_it_rebuilds_supervision_from_what_the_containers_report(adopting):
     tm.tick(tm.clock())
     sup = tm.supervision
     assert tm.adoption.done and sup.state == "running"
+    assert tm.adoption.target is None  # they agreed: nobody is asked again
     assert {c: sm["ident"] for c, sm in sup.sms.items()} == {0: b"s0.3", 1: b"s1.3"}
     assert sup.generations == {0: GENERATION, 1: GENERATION}
     assert tm.supervision.status()["containers"] == {0: me, 1: me}
@@ -258,3 +260,91 @@ def test_an_orphan_is_watched_by_its_pid(dead_pid):
 def test_the_newest_reported_plan_wins():
     assert adoption.newest([{"epoch": 1, "x": 1}, {"epoch": 2, "x": 2}])["x"] == 2
     assert adoption.newest([{"x": 1}, {"x": 2}])["x"] == 1
+
+
+# -- a rebalance in place cut short at its switch (issue 23) ---------------------------------
+
+def rebalanced(tm) -> dict:
+    """The plan a rebalance in place of ``sink`` from 2 to 3 tasks would run."""
+    return tm.plan.rebalanced({"sink": 3}).to_data()
+
+
+def adopts(tm) -> list[tuple[bytes, int | None]]:
+    return [(ident, fields["epoch"]) for ident, kind, fields in tm.sent if kind == "adopt"]
+
+
+def test_a_switch_cut_short_makes_every_container_finish_it(adopting):
+    """Container 0 switched to the new plan, container 1 started it and was never told to
+    switch: the new plan wins (every instance routes on it), container 1 is asked to
+    finish the switch, and the master adopts only once it says it did."""
+    me = os.getpid()
+    tm = adopting({0: me, 1: me})
+    old, new = tm.plan.to_data(), rebalanced(tm)
+    tasks = {c: {t.task: 0 for t in PhysicalPlan.from_data(new).tasks_in(c)} for c in (0, 1)}
+    tm.handle(b"s0.3", running(tm, 0, tasks[0], new))
+    tm.handle(b"s1.3", wire.Running(**{**running(tm, 1, tasks[1], old).fields(),
+                                       "pending": new}))
+    tm.tick(tm.clock())
+    assert not tm.adoption.done and tm.adoption.target == new["epoch"]
+    tm.tick(tm.clock())
+    assert adopts(tm)[-1] == (b"s1.3", new["epoch"])  # only the one that disagrees
+    tm.handle(b"s1.3", wire.Running(**{**running(tm, 1, tasks[1], old).fields(),
+                                       "pending": new}))  # a late answer to the first ask
+    tm.tick(tm.clock())
+    assert not tm.adoption.done
+    tm.handle(b"s1.3", running(tm, 1, tasks[1], new))
+    tm.tick(tm.clock())
+    assert tm.adoption.done and tm.plan.epoch == new["epoch"]
+    assert sorted(tm.plan.component_tasks()["sink"]) == sorted(
+        t for c in (0, 1) for t in tasks[c] if tm.tasks[t]["component"] == "sink")
+    assert all(r["ready"] for r in tm.tasks.values())
+
+
+def test_a_rebalance_no_container_switched_to_is_rolled_back_everywhere(adopting):
+    me = os.getpid()
+    tm = adopting({0: me, 1: me})
+    old, new = tm.plan.to_data(), rebalanced(tm)
+    for c in (0, 1):
+        tm.handle(b"s%d.3" % c, wire.Running(**{
+            **running(tm, c, {t: 0 for t in tasks_of(tm, c)}, old).fields(), "pending": new}))
+    tm.tick(tm.clock())
+    assert tm.adoption.target == old["epoch"]
+    tm.tick(tm.clock())
+    assert sorted(adopts(tm)[-2:]) == [(b"s0.3", 0), (b"s1.3", 0)]
+    for c in (0, 1):
+        tm.handle(b"s%d.3" % c, running(tm, c, {t: 0 for t in tasks_of(tm, c)}, old))
+    tm.tick(tm.clock())
+    assert tm.adoption.done and tm.plan.epoch == old["epoch"]
+
+
+# -- live settings the dead master never delivered (issue 23) ---------------------------------
+
+def test_an_adopted_instance_is_told_only_the_saved_settings_it_does_not_run(adopting):
+    me = os.getpid()
+    tm = adopting({0: me, 1: me})
+    spout, other = tm.plan.component_tasks()["numbers"]
+    sink = tm.plan.component_tasks()["sink"][0]
+    tm.settings.spout_pending = {"numbers": "auto"}
+    tm.settings.trace = 0.5
+    tm.settings.recordings = {("sink", "default"): True}
+    for c in (0, 1):
+        tm.handle(b"s%d.3" % c, running(tm, c, {t: 0 for t in tasks_of(tm, c)}))
+    tm.tick(tm.clock())
+    tm.sent.clear()
+
+    def stats(task, **record):
+        tm.handle(b"", wire.control("stats", task=task, incarnation=0, record={
+            "state": "running", **record}))
+
+    # its tuner runs ("auto" told before): not told again; the trace rate it never got is
+    stats(spout, kind="spout", live={"max_spout_pending": "auto"}, recording=[])
+    stats(other, kind="spout", live={"max_spout_pending": "auto", "trace": 0.5})
+    stats(sink, kind="bolt", live={}, recording=[])
+    told = [(ident, kind, fields) for ident, kind, fields in tm.sent]
+    assert told == [(b"i%d.0" % spout, "set", {"key": "trace", "value": 0.5}),
+                    (b"i%d.0" % sink, "record", {"stream": "default", "on": True})]
+    stats(spout, kind="spout", live={}, recording=[])  # once per adoption
+    assert len(tm.sent) == 2
+    again = {e["task"]: e["settings"] for e in tm.observation.events
+             if e["kind"] == "settings_told_again"}
+    assert again == {spout: ["trace"], sink: ["recording default"]}

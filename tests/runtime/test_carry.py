@@ -73,6 +73,66 @@ def test_a_new_master_takes_the_settings_pause_tap_and_events_of_the_one_before(
     assert [e["kind"] for e in tm.observation.events] == ["recording_started", "paused"]
 
 
+def traced(first: TopologyMaster, trace: int, msg_id, *, done: str | None) -> None:
+    """A spout's trace records of one tracked tree, filed by ``first``, done or not."""
+    spout, sink = first.plan.component_tasks()["numbers"][0], first.plan.component_tasks()[
+        "sink"][0]
+    records = [["start", trace, msg_id, "numbers", spout, [msg_id], 100.0, True],
+               ["sent", trace, 1, 0, sink, "default", [msg_id], 100.0]]
+    if done is not None:
+        records.append(["done", trace, done, 4.0])
+    first.handle(b"i", wire.TraceReport(task=spout, incarnation=0, records=records))
+
+
+def test_the_newest_finished_traces_outlive_the_master(tmp_path):
+    first = TopologyMaster(boot(tmp_path))
+    for n in range(3):
+        traced(first, 10 + n, n, done="acked")
+    traced(first, 13, 3, done=None)  # pending: not kept
+    traced(first, 14, [4, "x"], done="failed")  # a msg_id that msgpack makes a list
+    first.tick(first.clock())
+    saved = first.carry.traces()
+    assert [(t["msg_id"], t["status"]) for t in saved] == [
+        ([4, "x"], "failed"), (2, "acked"), (1, "acked"), (0, "acked")]
+    assert saved[0]["hops"][0]["task"] == first.plan.component_tasks()["sink"][0]
+    with open(os.path.join(first.carry.folder, carry.TRACES), "rb") as f:
+        assert wire.unpack(f.read()) == saved  # msgpack, never pickle
+    closed(first)
+    tm = closed(TopologyMaster({**boot(tmp_path), "adopt": True, "master_restarts": 1}))
+    traced(tm, 20, 9, done="acked")  # the new master's own come first
+    ask = wire.AskTraces(id=1, status=None, limit=10)
+    assert [t["msg_id"] for t in tm.traces.answer(ask)] == [9, [4, "x"], 2, 1, 0]
+    failed = wire.AskTraces(id=2, status="failed", limit=10)
+    assert [t["msg_id"] for t in tm.traces.answer(failed)] == [[4, "x"]]
+    lineage = tm.traces.answer(wire.AskTraces(id=3, msg_id=(4, "x"), by_msg=True))
+    assert lineage["status"] == "failed"
+    assert tm.answer_status(wire.AskStatus(id=4))["traces_carried"] == 4
+    # and the next master still has them, behind the second one's
+    tm.traces.keep(tm.carry, tm.clock() + 10)
+    assert [t["msg_id"] for t in tm.carry.traces()] == [9, [4, "x"], 2, 1, 0]
+
+
+def test_a_torn_traces_file_is_read_as_none(tmp_path):
+    kept = carry.Carry(str(tmp_path))
+    with open(os.path.join(kept.folder, carry.TRACES), "wb") as f:
+        f.write(wire.pack([{"msg_id": 1}])[:-3])
+    assert kept.traces() == []
+
+
+def test_tuner_turns_already_recorded_are_not_recorded_again(tmp_path):
+    first = TopologyMaster(boot(tmp_path))
+    spout = first.plan.component_tasks()["numbers"][0]
+    record = {"kind": "spout", "state": "running", "tuner_turns": 5, "tuner_action": "increase",
+              "max_spout_pending": 120}
+    first.handle(b"i", wire.Stats(task=spout, incarnation=0, record=record))
+    closed(first)
+    tm = closed(TopologyMaster({**boot(tmp_path), "adopt": True, "master_restarts": 1}))
+    tm.adoption.done = True  # (adopted: its reports count)
+    tm.handle(b"i", wire.Stats(task=spout, incarnation=0, record=record))
+    tm.handle(b"i", wire.Stats(task=spout, incarnation=0, record={**record, "tuner_turns": 6}))
+    assert [e["turns"] for e in tm.observation.events if e["kind"] == "tuner"] == [5, 6]
+
+
 def test_a_pause_made_by_a_rebalance_is_not_kept(tmp_path):
     first = TopologyMaster(boot(tmp_path))
     first.send = lambda ident, msg: None

@@ -29,7 +29,8 @@ def topology() -> Topology:
 
 @pytest.mark.parametrize(("options", "error", "says"), [
     ({}, ValueError, "needs master="),
-    ({"master": "spark://h:7077", "detached": True}, ValueError, "detached=True"),
+    ({"master": "spark://h:7077", "detached": True}, ValueError,
+     "detached=True is not supported: this process is the Spark driver"),
     ({"master": 42}, TypeError, "not int"),
     ({"master": "spark://h:7077", "bind_host": "0.0.0.0"}, ValueError, "advertise_host"),
 ])
