@@ -478,8 +478,8 @@ def next_run(calls: int, emitted: int, held: bool, took: float, budget: float,
 
     >>> next_run(500, 500, False, 0.001, 0.002, 1)  # emitting on every call: go on
     (500, 0)
-    >>> next_run(500, 7, False, 0.0002, 0.002, 1)  # ran dry after 7: wait, then 7 calls
-    (7, 1)
+    >>> next_run(500, 7, False, 0.0002, 0.002, 1)  # ran dry after 7: wait, then 14 calls
+    (14, 1)
     >>> next_run(500, 7, True, 0.0002, 0.002, 1)  # held at its limit: keeps its size
     (500, 0)
     >>> next_run(8, 0, False, 0.00001, 0.002, 1)  # idle: wait, then one call
@@ -496,8 +496,10 @@ def paced(calls: int, took: float, budget: float, dry: bool = False, emitted: in
 
     A run that ran ``dry`` (it ``emitted`` fewer tuples than it made calls, though
     nothing held the spout: its source had no more for now) is followed by the
-    ``spout_wait`` sleep and a run of as many calls as it emitted, one at least; a spout
-    that emits again grows back by doubling, with no sleep between runs. Storm's spout
+    ``spout_wait`` sleep and a run of twice as many calls as it emitted (one at least,
+    at most as many as it made): what a spout that emits on every other call fills,
+    and little more; a spout that emits again grows back by doubling, with no sleep
+    between runs. Storm's spout
     waits after any ``nextTuple`` that emits nothing; without this, a spout that had
     something to emit on each run kept making ``SPOUT_CALLS`` (500) calls a run, nearly
     all of them empty: a spout paced to 6,500 tuples/s used ~35 % of a core, most of it
@@ -512,10 +514,10 @@ def paced(calls: int, took: float, budget: float, dry: bool = False, emitted: in
     >>> paced(500, 5.0, 0.002), paced(100, 0.004, 0.002), paced(100, 0.0015, 0.002)
     (1, 50, 100)
     >>> paced(500, 0.00001, 0.002, dry=True), paced(500, 0.00001, 0.002, True, 7)
-    (1, 7)
+    (1, 14)
     """
     if dry:
-        return max(1, min(emitted, calls))
+        return max(1, min(2 * emitted, calls))
     if took > budget:
         return max(1, int(calls * budget / took))
     if took < budget / 2:
