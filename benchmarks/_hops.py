@@ -24,6 +24,7 @@ each process of the topology has waited for a CPU so far (the second field of
 (``/proc/loadavg``).
 
 It prints ``HOPS`` lines: the hops' means over all sentences and over the slowest 1 %,
+the spout's ``next_tuple`` calls per sentence (how much its loop calls it for nothing),
 which hop was the longest for how many of those, and per episode of slow sentences (a
 stretch of them emitted within :data:`EPISODE_GAP` of each other) how long it lasted,
 which process waited for a CPU and how long, and which collected garbage.
@@ -67,10 +68,10 @@ class Stamps:
             self.collections.append((self._started, now - self._started, info["generation"]))
         # (a tuple each: few, a collection is rare)
 
-    def write(self, stamps) -> None:
+    def write(self, stamps, **more) -> None:
         gc.callbacks.remove(self._on_gc)
         with open(self.path + ".part", "wb") as f:
-            pickle.dump({"stamps": stamps, "gc": self.collections}, f)
+            pickle.dump({"stamps": stamps, "gc": self.collections, **more}, f)
         os.replace(self.path + ".part", self.path)  # whole, or not there
 
 
@@ -90,13 +91,18 @@ class StampedSpout:
             emit(values, msg_id=msg_id)
 
         self.emit = stamped
+        self.calls = 0  # next_tuple calls, emitting or not: how much the spout's loop spins
+
+    def next_tuple(self):
+        self.calls += 1
+        super().next_tuple()
 
     def ack(self, msg_id):
         super().ack(msg_id)
         self.acked_at[msg_id] = time.monotonic()
 
     def close(self):
-        self.hops.write((self.texts, self.sent_at, self.acked_at))
+        self.hops.write((self.texts, self.sent_at, self.acked_at), calls=self.calls)
 
 
 class StampedSplit:
@@ -310,7 +316,9 @@ def report(found: dict[str, list], waits: CpuWaits) -> list[str]:
     slow = sentences[-max(1, int(len(sentences) * SLOWEST)):]
     start = min(s.emitted for s in sentences)
     end = max(s.acked for s in sentences)
-    lines = [_summary("all", sentences, missing), _summary("slowest", slow, missing)]
+    calls = sum(part["calls"] for part in found["spout"])
+    lines = [_summary("all", sentences, missing), _summary("slowest", slow, missing),
+             f"HOPS spout_calls={calls} calls_per_sentence={calls / len(sentences):.2f}"]
     lines += _processes(found, waits, start, end)
     return lines + [_episode(e, found, waits, start) for e in _episodes(slow)]
 

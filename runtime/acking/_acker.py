@@ -152,8 +152,9 @@ class AckerExecutor(SystemTask):
         Nothing else waits for a timer (each ACKS frame's outcomes go as it is settled),
         so the acker asks to be woken only for the next look: woken every flush interval,
         an acker with nothing to do (a sentence topology's, whose trees complete at the
-        counter) took 2-3 % of a core and 500 wake-ups a second from the processes that
-        had work (docs/internals/performance.md, "The half-rate tail")."""
+        counter) was runnable 500 times a second beside the processes that had work, up
+        to 3 % of a core on a loaded machine (docs/internals/performance.md, "The
+        half-rate tail")."""
         if now >= self._next_expire:
             self.ledger.settle((), now, 0, self._decisions)
             self._route()

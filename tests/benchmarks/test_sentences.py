@@ -81,3 +81,5 @@ def test_the_hops_option_stamps_every_sentence_of_the_half_rate_run():
     assert sum(map(int, longest.values())) == SENTENCES
     roles = {f["process"] for f in lines if f["kind"] == "HOPS" and "process" in f}
     assert {"spout", "split", "count", "acker", "stmgr"} <= roles
+    (calls,) = [f for f in lines if f["kind"] == "HOPS" and "spout_calls" in f]
+    assert int(calls["spout_calls"]) >= SENTENCES
