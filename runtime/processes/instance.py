@@ -499,12 +499,11 @@ def paced(calls: int, took: float, budget: float, dry: bool = False, emitted: in
     ``spout_wait`` sleep and a run of twice as many calls as it emitted (one at least,
     at most as many as it made): what a spout that emits on every other call fills,
     and little more; a spout that emits again grows back by doubling, with no sleep
-    between runs. Storm's spout
-    waits after any ``nextTuple`` that emits nothing; without this, a spout that had
-    something to emit on each run kept making ``SPOUT_CALLS`` (500) calls a run, nearly
-    all of them empty: a spout paced to 6,500 tuples/s used ~35 % of a core, most of it
-    calling ``next_tuple`` for nothing, beside the bolts it competes with for the CPU
-    (docs/internals/performance.md, "The half-rate tail"). An idle spout (nothing
+    between runs. Storm's spout waits after any ``nextTuple`` that emits nothing. Before,
+    only a run that emitted nothing was followed by a sleep: a spout that kept ahead of a
+    source with a tuple due in nearly every run of ``SPOUT_CALLS`` (500) calls never
+    slept, and could make up to 500 calls a tuple, beside the bolts it competes with for
+    the CPU (docs/internals/performance.md, "The half-rate tail"). An idle spout (nothing
     emitted) makes one call a wake-up: grown to 500, it spent about 16 % of a core doing
     nothing. A spout held by ``max_spout_pending`` or by its unsent output keeps its size
     for when it is let go.

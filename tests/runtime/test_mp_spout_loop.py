@@ -1,9 +1,10 @@
 """The spout's loop in its instance process (``runtime/processes/instance.py``, ``paced``):
 a spout whose source has a tuple now and then is not called in a tight loop between
 them. Storm's spouts wait after a ``nextTuple`` that emits nothing; ours wait after a run
-of calls that ran dry. Before, a spout paced to a few thousand tuples a second emitted
-something in each run of calls, so it never slept, and made hundreds of empty calls a
-tuple, taking the CPU from the bolts beside it (issue 17's half-rate tail)."""
+of calls that ran dry. Before, a spout that kept ahead of a source paced to a few
+thousand tuples a second found one due in each run of up to 500 calls, so it never
+slept, and could make up to 500 calls a tuple, taking the CPU from the bolts beside it
+(issue 17's half-rate tail)."""
 
 from __future__ import annotations
 
@@ -21,8 +22,9 @@ RATE = 5000.0  # tuples a second: one due every 200 us, inside any run of calls
 # emitted at least half as many tuples (after a run of c calls that emitted c or more
 # comes a run of 2c; after one that ran dry, a sleep and twice what it emitted): at most
 # 2 calls a tuple, and one call per idle wake-up (1 ms apart) on top. The spinning loop
-# made hundreds on a quiet machine; under load (average 27-33) it was descheduled
-# enough to make only 2.8-8.7, and this test cannot tell the two apart there.
+# makes up to a run's 500 while the spout keeps ahead of the pace; under load (average
+# 27-33) it was descheduled enough to be behind, made 2.8-8.7, and this test cannot
+# tell the two apart there (the doctests of next_run and paced pin the rule itself).
 CALLS_PER_TUPLE = 5
 
 
