@@ -506,8 +506,8 @@ def test_unacked_tuples_fail_after_the_timeout_and_not_before():
 def test_an_idle_acker_asks_to_be_woken_only_to_look_for_timeouts():
     """Each ACKS frame's outcomes go as it is settled, and a timeout's at the look that
     finds it, so nothing of the acker's waits for a flush timer: it asks to be woken for
-    its next look (EXPIRE_EVERY), not every flush interval, as it did (500 wake-ups a
-    second for nothing in a sentence topology, whose trees complete at the counter)."""
+    its next look (EXPIRE_EVERY), not every flush interval, as it did (~340 wake-ups a
+    second for nothing, idle)."""
     topo = feeder_into("idle-acker", ("count", Identity))
     with InMemoryCluster(topo, ackers=1, message_timeout=TIMEOUT,
                          flush_interval=0.002) as cluster:
