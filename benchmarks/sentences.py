@@ -69,6 +69,14 @@ Reading the output
     give a few seconds' worth of sentences. On a shared machine the CPU per sentence
     varies far less from run to run than the throughput does.
 
+Where the half-rate latency goes (issue 17): ``--only tupleflow --acking on --hops``
+    stamps every sentence of the half-rate run at each hop (spout -> split -> count ->
+    the spout's ack) and prints ``HOPS`` lines after its RESULT line: the hops' means
+    over all sentences and over the slowest 1 %, each process's share of a CPU, its wait
+    for one and its garbage collections, and the episodes of slow sentences
+    (``benchmarks/_hops.py`` says what each hop holds). ``--half-rate N`` runs only the
+    half-rate run, paced to N sentences/s: the same load for two trees compared.
+
 The slow-bolt scenario (issue 17): ``--only tupleflow --count-sleep-ms 10 --seconds 120``
     runs the topology above with counters that sleep 10 ms a word and a spout without
     end, acking on and the engine's defaults (``--target-latency none``: no latency
@@ -96,6 +104,7 @@ import time
 from dataclasses import dataclass
 from itertools import repeat
 
+import _hops
 import _slow_bolt
 import msgpack
 import zmq
@@ -241,12 +250,27 @@ class AckingCountBolt(CountBolt):
         self.ack(tup)
 
 
+class StampedSentenceSpout(_hops.StampedSpout, PacedSentenceSpout):
+    """The paced spout, stamping its sentences (``--hops``)."""
+
+
+class StampedSplitBolt(_hops.StampedSplit, SplitBolt):
+    """The split, stamping its sentences (``--hops``)."""
+
+
+class StampedCountBolt(_hops.StampedCount, AckingCountBolt):
+    """The acking count, stamping its sentences' first words (``--hops``)."""
+
+
 def build_topology(args, acking: bool, paced: bool = False) -> Topology:
+    stamped = paced and args.hops  # the half-rate run, hop by hop
     spout = PacedSentenceSpout if paced else AckingSentenceSpout if acking else SentenceSpout
+    spout = StampedSentenceSpout if stamped else spout
     topology = Topology("sentences-bench")
     topology.spout(SPOUT, spout, parallelism=args.spouts)
-    topology.bolt(SPLIT, SplitBolt, parallelism=args.splitters).shuffle_grouping(SPOUT)
-    count = AckingCountBolt if acking else CountBolt
+    split = StampedSplitBolt if stamped else SplitBolt
+    topology.bolt(SPLIT, split, parallelism=args.splitters).shuffle_grouping(SPOUT)
+    count = StampedCountBolt if stamped else AckingCountBolt if acking else CountBolt
     topology.bolt(COUNT, count, parallelism=args.counters).fields_grouping(SPLIT, ["word"])
     return topology
 
@@ -258,10 +282,13 @@ def run_tupleflow(args) -> list:
         config = {**run_config(args, 0, None), "ackers": 1,
                   "count_sleep": args.count_sleep_ms / 1000}
         return [_slow_bolt.run(args, build_slow_bolt(args), config, SPOUT)]
-    first = tupleflow_run(args, args.sentences, WORKLOAD, rate=None)
-    if args.acking == "off":
-        return first
-    rate = first[0].tps / 2
+    if args.half_rate and args.acking == "on":  # only the half-rate run, at this rate
+        first, rate = [], args.half_rate
+    else:
+        first = tupleflow_run(args, args.sentences, WORKLOAD, rate=None)
+        if args.acking == "off":
+            return first
+        rate = first[0].tps / 2
     sentences = min(args.sentences, max(1000, int(rate * HALF_RATE_SECONDS)))
     return first + tupleflow_run(args, sentences, WORKLOAD + "-half-rate", rate)
 
@@ -270,14 +297,24 @@ def tupleflow_run(args, sentences: int, workload: str, rate: float | None) -> li
     """One run: its Measurement, then (``--cpu``, full speed only) its CpuShares."""
     acking, words = args.acking == "on", sentences * args.words_per_sentence
     topology = build_topology(args, acking, paced=bool(rate))
-    with started_paused(topology, args.containers, run_config(args, sentences, rate)) as running:
+    config = run_config(args, sentences, rate)
+    hops = _hops.Watch(config, args.spouts + args.splitters + args.counters) if (
+        rate and args.hops) else None
+    watching = hops or contextlib.nullcontext()
+    with watching, started_paused(topology, args.containers, config) as running:
         roles = process_roles(running)
         before = cpu_seconds(roles)
+        if hops:
+            hops.start(roles)
         running.resume()
         stats = wait_until_done(running, sentences, words, acking)
         after = cpu_seconds(roles)
+        if hops:
+            hops.stop()
     check_tupleflow(stats, sentences, words, acking)
     measured = measurement(args, workload, sentences, stats)
+    if hops:
+        return [measured, *hops.lines()]
     if not args.cpu or rate:
         return [measured]
     return [measured, *cpu_shares(measured, roles, before, after)]
@@ -578,6 +615,10 @@ def make_parser() -> argparse.ArgumentParser:
     add("--count-sleep-ms", type=float, default=0, help="the slow-bolt scenario (issue 17): "
         "each count sleeps this long a word, the spout never ends; acking on")
     add("--seconds", type=float, default=120.0, help="how long the slow-bolt scenario runs")
+    add("--half-rate", type=float, help="with acking: run only the half-rate run, its spouts "
+        "paced to this many sentences/s in all (default: half the full-rate run's)")
+    add("--hops", action="store_true", help="with acking: stamp the half-rate run's sentences "
+        "at each hop and print HOPS lines (benchmarks/_hops.py)")
     add_engine_options(parser)
     return parser
 

@@ -19,7 +19,7 @@ import time
 from collections.abc import Callable, Sized
 
 from runtime import wire
-from runtime.model.constants import ACKER, FLUSH_INTERVAL, MESSAGE_TIMEOUT
+from runtime.model.constants import ACKER, MESSAGE_TIMEOUT
 from runtime.model.plan import PhysicalPlan
 from runtime.observe.stats import InstanceStats
 
@@ -100,8 +100,7 @@ class AckerExecutor(SystemTask):
         self._decisions: list[int] = []  # the ledger's outcome, root, task triples
         self.executed = self.dropped = self.errors = 0
         self.busy_seconds = 0.0  # settling ACKS frames: what makes an acker the bottleneck
-        self._flush_every = float(self.config[FLUSH_INTERVAL])
-        self._next_flush = self._next_expire = 0.0
+        self._next_expire = 0.0
         self.first_executed: float | None = None
         self.last_executed: float | None = None
 
@@ -109,8 +108,7 @@ class AckerExecutor(SystemTask):
         log.error("%s: %s", where, err)
 
     def start(self) -> None:
-        now = self.monotonic()
-        self._next_flush, self._next_expire = now + self._flush_every, now + EXPIRE_EVERY
+        self._next_expire = self.monotonic() + EXPIRE_EVERY
 
     def stop(self) -> None:
         self.flush()
@@ -150,14 +148,17 @@ class AckerExecutor(SystemTask):
 
     # -- timers -------------------------------------------------------------------------
     def on_timer(self, now: float) -> float:
+        """Look for timed-out roots every ``EXPIRE_EVERY`` and send their outcomes at once.
+        Nothing else waits for a timer (each ACKS frame's outcomes go as it is settled),
+        so the acker asks to be woken only for the next look: woken every flush interval,
+        an idle one was put on a CPU ~340 times a second for nothing, beside the
+        processes that had work (docs/internals/performance.md, "The half-rate tail")."""
         if now >= self._next_expire:
             self.ledger.settle((), now, 0, self._decisions)
             self._route()
-            self._next_expire = now + EXPIRE_EVERY
-        if now >= self._next_flush:
             self.flush()
-            self._next_flush = now + self._flush_every
-        return min(self._next_flush, self._next_expire)
+            self._next_expire = now + EXPIRE_EVERY
+        return self._next_expire
 
     def flush(self) -> None:
         for spout, outcomes in self.outcomes.items():

@@ -226,8 +226,8 @@ class Instance:
                 emitted = ex.step(calls)
                 took = time.monotonic() - started
                 ex.busy_seconds += took
-                calls = paced(calls, took, budget, idle=not emitted and not ex.spout_held())
-                timeout = 0 if emitted else wait_ms
+                held = emitted < calls and ex.spout_held()  # (only asked when it matters)
+                calls, timeout = next_run(calls, emitted, held, took, budget, wait_ms)
             else:
                 timeout = max(0, int((due - time.monotonic()) * 1000) + 1)
                 if clear and ex.leftover:  # input set aside while held
@@ -473,25 +473,56 @@ def _data_events(spout: bool, clear: bool) -> int:
     return reading | (0 if clear else zmq.POLLOUT)
 
 
-def paced(calls: int, took: float, budget: float, idle: bool = False) -> int:
+def next_run(calls: int, emitted: int, held: bool, took: float, budget: float,
+             wait_ms: int) -> tuple[int, int]:
+    """After a spout's run of ``calls`` calls that ``emitted`` tuples in ``took`` seconds
+    (``held``: ``max_spout_pending`` or unsent output stops it now): the next run's
+    calls (:func:`paced`), and how long the loop waits for input first (ms). It waits
+    ``wait_ms`` (``spout_wait``) when the run emitted nothing, or ran dry: some of its
+    calls emitted nothing though nothing held the spout, so its source has no more for
+    now. Otherwise the next run starts at once (a held one emits nothing, then waits).
+
+    >>> next_run(500, 500, False, 0.001, 0.002, 1)  # emitting on every call: go on
+    (500, 0)
+    >>> next_run(500, 7, False, 0.0002, 0.002, 1)  # ran dry after 7: wait, then 14 calls
+    (14, 1)
+    >>> next_run(500, 7, True, 0.0002, 0.002, 1)  # held at its limit: keeps its size
+    (500, 0)
+    >>> next_run(8, 0, False, 0.00001, 0.002, 1)  # idle: wait, then one call
+    (1, 1)
+    """
+    dry = emitted < calls and not held
+    return paced(calls, took, budget, dry, emitted), wait_ms if dry or not emitted else 0
+
+
+def paced(calls: int, took: float, budget: float, dry: bool = False, emitted: int = 0) -> int:
     """How many ``next_tuple`` calls to make in the next run, given that ``calls`` took
     ``took`` seconds: a run should not outlast ``budget`` (the flush interval), so that a
     spout whose ``next_tuple`` blocks a while still flushes, reports and hears a kill.
-    After an ``idle`` run (nothing emitted, though nothing held the spout) one call
-    follows, after the ``spout_wait`` sleep: an idle spout grown to ``SPOUT_CALLS`` calls
-    a wake-up spent about 16 % of a core doing nothing. One that emits again grows back
-    by doubling, with no sleep between runs; a spout held by ``max_spout_pending`` or by
-    its unsent output keeps its size for when it is let go.
+
+    A run that ran ``dry`` (it ``emitted`` fewer tuples than it made calls, though
+    nothing held the spout: its source had no more for now) is followed by the
+    ``spout_wait`` sleep and a run of twice as many calls as it emitted (one at least,
+    at most as many as it made): what a spout that emits on every other call fills,
+    and little more; a spout that emits again grows back by doubling, with no sleep
+    between runs. Storm's spout waits after any ``nextTuple`` that emits nothing. Before,
+    only a run that emitted nothing was followed by a sleep: a spout that kept ahead of a
+    source with a tuple due in nearly every run of ``SPOUT_CALLS`` (500) calls never
+    slept, and could make up to 500 calls a tuple, beside the bolts it competes with for
+    the CPU (docs/internals/performance.md, "The half-rate tail"). An idle spout (nothing
+    emitted) makes one call a wake-up: grown to 500, it spent about 16 % of a core doing
+    nothing. A spout held by ``max_spout_pending`` or by its unsent output keeps its size
+    for when it is let go.
 
     >>> paced(1, 0.00001, 0.002), paced(500, 0.00001, 0.002)
     (2, 500)
     >>> paced(500, 5.0, 0.002), paced(100, 0.004, 0.002), paced(100, 0.0015, 0.002)
     (1, 50, 100)
-    >>> paced(500, 0.00001, 0.002, idle=True)
-    1
+    >>> paced(500, 0.00001, 0.002, dry=True), paced(500, 0.00001, 0.002, True, 7)
+    (1, 14)
     """
-    if idle:
-        return 1
+    if dry:
+        return max(1, min(2 * emitted, calls))
     if took > budget:
         return max(1, int(calls * budget / took))
     if took < budget / 2:

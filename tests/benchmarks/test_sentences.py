@@ -64,3 +64,22 @@ def test_the_slow_bolt_scenario_prints_its_figures_and_throttles_with_the_defaul
         "sentences-slow-bolt", "on", "4")
     assert int(result["acked"]) > 0 and (result["failed"], result["timed_out"]) == ("0", "0")
     assert float(result["throttled_after_s"]) < 4 and float(result["p99_ms"]) > 0
+
+
+def test_the_hops_option_stamps_every_sentence_of_the_half_rate_run():
+    done = run_benchmark("--only", "tupleflow", "--acking", "on", "--half-rate", "1000",
+                         "--sentences", str(SENTENCES), "--hops")
+    assert done.returncode == 0, done.stderr
+    lines = [fields(line) for line in done.stdout.splitlines()]
+    (result,) = [f for f in lines if f["kind"] == "RESULT"]  # no full-rate run
+    assert result["workload"] == "sentences-half-rate" and int(result["tuples"]) == SENTENCES
+    hops = {f.get("set"): f for f in lines if f["kind"] == "HOPS" and "set" in f}
+    assert int(hops["all"]["sentences"]) == SENTENCES and hops["all"]["missing"] == "0"
+    assert int(hops["slowest"]["sentences"]) == SENTENCES // 100
+    longest = dict(pair.split(":") for pair in hops["all"]["longest"].split(","))
+    assert sorted(longest) == ["count", "split", "spout"]
+    assert sum(map(int, longest.values())) == SENTENCES
+    roles = {f["process"] for f in lines if f["kind"] == "HOPS" and "process" in f}
+    assert {"spout", "split", "count", "acker", "stmgr"} <= roles
+    (calls,) = [f for f in lines if f["kind"] == "HOPS" and "spout_calls" in f]
+    assert int(calls["spout_calls"]) >= SENTENCES
