@@ -286,6 +286,29 @@ def pytest_collection_modifyitems(config, items):
     _slow_modules_first(items)
 
 
+@pytest.hookimpl(tryfirst=True)  # before xdist's worker sends the ids to the controller
+def pytest_collection_finish(session):
+    """Give each grouped test the ``@group`` suffix that ``--dist loadgroup`` groups by.
+
+    pytest-xdist 3.8 adds it by assigning ``item._nodeid``; since pytest 9.2 the node id is
+    ``item._id`` (a ``NodeId``) and that assignment changes nothing, so every test was
+    handed out alone: both workers started a Spark cluster and a session of each kind
+    (pytest-xdist issue 1386). Where the suffix is missing, it is added here the same way."""
+    if not getattr(session.config.option, "loadgroup", False):  # set on xdist workers only
+        return
+    for item in session.items:
+        groups = sorted({str(m.args[0] if m.args else m.kwargs.get("name", "default"))
+                         for m in item.iter_markers("xdist_group")})
+        if groups and item.nodeid.rfind("@") <= item.nodeid.rfind("]"):
+            _rename(item, f"{item.nodeid}@{'_'.join(groups)}")
+
+
+def _rename(item, nodeid: str) -> None:
+    from _pytest.nodeid import NodeId  # pytest >= 9.2, where item._id is the node id
+
+    item._id = NodeId.parse(nodeid)
+
+
 # the longest tests, 20 to 70 s each: a notebook run through, a browser driving JupyterLab
 LONGEST = ("tests/tutorials/", "tests/browser/")
 
