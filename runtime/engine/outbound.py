@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import time
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any, Protocol
 
 from runtime import wire
@@ -61,6 +61,9 @@ class Runs(Protocol):
 
     def pending(self) -> list[list]:
         """Every list the runs fill as the spout emits (entries, msg_ids, emit times)."""
+
+    def hold(self, lists: Iterator[list]) -> None:
+        """Take the next lists of ``lists`` in the place of :meth:`pending`'s."""
 
 
 class StreamOut:
@@ -163,20 +166,32 @@ class StreamOut:
             lists += self.runs.pending()
         return lists
 
-    def set_aside(self) -> list[tuple[list, list]]:
-        """Empty every pending list, keeping what it held for :meth:`put_back`: what is
-        emitted until then is alone in the batches (a traced call's tuples)."""
-        saved = [(part, part[:]) for part in self.pending() if part]
-        for part, _ in saved:
-            part.clear()
-        return saved
+    def send_tails(self, lists: list[list], heads: list[int]) -> None:
+        """Send only what each of :meth:`pending`'s ``lists`` holds past its length in
+        ``heads`` (a traced call's tuples), as :meth:`flush` sends a batch; what was
+        there before stays in place, uncopied, for the usual flush. The tails are moved
+        where the pending lists sit for the flush, and the lists put back after it."""
+        tails = [part[h:] for part, h in zip(lists, heads)]
+        for part, h in zip(lists, heads):
+            del part[h:]
+        self._hold(tails)
+        try:
+            self.flush()
+        finally:
+            self._hold(lists)
 
-    @staticmethod
-    def put_back(saved: list[tuple[list, list]]) -> None:
-        """Return what :meth:`set_aside` took, ahead of anything appended since: it goes
-        at the next flush, as it would have."""
-        for part, held in saved:
-            part[:0] = held
+    def _hold(self, lists: list[list]) -> None:
+        """Put ``lists`` where :meth:`pending`'s sit, in its order (the emit closures
+        keep the lists they were made with: they are never called meanwhile)."""
+        it = iter(lists)
+        self.items = next(it)
+        for held in (self.direct, self.direct_tracked):
+            for task, (header, _) in held.items():
+                held[task] = (header, next(it))
+        for outlet in self.outlets:
+            outlet.tracked[:] = [next(it) for _ in outlet.tracked]
+        if self.runs is not None:
+            self.runs.hold(it)
 
     def flush(self) -> None:
         """Split the pending batch among subscribers and send every part."""

@@ -12,7 +12,7 @@ fill the runs are made in :mod:`runtime.engine.wiring`.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 
 from runtime.acking._ledger import RootIds
 from runtime.acking._tracking import SpoutTracker
@@ -66,10 +66,17 @@ class Runs:
         return sum(map(len, self.entries))
 
     def pending(self) -> list[list]:
-        """The lists the emits fill: each run's entries, msg_ids and emit times. Set
-        aside and put back together (``StreamOut.set_aside``), a run's roots stay
-        consecutive: a root is given when its run is sent, from the run's next base."""
+        """The lists the emits fill: each run's entries, msg_ids and emit times. A
+        traced emit's tail of them is sent alone (``StreamOut.send_tails``) as a run at
+        the base the waiting run would have had, and the waiting run is numbered from
+        the next root when it goes: a root is given when its run is sent."""
         return [*self.entries, *self.msg_ids, *self.stamps]
+
+    def hold(self, lists: Iterator[list]) -> None:
+        """Take the next lists of ``lists`` in the place of :meth:`pending`'s, in its
+        order (``StreamOut.send_tails``)."""
+        for part in (self.entries, self.msg_ids, self.stamps):
+            part[:] = [next(lists) for _ in part]
 
     def end(self, out: StreamOut) -> None:
         """Send each run as one RUN frame on ``out``, its first root and its entries, and
