@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import time
 from collections import deque
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any, Protocol
 
 from runtime import wire
@@ -62,8 +62,8 @@ class Runs(Protocol):
     def pending(self) -> list[list]:
         """Every list the runs fill as the spout emits (entries, msg_ids, emit times)."""
 
-    def hold(self, lists: Iterator[list]) -> None:
-        """Take the next lists of ``lists`` in the place of :meth:`pending`'s."""
+    def put(self, i: int, part: list) -> None:
+        """Put ``part`` where the ``i``-th of :meth:`pending`'s lists sits."""
 
 
 class StreamOut:
@@ -159,9 +159,12 @@ class StreamOut:
         """Every list an emit appends to: the batch, the direct and tracked batches, and
         the runs' lists (the emit closures hold them: they are emptied and filled in
         place, never replaced)."""
-        lists = [self.items, *(p for _, p in self.direct.values()),
-                 *(p for _, p in self.direct_tracked.values()),
-                 *(p for o in self.outlets for p in o.tracked)]
+        lists = [self.items]  # (each traced call reads them: no generators)
+        if self.direct:
+            lists += [p for _, p in self.direct.values()]
+            lists += [p for _, p in self.direct_tracked.values()]
+        for outlet in self.outlets:
+            lists += outlet.tracked
         if self.runs is not None:
             lists += self.runs.pending()
         return lists
@@ -169,29 +172,40 @@ class StreamOut:
     def send_tails(self, lists: list[list], heads: list[int]) -> None:
         """Send only what each of :meth:`pending`'s ``lists`` holds past its length in
         ``heads`` (a traced call's tuples), as :meth:`flush` sends a batch; what was
-        there before stays in place, uncopied, for the usual flush. The tails are moved
-        where the pending lists sit for the flush, and the lists put back after it."""
-        tails = [part[h:] for part, h in zip(lists, heads)]
-        for part, h in zip(lists, heads):
-            del part[h:]
-        self._hold(tails)
+        there before stays in place, uncopied, for the usual flush. For the flush, a
+        list with a head is cut and its tail put in its place, then it is put back."""
+        if not any(heads):
+            return self.flush()
+        cut = [(i, part) for i, part in enumerate(lists) if heads[i]]
+        for i, part in cut:
+            tail = part[heads[i]:]
+            del part[heads[i]:]
+            self._put(i, tail)
         try:
             self.flush()
         finally:
-            self._hold(lists)
+            for i, part in cut:
+                self._put(i, part)
 
-    def _hold(self, lists: list[list]) -> None:
-        """Put ``lists`` where :meth:`pending`'s sit, in its order (the emit closures
-        keep the lists they were made with: they are never called meanwhile)."""
-        it = iter(lists)
-        self.items = next(it)
+    def _put(self, i: int, part: list) -> None:
+        """Put ``part`` where the ``i``-th of :meth:`pending`'s lists sits (the emit
+        closures keep the lists they were made with: they are not called meanwhile)."""
+        if i == 0:
+            self.items = part
+            return
+        i -= 1
         for held in (self.direct, self.direct_tracked):
-            for task, (header, _) in held.items():
-                held[task] = (header, next(it))
+            if i < len(held):
+                task = list(held)[i]
+                held[task] = (held[task][0], part)
+                return
+            i -= len(held)
         for outlet in self.outlets:
-            outlet.tracked[:] = [next(it) for _ in outlet.tracked]
-        if self.runs is not None:
-            self.runs.hold(it)
+            if i < len(outlet.tracked):
+                outlet.tracked[i] = part
+                return
+            i -= len(outlet.tracked)
+        self.runs.put(i, part)
 
     def flush(self) -> None:
         """Split the pending batch among subscribers and send every part."""

@@ -12,7 +12,7 @@ fill the runs are made in :mod:`runtime.engine.wiring`.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Mapping
 
 from runtime.acking._ledger import RootIds
 from runtime.acking._tracking import SpoutTracker
@@ -72,11 +72,11 @@ class Runs:
         the next root when it goes: a root is given when its run is sent."""
         return [*self.entries, *self.msg_ids, *self.stamps]
 
-    def hold(self, lists: Iterator[list]) -> None:
-        """Take the next lists of ``lists`` in the place of :meth:`pending`'s, in its
-        order (``StreamOut.send_tails``)."""
-        for part in (self.entries, self.msg_ids, self.stamps):
-            part[:] = [next(lists) for _ in part]
+    def put(self, i: int, part: list) -> None:
+        """Put ``part`` where the ``i``-th of :meth:`pending`'s lists sits
+        (``StreamOut.send_tails``)."""
+        n = len(self.entries)
+        (self.entries, self.msg_ids, self.stamps)[i // n][i % n] = part
 
     def end(self, out: StreamOut) -> None:
         """Send each run as one RUN frame on ``out``, its first root and its entries, and

@@ -389,47 +389,46 @@ class _Window:
         early = self.early.append
         for out in live:
             lists = out.pending()
-            self.marks.append((out, lists, [len(part) for part in lists], out.send))
+            self.marks.append((out, lists, list(map(len, lists)), out.send))
             out.send = lambda h, b, out=out: early((out, h, b))
 
     def close(self, send: Send) -> list[tuple[StreamOut, bytes, bytes]]:
         """The frames of the call's tuples, caught; the sends put back. A frame sent
         while the call ran is split (:meth:`_early`): its head goes now, by ``send``."""
         caught: list[tuple[StreamOut, bytes, bytes]] = []
-        for out, _, _, own in self.marks:
-            out.send = own
-        flushed = self._early(send, caught) if self.early else {}
-        for m, (out, lists, heads, own) in enumerate(self.marks):
-            if m in flushed:  # what those lists hold now is all the call's
-                heads = [0 if i in flushed[m] else h for i, h in enumerate(heads)]
-            if any(len(part) > h for part, h in zip(lists, heads)):
-                out.send = lambda h, b, out=out: caught.append((out, h, b))
-                try:
+        if self.early:
+            self._early(send, caught)
+        try:  # the streams still send to ``early``: their tails come next
+            for out, lists, heads, _ in self.marks:
+                if list(map(len, lists)) != heads:
                     out.send_tails(lists, heads)
-                finally:
-                    out.send = own
+        finally:
+            for out, _, _, own in self.marks:
+                out.send = own
+        caught += self.early
         return caught
 
-    def _early(self, send: Send, caught: list) -> dict[int, set[int]]:
+    def _early(self, send: Send, caught: list) -> None:
         """The frames a batch filled while the call ran: one holding only heads is sent
         now, one holding only the call's tuples caught, and one holding both split at
         the head's length (a frame of a grouping that splits the batch among several
         tasks by value is sent whole, untraced: which of its tuples the call emitted is
-        not known). Returns, per stream, the pending lists sent, whose head is gone."""
-        flushed: dict[int, set[int]] = {}
+        not known). The heads of the lists sent are gone: what they hold now is the
+        call's."""
         places = [_places(out) for out, _, _, _ in self.marks]
         index = {id(out): m for m, (out, _, _, _) in enumerate(self.marks)}
         seen: set[tuple[int, bytes]] = set()  # a header's later frame is the call's alone
-        for out, header, body in self.early:
+        early, self.early[:] = self.early[:], []
+        for out, header, body in early:
             m = index[id(out)]
             place = places[m].get(header)
             if place is None:  # not from a pending list (cannot be): as it is
                 send(header, body)
                 continue
             lists, stride, whole = place
-            h = 0 if (m, header) in seen else self.marks[m][2][lists[0]] // stride
+            heads = self.marks[m][2]
+            h = 0 if (m, header) in seen else heads[lists[0]] // stride
             seen.add((m, header))
-            flushed.setdefault(m, set()).update(lists)
             if h == 0:
                 caught.append((out, header, body))
             elif not whole:
@@ -440,7 +439,8 @@ class _Window:
                     send(header, head)
                 if tail is not None:
                     caught.append((out, header, tail))
-        return flushed
+            for i in lists:
+                heads[i] = 0  # sent: later frames of this list hold the call's alone
 
 
 def _places(out: StreamOut) -> dict[bytes, tuple[tuple[int, ...], int, bool]]:
