@@ -62,6 +62,9 @@ class Runs(Protocol):
     def pending(self) -> list[list]:
         """Every list the runs fill as the spout emits (entries, msg_ids, emit times)."""
 
+    def put(self, i: int, part: list) -> None:
+        """Put ``part`` where the ``i``-th of :meth:`pending`'s lists sits."""
+
 
 class StreamOut:
     """One declared stream of this component: its pending batches (untracked, tracked,
@@ -156,27 +159,53 @@ class StreamOut:
         """Every list an emit appends to: the batch, the direct and tracked batches, and
         the runs' lists (the emit closures hold them: they are emptied and filled in
         place, never replaced)."""
-        lists = [self.items, *(p for _, p in self.direct.values()),
-                 *(p for _, p in self.direct_tracked.values()),
-                 *(p for o in self.outlets for p in o.tracked)]
+        lists = [self.items]  # (each traced call reads them: no generators)
+        if self.direct:
+            lists += [p for _, p in self.direct.values()]
+            lists += [p for _, p in self.direct_tracked.values()]
+        for outlet in self.outlets:
+            lists += outlet.tracked
         if self.runs is not None:
             lists += self.runs.pending()
         return lists
 
-    def set_aside(self) -> list[tuple[list, list]]:
-        """Empty every pending list, keeping what it held for :meth:`put_back`: what is
-        emitted until then is alone in the batches (a traced call's tuples)."""
-        saved = [(part, part[:]) for part in self.pending() if part]
-        for part, _ in saved:
-            part.clear()
-        return saved
+    def send_tails(self, lists: list[list], heads: list[int]) -> None:
+        """Send only what each of :meth:`pending`'s ``lists`` holds past its length in
+        ``heads`` (a traced call's tuples), as :meth:`flush` sends a batch; what was
+        there before stays in place, uncopied, for the usual flush. For the flush, a
+        list with a head is cut and its tail put in its place, then it is put back."""
+        if not any(heads):
+            return self.flush()
+        cut = [(i, part) for i, part in enumerate(lists) if heads[i]]
+        for i, part in cut:
+            tail = part[heads[i]:]
+            del part[heads[i]:]
+            self._put(i, tail)
+        try:
+            self.flush()
+        finally:
+            for i, part in cut:
+                self._put(i, part)
 
-    @staticmethod
-    def put_back(saved: list[tuple[list, list]]) -> None:
-        """Return what :meth:`set_aside` took, ahead of anything appended since: it goes
-        at the next flush, as it would have."""
-        for part, held in saved:
-            part[:0] = held
+    def _put(self, i: int, part: list) -> None:
+        """Put ``part`` where the ``i``-th of :meth:`pending`'s lists sits (the emit
+        closures keep the lists they were made with: they are not called meanwhile)."""
+        if i == 0:
+            self.items = part
+            return
+        i -= 1
+        for held in (self.direct, self.direct_tracked):
+            if i < len(held):
+                task = list(held)[i]
+                held[task] = (held[task][0], part)
+                return
+            i -= len(held)
+        for outlet in self.outlets:
+            if i < len(outlet.tracked):
+                outlet.tracked[i] = part
+                return
+            i -= len(outlet.tracked)
+        self.runs.put(i, part)
 
     def flush(self) -> None:
         """Split the pending batch among subscribers and send every part."""

@@ -66,10 +66,17 @@ class Runs:
         return sum(map(len, self.entries))
 
     def pending(self) -> list[list]:
-        """The lists the emits fill: each run's entries, msg_ids and emit times. Set
-        aside and put back together (``StreamOut.set_aside``), a run's roots stay
-        consecutive: a root is given when its run is sent, from the run's next base."""
+        """The lists the emits fill: each run's entries, msg_ids and emit times. A
+        traced emit's tail of them is sent alone (``StreamOut.send_tails``) as a run at
+        the base the waiting run would have had, and the waiting run is numbered from
+        the next root when it goes: a root is given when its run is sent."""
         return [*self.entries, *self.msg_ids, *self.stamps]
+
+    def put(self, i: int, part: list) -> None:
+        """Put ``part`` where the ``i``-th of :meth:`pending`'s lists sits
+        (``StreamOut.send_tails``)."""
+        n = len(self.entries)
+        (self.entries, self.msg_ids, self.stamps)[i // n][i % n] = part
 
     def end(self, out: StreamOut) -> None:
         """Send each run as one RUN frame on ``out``, its first root and its entries, and

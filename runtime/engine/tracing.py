@@ -4,14 +4,16 @@ records of all three it owes the master.
 
 Only traced tuples pay. A task sends traced tuples the usual way, into its streams'
 batches, but apart: before a traced emit (a spout) or a traced ``process`` call (a bolt)
-what waits in the batches is set aside (``StreamOut.set_aside``), and after it the
-streams are flushed with ``StreamOut.send`` swapped for a list, so the frames caught hold
-only that call's tuples; then what was set aside is put back, to leave at the usual
-flush (no batch is cut). A bolt's traced children are caught once its input is acked too
-(before the next traced input, or when the frame is done), so that a BasicBolt's ack
-folded into its last child travels with it. They are sent untouched, marked (trace id, a
-hop id per tuple, the time they left), as entries of one TRACED frame per task. The
-untraced path, its closures and its decoders, is not touched.
+the length of every pending list is noted (what waits there stays, uncopied), and after
+it only the lists' tails, the call's tuples, are sent (``StreamOut.send_tails``), with
+``StreamOut.send`` swapped for a list, so the frames caught hold only that call's
+tuples; the heads leave at the usual flush (no batch is cut). A batch the call fills is
+caught too, and split at its head's length. A bolt's traced children are caught once
+its input is acked too (before the next traced input, or when the frame is done), so
+that a BasicBolt's ack folded into its last child travels with it. They are sent
+untouched, marked (trace id, a hop id per tuple, the time they left), as entries of one
+TRACED frame per task. The untraced path, its closures and its decoders, is not
+touched.
 
 A receiving task processes each inner frame as any other, with the user's ``process``
 wrapped for that frame: each tuple's hop is timed and recorded, and what it emitted is
@@ -101,9 +103,9 @@ class Tracer:
         self.by_msg: dict[Any, int] = {}
         # a bolt's traced inputs held past their process call: id -> (tuple, trace, hop, since)
         self.held: dict[int, tuple[Tuple, int, int, float]] = {}
-        # the traced input being processed: what was set aside for its call, its trace,
+        # the traced input being processed: its call's window (_Window), its trace,
         # hop and whether only anchored children count (caught by _close)
-        self.open: tuple[list, int, int, bool] | None = None
+        self.open: tuple[_Window, int, int, bool] | None = None
 
     def set_rate(self, rate: float) -> None:
         """Trace this fraction of the spout's tuples from now on (0.0: none)."""
@@ -122,28 +124,23 @@ class Tracer:
         return out
 
     # -- sending traced tuples ----------------------------------------------------------
-    def set_aside(self) -> list:
-        """Empty every stream's pending lists, keeping what they held (untraced tuples
-        waiting for the flush): what is caught next is only the traced call's. A stream
-        nobody subscribes to sends nothing, and is left alone."""
-        return [(out, out.set_aside()) for out in self.live]
+    def set_aside(self) -> _Window:
+        """Open a traced call's window: what waits in the streams' pending lists (untraced
+        tuples) stays there, in place; only their lengths are noted, so that what the
+        call adds is their tails. A stream nobody subscribes to sends nothing, and is
+        left alone."""
+        return _Window(self.live)
 
-    def catch(self, saved: list, trace: int, parent: int,
+    def catch(self, window: _Window, trace: int, parent: int,
               only_anchored: bool) -> list[tuple[int, list]]:
-        """Flush every stream, catching the frames (``StreamOut.send`` swapped for the
-        flush): they hold only tuples emitted since :meth:`set_aside`, each a child of
-        ``parent``; then put back what was set aside, to go at the usual flush. Each
-        frame caught is kept, marked, for :meth:`flush`; with ``only_anchored``, an
-        untracked frame (an emit not anchored, under acking) is no descendant and is
-        sent as it is. Returns each kept frame's kind and decoded batch."""
-        caught: list[tuple[StreamOut, bytes, bytes]] = []
-        for out, held in saved:
-            send, out.send = out.send, lambda h, b, out=out: caught.append((out, h, b))
-            try:
-                out.flush()
-            finally:
-                out.send = send
-                out.put_back(held)
+        """Close ``window``: send the tails of the pending lists, catching the frames
+        (``StreamOut.send_tails``, ``StreamOut.send`` swapped for a list): they hold
+        only the tuples emitted since :meth:`set_aside`, each a child of ``parent``;
+        the heads stay for the usual flush. Each frame caught is kept, marked, for
+        :meth:`flush`; with ``only_anchored``, an untracked frame (an emit not
+        anchored, under acking) is no descendant and is sent as it is. Returns each
+        kept frame's kind and decoded batch."""
+        caught = window.close(self.send)
         kept = []
         for out, header, body in caught:
             h = wire.parse_header(header)
@@ -200,11 +197,11 @@ class Tracer:
                 return base(values, stream, msg_id)
             trace = new_mark()
             started = self.wall()
-            saved = self.set_aside()  # what waits stays for the usual flush
+            window = self.set_aside()  # what waits stays for the usual flush
             try:
                 base(values, stream, msg_id)
             finally:  # a bad emit raises (and is reported): what waits is put back
-                inner = self.catch(saved, trace, 0, only_anchored=False)
+                inner = self.catch(window, trace, 0, only_anchored=False)
                 self.flush()
             tracked = self.acking and msg_id is not None
             self.records.append(["start", trace, _plain(msg_id), self.comp, self.task,
@@ -336,9 +333,9 @@ class Tracer:
         its ``process`` call *and* its ack, so that a BasicBolt's ack folded into its
         last child (acker.md, "An ack folded into a child") travels with it."""
         if self.open is not None:
-            saved, trace, hop, only_anchored = self.open
+            window, trace, hop, only_anchored = self.open
             self.open = None
-            self.catch(saved, trace, hop, only_anchored)
+            self.catch(window, trace, hop, only_anchored)
 
     # -- held inputs: acked or failed after their process call --------------------------
     def _hold(self, tup: Tuple, trace: int, hop: int) -> None:
@@ -377,6 +374,112 @@ class Tracer:
             self.records.append(["outcome", entry[1], entry[2], outcome])
         if not self.held:
             self.user.ack, self.user.fail = self._settlers
+
+
+class _Window:
+    """A traced call's view of its task's live streams: each one's pending lists and
+    their lengths when the call began (the heads: untraced tuples, left in place), and
+    what the streams sent while the call ran (only when it filled a batch), caught."""
+
+    __slots__ = ("marks", "early")
+
+    def __init__(self, live: list[StreamOut]) -> None:
+        self.early: list[tuple[StreamOut, bytes, bytes]] = []
+        self.marks = []
+        early = self.early.append
+        for out in live:
+            lists = out.pending()
+            self.marks.append((out, lists, list(map(len, lists)), out.send))
+            out.send = lambda h, b, out=out: early((out, h, b))
+
+    def close(self, send: Send) -> list[tuple[StreamOut, bytes, bytes]]:
+        """The frames of the call's tuples, caught; the sends put back. A frame sent
+        while the call ran is split (:meth:`_early`): its head goes now, by ``send``."""
+        caught: list[tuple[StreamOut, bytes, bytes]] = []
+        if self.early:
+            self._early(send, caught)
+        try:  # the streams still send to ``early``: their tails come next
+            for out, lists, heads, _ in self.marks:
+                if list(map(len, lists)) != heads:
+                    out.send_tails(lists, heads)
+        finally:
+            for out, _, _, own in self.marks:
+                out.send = own
+        caught += self.early
+        return caught
+
+    def _early(self, send: Send, caught: list) -> None:
+        """The frames a batch filled while the call ran: one holding only heads is sent
+        now, one holding only the call's tuples caught, and one holding both split at
+        the head's length (a frame of a grouping that splits the batch among several
+        tasks by value is sent whole, untraced: which of its tuples the call emitted is
+        not known). The heads of the lists sent are gone: what they hold now is the
+        call's."""
+        places = [_places(out) for out, _, _, _ in self.marks]
+        index = {id(out): m for m, (out, _, _, _) in enumerate(self.marks)}
+        seen: set[tuple[int, bytes]] = set()  # a header's later frame is the call's alone
+        early, self.early[:] = self.early[:], []
+        for out, header, body in early:
+            m = index[id(out)]
+            place = places[m].get(header)
+            if place is None:  # not from a pending list (cannot be): as it is
+                send(header, body)
+                continue
+            lists, stride, whole = place
+            heads = self.marks[m][2]
+            h = 0 if (m, header) in seen else heads[lists[0]] // stride
+            seen.add((m, header))
+            if h == 0:
+                caught.append((out, header, body))
+            elif not whole:
+                send(header, body)
+            else:
+                head, tail = _cut(wire.parse_header(header).kind, body, h, stride)
+                if head is not None:
+                    send(header, head)
+                if tail is not None:
+                    caught.append((out, header, tail))
+            for i in lists:
+                heads[i] = 0  # sent: later frames of this list hold the call's alone
+
+
+def _places(out: StreamOut) -> dict[bytes, tuple[tuple[int, ...], int, bool]]:
+    """Per header a stream sends frames under: the indexes in ``out.pending()`` of the
+    lists its frame empties (the tuples' list first), the list's items per tuple, and
+    whether a frame holds that list whole (False: a grouping's part of the batch)."""
+    places: dict[bytes, tuple[tuple[int, ...], int, bool]] = {}
+    for outlet in out.outlets:
+        for header in outlet.headers:
+            places[header] = ((0,), 1, outlet.fixed is not None)
+    i = 1
+    for held, stride in ((out.direct, 1), (out.direct_tracked, out.stride)):
+        for header, _ in held.values():
+            places[header] = ((i,), stride, True)
+            i += 1
+    for outlet in out.outlets:
+        for header in outlet.tracked_headers:
+            places[header] = ((i,), out.stride, True)
+            i += 1
+    if out.runs is not None:  # entries, then msg_ids, then emit times, a list a run each
+        n = sum(len(outlet.run_headers) for outlet in out.outlets)
+        for outlet in out.outlets:
+            for header in outlet.run_headers:
+                places[header] = ((i, i + n, i + 2 * n), 1, True)
+                i += 1
+    return places
+
+
+def _cut(kind: int, body: bytes, h: int, stride: int) -> tuple[bytes | None, bytes | None]:
+    """A frame's body as two: its first ``h`` tuples and the rest (None: none)."""
+    batch = wire.decode_batch(body)
+    if kind == wire.RUN:  # [first root, entries]: the rest numbered on from the head
+        first, entries = batch
+        parts = ([first, entries[:h]], [first + h, entries[h:]])
+        sizes = (len(entries[:h]), len(entries[h:]))
+    else:
+        parts = (batch[:h * stride], batch[h * stride:])
+        sizes = (len(parts[0]), len(parts[1]))
+    return tuple(wire.encode_batch(p) if n else None for p, n in zip(parts, sizes))
 
 
 def _plain(msg_id):

@@ -1,0 +1,135 @@
+"""A traced call and the batches it shares with untraced tuples (issue 20, the traced
+path's cost; docs/internals/tracing.md, "How the mark travels"): what waits in a
+batch stays there, in place and in order, while a traced call runs, and only the
+call's own tuples (the batch's tail) leave as a traced frame; a batch the call fills
+is split at what waited, so nothing is lost, sent twice or left untraced."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+
+from runtime import Bolt, Topology
+from runtime.testing import InMemoryCluster
+
+from .test_tracing import Sentences, Split, check_tree
+
+
+class Peeking(Split):
+    """The split, noting at each call the sentence and the entries waiting in its own
+    stream's batch (``waiting`` is set once the cluster runs)."""
+
+    def prepare(self, config, context):
+        self.seen: list[tuple[str, list]] = []
+
+    def process(self, tup):
+        self.seen.append((tup.values[0], self.waiting()))
+        super().process(tup)
+
+
+class Heard(Bolt):
+    """Acks every word, and keeps them all."""
+
+    outputs: list[str] = []
+
+    def prepare(self, config, context):
+        self.words: list[str] = []
+
+    def process(self, tup):
+        self.words.append(tup.values[0])
+        self.ack(tup)
+
+
+def words_waiting(cluster: InMemoryCluster, ackers: int):
+    """What the split's stream holds unsent: its batch (acking off) or its one tracked
+    batch's entries (a BasicBolt's children, triples, under acking)."""
+    out = cluster.executors[cluster.plan.component_tasks()["split"][0]].streams["default"]
+    if ackers:
+        return lambda: out.outlets[0].tracked[0][0::3]
+    return lambda: list(out.items)
+
+
+@pytest.mark.parametrize("ackers", [1, 0])
+def test_a_traced_call_leaves_what_waits_in_the_batch_in_place(ackers):
+    # the spout's frames go two sentences at a time, the split's batch never fills and
+    # no timer fires: every word an untraced sentence emitted waits in the split's batch,
+    # in order, and a traced call finds it there (it was emptied for the call, before)
+    random.seed(3)
+    topo = Topology("peek")
+    topo.spout("sentences", Sentences(60), batch_size=2)
+    topo.bolt("split", Peeking).shuffle_grouping("sentences")
+    topo.bolt("count", Heard).fields_grouping("split", ["word"])
+    with InMemoryCluster(topo, ackers=ackers, trace=0.3, eager_flush=False,
+                         target_latency=None) as cluster:
+        split = cluster.user_object(cluster.plan.component_tasks()["split"][0])
+        split.waiting = words_waiting(cluster, ackers)
+        for _ in range(15):
+            cluster.step(4)
+        traces = cluster.traces(limit=100)
+        left = split.waiting()
+    traced = {t.values[0] for t in traces}
+    assert 8 <= len(traced) <= 40 and len(split.seen) >= 58  # the last may wait
+    expected, found_waiting = [], 0
+    for sentence, waiting in split.seen:
+        assert waiting == expected, sentence
+        if sentence in traced:
+            found_waiting += bool(waiting)
+        else:
+            expected += sentence.split()
+    assert left == expected  # still waiting: the traced calls took only their own words
+    assert found_waiting >= 5  # traced calls that found untraced words waiting
+    for t in traces:
+        check_tree(t, 4)
+
+
+def small_batches(count_tasks: int) -> Topology:
+    """Sentences of four words through batches of three tuples: every traced call at the
+    split fills its batch, and often the spout's run or batch too."""
+    topo = Topology("small", batch_size=3)
+    topo.spout("sentences", Sentences(200))
+    topo.bolt("split", Split).shuffle_grouping("sentences")
+    topo.bolt("count", Heard, parallelism=count_tasks).fields_grouping("split", ["word"])
+    return topo
+
+
+def small_run(ackers: int, count_tasks: int, seed: int) -> tuple[list, list[str]]:
+    """200 sentences through :func:`small_batches`, 30 % traced: the traces, and every
+    word the counters heard."""
+    random.seed(seed)
+    with InMemoryCluster(small_batches(count_tasks), ackers=ackers, trace=0.3,
+                         eager_flush=False, target_latency=None) as cluster:
+        for _ in range(50):
+            cluster.step(4)
+            cluster.advance(0.01)
+        cluster.run_until_idle()
+        heard = [w for task in cluster.plan.component_tasks()["count"]
+                 for w in cluster.user_object(task).words]
+        return cluster.traces(limit=1000), heard
+
+
+@pytest.mark.parametrize("ackers", [1, 0])
+def test_a_batch_a_traced_call_fills_is_split_where_the_call_began(ackers):
+    # what waited leaves untraced, the call's tuples traced: every traced tree is whole
+    # (before, the call's tuples that filled the batch left untraced) and every word
+    # arrives once
+    traces, heard = small_run(ackers, count_tasks=1, seed=11)
+    assert 30 <= len(traces) <= 100
+    for t in traces:
+        check_tree(t, 4)
+        assert t.status == "acked"
+    everything = [w for i in range(200) for w in f"s{i} a b c".split()]
+    assert sorted(heard) == sorted(everything)
+
+
+@pytest.mark.parametrize("ackers", [1, 0])
+def test_a_filled_batch_split_among_tasks_loses_and_repeats_nothing(ackers):
+    # to two counters by a fields grouping, a filled batch's parts cannot be cut where
+    # the call began (acking off: sent untraced, a limit); no word is lost or sent twice
+    traces, heard = small_run(ackers, count_tasks=2, seed=13)
+    assert traces and all(t.status == "acked" for t in traces)
+    everything = [w for i in range(200) for w in f"s{i} a b c".split()]
+    assert sorted(heard) == sorted(everything)
+    if ackers:  # a tracked batch is cut exactly: every tree is whole
+        for t in traces:
+            check_tree(t, 4)
