@@ -15,6 +15,7 @@ from pathlib import Path
 
 import nbformat
 import pytest
+from playwright.sync_api import Error as PlaywrightError
 
 from runtime.testing import wait_for
 
@@ -262,7 +263,7 @@ def test_a_learner_can_read_the_dashboard(lab, page, tupleflow_processes):
     page.wait_for_function(STATE_IS, arg=[STATUS, "demo", "killed"], timeout=REFRESH)
     wait_for_emitted(page, 0, REFRESH)  # the last real numbers, not zeros
     assert "TopologyDead" not in page.locator(STATUS).first.text_content()
-    page.locator(STATUS).first.scroll_into_view_if_needed()
+    scroll_to(page, STATUS)
     page.screenshot(path=str(SHOTS / "killed.png"))
     wait_for(lambda: not tupleflow_processes(), 30, "the topology's processes to exit")
 
@@ -350,3 +351,15 @@ def test_a_reopened_notebook_says_ended_at_once(lab, page, tupleflow_processes):
     page.screenshot(path=str(SHOTS / "reopened.png"))
     leftovers = lab.stop()
     assert not leftovers, f"JupyterLab left processes behind: {leftovers}"
+
+
+def scroll_to(page, selector: str, attempts: int = 5) -> None:
+    """Scroll a dashboard part into view for its screenshot. Each refresh draws the
+    dashboard's parts anew, so the element found may be replaced (detached) while
+    Playwright waits for it to be stable: find it again, a few times."""
+    for attempt in range(attempts):
+        try:
+            return page.locator(selector).first.scroll_into_view_if_needed(timeout=REFRESH)
+        except PlaywrightError:
+            if attempt == attempts - 1:
+                raise

@@ -23,6 +23,7 @@ from .test_jupyterlab import (
     kill_and_stop,
     open_notebook,
     run_all_cells,
+    scroll_to,
     write_notebook,
 )
 
@@ -86,14 +87,14 @@ def test_the_lineage_tab_draws_a_timed_out_tree_and_the_acker_its_oldest_roots(
     msg_id = chosen.split("·")[0].strip()  # (the browser shows spaces as no-break ones)
     assert page.locator(f'{LINEAGE} tr.tf-chosen[data-msg-id="{msg_id}"]').count() == 1
     # (each refresh may redraw the tab's HTML: scroll the widget, whose node stays)
-    page.locator(LINEAGE).first.scroll_into_view_if_needed()
+    scroll_to(page, LINEAGE)
     page.screenshot(path=str(SHOTS / "lineage.png"))
 
     page.locator(".lm-TabBar-tab", has_text="acker").first.click()
     panel = page.locator(f"{ACKERS} .tupleflow-acker").first
     panel.wait_for(timeout=REFRESH)
     assert panel.locator(".tf-age").count() == 3  # the ledger's three slots
-    page.locator(ACKERS).first.scroll_into_view_if_needed()
+    scroll_to(page, ACKERS)
     page.screenshot(path=str(SHOTS / "acker.png"))
 
     kill_and_stop(page, lab, tupleflow_processes)

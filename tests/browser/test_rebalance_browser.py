@@ -85,7 +85,7 @@ def test_the_rebalance_control_shows_what_moves_then_what_it_did_or_why_not(
     assert button(page).is_disabled()  # the added task waits for the gate: still moving
     notebook.refreshes(page, 2)  # the dashboard refreshes meanwhile
     assert button(page).is_disabled()
-    page.locator(LINE).first.scroll_into_view_if_needed()
+    notebook.scroll_to(page, LINE)
     page.screenshot(path=str(notebook.SHOTS / "rebalancing.png"))
 
     (lab.root / GATE).touch()
@@ -93,7 +93,7 @@ def test_the_rebalance_control_shows_what_moves_then_what_it_did_or_why_not(
                      "tasks added", "keys moved", timeout=KERNEL_WORK)
     page.wait_for_function(GRAPH_SAYS, arg=["double", 3], timeout=REFRESH)
     assert not button(page).is_disabled(), done
-    page.locator(f"{notebook.GRAPH} svg").first.scroll_into_view_if_needed()
+    notebook.scroll_to(page, f"{notebook.GRAPH} svg")
     page.screenshot(path=str(notebook.SHOTS / "rebalanced.png"))
 
     rebalance(page, "double=5")

@@ -10,7 +10,6 @@ helpers: test_jupyterlab.py, test_lineage_browser.py and conftest.py
 from __future__ import annotations
 
 import pytest
-from playwright.sync_api import Error as PlaywrightError
 
 from . import test_jupyterlab as notebook
 from .test_lineage_browser import choose
@@ -113,18 +112,6 @@ def reads_checkpoints(page) -> None:
     assert "last committed" in page.locator(CHECKPOINTS).first.inner_text()
 
 
-def scroll_to(page, selector: str, attempts: int = 5) -> None:
-    """Scroll a panel into view for its screenshot. Each refresh draws the panels anew,
-    so the element found may be replaced while Playwright waits for it to be stable: find
-    it again, a few times."""
-    for attempt in range(attempts):
-        try:
-            return page.locator(selector).first.scroll_into_view_if_needed(timeout=REFRESH)
-        except PlaywrightError:
-            if attempt == attempts - 1:
-                raise
-
-
 def reads_window_checkpoints(page) -> None:
     """The windowed bolt's open windows are in the checkpoint too: its panel has a row per
     task with the tuples held and the bytes of its last saved snapshot."""
@@ -144,14 +131,14 @@ def test_the_windows_and_checkpoint_panels_show_what_the_topology_does(
     page.locator(WINDOWS).first.wait_for(timeout=KERNEL_WORK)
     reads_windows(page)
     reads_window_checkpoints(page)
-    scroll_to(page, WINDOWS)
+    notebook.scroll_to(page, WINDOWS)
     page.screenshot(path=str(notebook.SHOTS / "windows.png"))
 
     choose(page, "tasks of", "tally")
     page.locator(CHECKPOINTS).first.wait_for(timeout=KERNEL_WORK)
     reads_checkpoints(page)
     assert page.locator(f"{notebook.DASHBOARD} {WINDOWS}").count() == 0  # tally has no window
-    scroll_to(page, CHECKPOINTS)
+    notebook.scroll_to(page, CHECKPOINTS)
     page.screenshot(path=str(notebook.SHOTS / "checkpoints.png"))
 
     notebook.kill_and_stop(page, lab, tupleflow_processes)
