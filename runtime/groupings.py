@@ -24,7 +24,8 @@ from typing import Any
 
 __all__ = ["AllGrouping", "DirectGrouping", "FieldsGrouping", "GlobalGrouping", "Grouping",
            "KEY_GROUPS", "LocalOrShuffleGrouping", "PartialKeyGrouping", "ShuffleGrouping",
-           "field_hash", "key_group", "key_slots", "key_task", "label", "stable_hash"]
+           "field_hash", "key_group", "key_slots", "key_task", "keyed_picker", "label",
+           "stable_hash"]
 
 # A key's hash picks one of a component's key groups, and the groups are dealt to the tasks
 # in contiguous ranges, so that a rebalance moves whole groups (and a StatefulBolt's state
@@ -163,6 +164,14 @@ def _fields_picker(indexes: tuple[int, ...], n: int, keyed: bool = False,
 
         return pick
     return lambda values: stable_hash([values[i] for i in indexes]) % n
+
+
+def keyed_picker(indexes: Sequence[int], n: int, groups: int = KEY_GROUPS):
+    """``pick(values)``: the index, among ``n`` tasks, of the task a fields grouping on the
+    fields at ``indexes`` sends ``values`` to when its subscriber keeps keyed state (through
+    ``groups`` key groups): the router's own function, for whatever must follow its keys
+    (held window tuples at a rebalance, runtime/windows/_split.py)."""
+    return _fields_picker(tuple(indexes), n, True, groups)
 
 
 def _key_group_picker(indexes: tuple[int, ...], n: int, groups: int):

@@ -49,10 +49,8 @@ from runtime.groupings import (
     GlobalGrouping,
     LocalOrShuffleGrouping,
     ShuffleGrouping,
-    field_hash,
-    key_task,
+    keyed_picker,
     label,
-    stable_hash,
 )
 from runtime.model.windowing import Count, Window
 
@@ -138,8 +136,9 @@ class _Dealer:
         component, _, stream, _ = source
         rule, indexes = rules.get((component, stream), (None, ()))
         n, groups = self.n, self.groups
-        if rule == FIELDS:
-            return lambda values: (key_task(_key_hash(values, indexes), n, groups),)
+        if rule == FIELDS:  # the router's own pick (a one-field stream's value is bare)
+            pick = keyed_picker(indexes, n, groups)
+            return lambda values: (pick(values if type(values) is list else [values]),)
         if rule == ANY:
             return self._in_turn
         if rule == FIRST:
@@ -153,15 +152,6 @@ class _Dealer:
     def _in_turn(self, values: Any) -> tuple[int]:
         self.turn += 1
         return ((self.turn - 1) % self.n,)
-
-
-def _key_hash(values: Any, indexes: Sequence[int]) -> int:
-    """The fields grouping's hash of a tuple's key (``FieldsGrouping.pick``'s)."""
-    if type(values) is not list:
-        values = [values]  # a one-field stream's bare value
-    if len(indexes) == 1:
-        return field_hash(values[indexes[0]])
-    return stable_hash([values[i] for i in indexes])
 
 
 def _clock(snaps: list[Mapping]) -> dict:
