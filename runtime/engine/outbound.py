@@ -45,6 +45,7 @@ from runtime.groupings import (
 )
 
 from .errors import not_a_list
+from .pending import PendingLists
 
 Send = Callable[[bytes, bytes], None]
 
@@ -66,7 +67,7 @@ class Runs(Protocol):
         """Put ``part`` where the ``i``-th of :meth:`pending`'s lists sits."""
 
 
-class StreamOut:
+class StreamOut(PendingLists):
     """One declared stream of this component: its pending batches (untracked, tracked,
     direct, and a tracking spout's runs, which it sends), its subscribers' outlets, its
     counts, and the tap and recorder watching it while they are on."""
@@ -154,58 +155,6 @@ class StreamOut:
             for pending in outlet.tracked:
                 n += len(pending) // stride
         return n
-
-    def pending(self) -> list[list]:
-        """Every list an emit appends to: the batch, the direct and tracked batches, and
-        the runs' lists (the emit closures hold them: they are emptied and filled in
-        place, never replaced)."""
-        lists = [self.items]  # (each traced call reads them: no generators)
-        if self.direct:
-            lists += [p for _, p in self.direct.values()]
-            lists += [p for _, p in self.direct_tracked.values()]
-        for outlet in self.outlets:
-            lists += outlet.tracked
-        if self.runs is not None:
-            lists += self.runs.pending()
-        return lists
-
-    def send_tails(self, lists: list[list], heads: list[int]) -> None:
-        """Send only what each of :meth:`pending`'s ``lists`` holds past its length in
-        ``heads`` (a traced call's tuples), as :meth:`flush` sends a batch; what was
-        there before stays in place, uncopied, for the usual flush. For the flush, a
-        list with a head is cut and its tail put in its place, then it is put back."""
-        if not any(heads):
-            return self.flush()
-        cut = [(i, part) for i, part in enumerate(lists) if heads[i]]
-        for i, part in cut:
-            tail = part[heads[i]:]
-            del part[heads[i]:]
-            self._put(i, tail)
-        try:
-            self.flush()
-        finally:
-            for i, part in cut:
-                self._put(i, part)
-
-    def _put(self, i: int, part: list) -> None:
-        """Put ``part`` where the ``i``-th of :meth:`pending`'s lists sits (the emit
-        closures keep the lists they were made with: they are not called meanwhile)."""
-        if i == 0:
-            self.items = part
-            return
-        i -= 1
-        for held in (self.direct, self.direct_tracked):
-            if i < len(held):
-                task = list(held)[i]
-                held[task] = (held[task][0], part)
-                return
-            i -= len(held)
-        for outlet in self.outlets:
-            if i < len(outlet.tracked):
-                outlet.tracked[i] = part
-                return
-            i -= len(outlet.tracked)
-        self.runs.put(i, part)
 
     def flush(self) -> None:
         """Split the pending batch among subscribers and send every part."""

@@ -415,7 +415,7 @@ class _Window:
         tasks by value is sent whole, untraced: which of its tuples the call emitted is
         not known). The heads of the lists sent are gone: what they hold now is the
         call's."""
-        places = [_places(out) for out, _, _, _ in self.marks]
+        places = [out.places() for out, _, _, _ in self.marks]
         index = {id(out): m for m, (out, _, _, _) in enumerate(self.marks)}
         seen: set[tuple[int, bytes]] = set()  # a header's later frame is the call's alone
         early, self.early[:] = self.early[:], []
@@ -441,32 +441,6 @@ class _Window:
                     caught.append((out, header, tail))
             for i in lists:
                 heads[i] = 0  # sent: later frames of this list hold the call's alone
-
-
-def _places(out: StreamOut) -> dict[bytes, tuple[tuple[int, ...], int, bool]]:
-    """Per header a stream sends frames under: the indexes in ``out.pending()`` of the
-    lists its frame empties (the tuples' list first), the list's items per tuple, and
-    whether a frame holds that list whole (False: a grouping's part of the batch)."""
-    places: dict[bytes, tuple[tuple[int, ...], int, bool]] = {}
-    for outlet in out.outlets:
-        for header in outlet.headers:
-            places[header] = ((0,), 1, outlet.fixed is not None)
-    i = 1
-    for held, stride in ((out.direct, 1), (out.direct_tracked, out.stride)):
-        for header, _ in held.values():
-            places[header] = ((i,), stride, True)
-            i += 1
-    for outlet in out.outlets:
-        for header in outlet.tracked_headers:
-            places[header] = ((i,), out.stride, True)
-            i += 1
-    if out.runs is not None:  # entries, then msg_ids, then emit times, a list a run each
-        n = sum(len(outlet.run_headers) for outlet in out.outlets)
-        for outlet in out.outlets:
-            for header in outlet.run_headers:
-                places[header] = ((i, i + n, i + 2 * n), 1, True)
-                i += 1
-    return places
 
 
 def _cut(kind: int, body: bytes, h: int, stride: int) -> tuple[bytes | None, bytes | None]:
