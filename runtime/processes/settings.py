@@ -52,24 +52,21 @@ class LiveSettings:
         return told
 
     def differing(self, component: str, record: dict) -> list[wire.Control]:
-        """What an instance of ``component`` must be told so that it runs the settings in
-        force, from its statistics ``record``: the streams it records now
-        (``recording``) and the settings it was told live (``live``, as its instance keeps
-        them). Only what differs: a spout whose tuner runs (``"auto"``) is not told
-        ``"auto"`` again, which would start the tuner afresh."""
+        """Of what :meth:`for_new` tells an instance of ``component``, what it does not
+        run, from its statistics ``record``: the streams it records now (``recording``)
+        and the settings it was told live (``live``, as its instance keeps them). A spout
+        whose tuner runs (``"auto"``) is not told ``"auto"`` again, which would start the
+        tuner afresh; a bolt ignores settings."""
         live = record.get("live") or {}
         recording = set(record.get("recording") or ())
-        told: list[wire.Control] = [wire.Recording(stream=stream, on=on)
-                                    for (c, stream), on in self.recordings.items()
-                                    if c == component and on != (stream in recording)]
-        if record.get("kind") != "spout":
-            return told
-        pending = self.spout_pending.get(component, _UNSET)
-        if pending is not _UNSET and live.get(MAX_SPOUT_PENDING, _UNSET) != pending:
-            told.append(wire.Setting(key=MAX_SPOUT_PENDING, value=pending))
-        if self.trace is not None and live.get(TRACE) != self.trace:
-            told.append(wire.Setting(key=TRACE, value=self.trace))
-        return told
+        spout = record.get("kind") == "spout"
+
+        def runs(told: wire.Control) -> bool:
+            if isinstance(told, wire.Recording):
+                return told.on == (told.stream in recording)
+            return not spout or live.get(told.key, _UNSET) == told.value
+
+        return [told for told in self.for_new(component) if not runs(told)]
 
     def answer_set_trace(self, msg: wire.AskSetTrace) -> list[int]:
         """Change the fraction of spout tuples traced, in every spout task; remembered,
