@@ -86,10 +86,31 @@ def expected(rows: list[list]) -> dict:
 
 
 def exact(running, rows: list[list]) -> None:
-    """Wait for the last emission of every window to equal the batch."""
+    """Wait for the last emission of every window to equal the batch; on a timeout, say
+    which windows differ and how."""
     want = expected(rows)
-    wait_for(lambda: {c: emitted(running).get(c) for c in WINDOWED} == want, 180,
-             "every window, exact")
+    try:
+        wait_for(lambda: {c: emitted(running).get(c) for c in WINDOWED} == want, 180,
+                 "every window, exact")
+    except TimeoutError:
+        raise AssertionError(differences(emitted(running), want)) from None
+
+
+def differences(got: dict, want: dict) -> str:
+    """The windows missing, extra or unequal per component, with the ids each way."""
+    lines = []
+    for c in WINDOWED:
+        have, need = got.get(c, {}), want[c]
+        lines.append(f"{c}: {len(have)} windows emitted, {len(need)} expected; missing "
+                     f"{sorted(set(need) - set(have))[:10]}, extra "
+                     f"{sorted(set(have) - set(need))[:10]}")
+        for w in sorted(set(need) & set(have)):
+            if have[w] != need[w]:
+                a, b = set(have[w]), set(need[w])
+                lines.append(f"  {w}: {len(have[w])} ids, expected {len(need[w])}; lacking "
+                             f"{sorted(b - a)[:20]}, surplus {sorted(a - b)[:20]}, "
+                             f"same set: {a == b}, got {have[w][:30]}")
+    return "\n".join(lines)
 
 
 def started(running) -> None:
