@@ -94,6 +94,10 @@ class WindowManager:
     # after a rebalance split the open windows (_split.py): seq -> the watermark (ms) of
     # the tuple's old task, which evaluated every window ending at or before it, with it
     _done: dict = field(default_factory=dict)
+    # event time: the watermark up to which this task itself evaluated every window; the
+    # watermark, except after a split until the first tick (its watermark is then the old
+    # tasks' lowest, and what it holds was evaluated only as far as the marks say)
+    _through: int | None = None
 
     def __post_init__(self) -> None:
         self.inputs = frozenset(self.inputs)
@@ -132,7 +136,7 @@ class WindowManager:
         mark = self.next_watermark()
         if mark is None or (self.watermark is not None and mark <= self.watermark):
             return []
-        self.watermark = mark
+        self.watermark = self._through = mark
         if isinstance(self.window.slide, Count):
             return self._count_triggers((mark, _LAST))
         return self._watermark_windows(mark)
@@ -193,7 +197,8 @@ class WindowManager:
                 "since": self._since, "previous": sorted(self._previous),
                 "expired": [encode(t) for t in self._expired],
                 "to_ack": [encode(t) for t in self._to_ack], "last_tick": self._last_tick,
-                "done": [[seq, mark] for seq, mark in self._done.items()]}
+                "done": [[seq, mark] for seq, mark in self._done.items()],
+                "through": self._through}
 
     @classmethod
     def restored(cls, window: Window, inputs: Iterable[Hashable], saved: dict | None,
@@ -216,6 +221,7 @@ class WindowManager:
         m._to_ack = [decode(t) for t in saved["to_ack"]]
         m._last_tick = saved["last_tick"]
         m._done = {seq: mark for seq, mark in saved.get("done", ())}  # not saved before 21's split
+        m._through = saved.get("through", m.watermark)  # nor this, before the split of a split
         return m
 
     # -- triggers ----------------------------------------------------------------------

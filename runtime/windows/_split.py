@@ -13,8 +13,9 @@ grouping a copy to every task. Each new task's window clock (reasons in the page
 - each input stream's latest timestamp: the highest over the old tasks (what any task
   saw of a stream is in the stream's past for all);
 - the watermark: the lowest of the old tasks' (no window is evaluated early);
-- a held tuple remembers its old task's watermark (``done``): a window ending at or
-  before it was already evaluated with that tuple, and is not evaluated with it again;
+- a held tuple remembers its old task's watermark (``done``), or the higher mark it kept
+  from an earlier split: a window ending at or before it was already evaluated with that
+  tuple, and is not evaluated with it again;
 - the next window end: the lowest of the old tasks' (none if one had none: the next
   evaluation starts from the earliest held tuple);
 - the late and evaluated counters: summed onto the new task 0 (the component's totals
@@ -113,8 +114,10 @@ def _deal_one(i: int, s: Mapping, news: list, deal: _Dealer) -> int:
     rules = {(c, st): (rule, idx) for c, st, rule, idx in s.get("deal") or ()}
     routes = [deal.route(i, row, rules) for row in sources]
     index = [new.indexer(i, sources) for new in news]  # new task -> old source -> its own
-    previous, done, moved = set(w["previous"]), w["watermark"], 0
+    previous, moved = set(w["previous"]), 0
+    kept, through = _marks(w)
     for ts, seq, (src, values) in w["queue"]:
+        done = _mark(kept.get(seq), through)
         for j in routes[src](values):
             news[j].held.append((ts, i, seq, [index[j](src), values], done, seq in previous))
             moved += j != i
@@ -123,6 +126,23 @@ def _deal_one(i: int, s: Mapping, news: list, deal: _Dealer) -> int:
             for j in routes[src](values):
                 news[j].lists[name].append([index[j](src), values])
     return moved
+
+
+def _marks(w: Mapping) -> tuple[dict, int | None]:
+    """What the old task evaluated: the marks its tuples kept from an earlier split (by
+    queue number), and the watermark up to which it evaluated every window itself
+    (``through``; None when it was restored from a split and saved before its first tick,
+    whose watermark is then no such bound). A second split from such a snapshot (or from
+    the split's own checkpoint) must keep both, or a window an older task evaluated is
+    evaluated again with only the tuples still held, or one nobody evaluated is skipped."""
+    return dict(map(tuple, w.get("done", ()))), w.get("through", w["watermark"])
+
+
+def _mark(kept: int | None, through: int | None) -> int | None:
+    """A held tuple's mark for its new task: the higher of the two (None: neither)."""
+    if kept is None or through is None:
+        return through if kept is None else kept
+    return max(kept, through)
 
 
 class _Dealer:
@@ -216,5 +236,6 @@ class _New:
                    "previous": [k for k, h in enumerate(held) if h[5]],
                    "expired": self.lists["expired"], "to_ack": self.lists["to_ack"],
                    "last_tick": clock["last_tick"],
-                   "done": [[k, h[4]] for k, h in enumerate(held) if h[4] is not None]}
+                   "done": [[k, h[4]] for k, h in enumerate(held) if h[4] is not None],
+                   "through": None}  # it evaluated nothing yet: the marks say what was
         return {"sources": self.sources, "windows": windows}
