@@ -21,6 +21,7 @@ from .stats import TaskCounts
 
 STEP_CHUNK = 8  # next_tuple calls between two looks at whether output waits unsent
 # (_untracked_steps writes out that many calls: change both together)
+LONGEST_STRETCH = 1024  # calls between two looks at max_spout_pending: more than a turn makes
 
 _INT = {int}
 _OUTCOMES = {wire.ACKED_OK, wire.ACKED_FAILED, wire.ACKED_TIMEOUT, wire.ACKED_RENEWED}
@@ -45,6 +46,10 @@ class SpoutSide:
         self.held_acks: list | None = None
         # told the msg_ids the tracker timed out (the tracer's, for traced roots)
         self.expired_hook: Callable[[list], None] | None = None
+        # the most next_tuple calls made between two looks at max_spout_pending: from 1,
+        # doubled after each stretch whose calls emitted at most a root each; 0 once one
+        # emitted more (a batching spout), and from then on every call is looked at
+        self.stretch = 1
 
     # -- turns --------------------------------------------------------------------------
     def step(self, calls: int, waiting: Sized) -> int:
@@ -72,10 +77,20 @@ class SpoutSide:
     def _calls(self, next_tuple, calls: int, waiting: Sized) -> None:
         tracker, mark = self.tracker, self.runs.mark if self.runs is not None else None
         if tracker is not None and tracker.limit is not None:
-            return _limited_steps(next_tuple, calls, waiting, tracker, mark)
+            return self._limited(next_tuple, calls, waiting, tracker, mark)
         if mark is None:
             return _untracked_steps(next_tuple, calls, waiting)
         return _marked_steps(next_tuple, calls, waiting, mark)
+
+    def _limited(self, next_tuple, calls: int, waiting: Sized, tracker: SpoutTracker,
+                 mark: Callable[[], None] | None) -> None:
+        """Calls under ``max_spout_pending``: in stretches while each call emitted at
+        most one root, one by one once a call emitted more (``stretch`` 0)."""
+        if self.stretch:
+            self.stretch = _limited_steps(next_tuple, calls, waiting, tracker, mark,
+                                          self.stretch)
+        else:
+            _checked_steps(next_tuple, calls, waiting, tracker, mark)
 
     def activate(self, active: bool) -> None:
         """Call the spout's ``activate`` or ``deactivate`` hook (a spout that is no
@@ -260,16 +275,20 @@ def _marked_steps(next_tuple, calls: int, waiting: Sized, mark: Callable[[], Non
 
 
 def _limited_steps(next_tuple, calls: int, waiting: Sized, tracker: SpoutTracker,
-                   mark: Callable[[], None] | None) -> None:
-    """At most the room left under ``max_spout_pending``, counted once per stretch, not
-    once a call: a spout that emits one root a call never passes the limit. A stretch of
-    whole chunks runs as the unlimited steps do (the latency bound puts every tracking
-    spout here by default, full-speed ones included), the rest one call at a time."""
+                   mark: Callable[[], None] | None, stretch: int) -> int:
+    """At most the room left under ``max_spout_pending``, counted once per stretch of at
+    most ``stretch`` calls, not once a call: a spout that emits one root a call never
+    passes the limit. A stretch of whole chunks runs as the unlimited steps do (the
+    latency bound puts every tracking spout here by default, full-speed ones included),
+    the rest one call at a time. Returns the next turn's ``stretch``: doubled, or 0 once
+    a stretch emitted more roots than it made calls (a batching spout: LogSpout emits
+    ``batch_size`` a call), whose calls are then each looked at (:func:`_checked_steps`),
+    this turn's rest included."""
     while calls > 0 and not waiting:
         room = tracker.room()
         if room <= 0:
-            return
-        n = min(calls, room)
+            return stretch
+        n = min(calls, room, stretch)
         if n >= STEP_CHUNK:
             n -= n % STEP_CHUNK
             if mark is None:
@@ -282,3 +301,24 @@ def _limited_steps(next_tuple, calls: int, waiting: Sized, tracker: SpoutTracker
             for _ in repeat(None, n):
                 next_tuple()
         calls -= n
+        if room - tracker.room() > n:  # (nothing settles roots during a turn)
+            _checked_steps(next_tuple, calls, waiting, tracker, mark)
+            return 0
+        stretch = min(2 * stretch, LONGEST_STRETCH)
+    return stretch
+
+
+def _checked_steps(next_tuple, calls: int, waiting: Sized, tracker: SpoutTracker,
+                   mark: Callable[[], None] | None) -> None:
+    """Storm's rule for a spout whose calls emit several roots: each call only while
+    fewer than ``max_spout_pending`` roots are in flight (nor output waits), so a call
+    passes the limit by its own emits only, at most its batch less one. Counting calls
+    instead let a LogSpout of ``batch_size`` 50 keep 1,000 roots in flight under a limit
+    of 200 (docs/reliability.md, "slow-consumer")."""
+    room = tracker.room
+    for _ in repeat(None, calls):
+        if waiting or room() <= 0:
+            return
+        if mark is not None:
+            mark()
+        next_tuple()

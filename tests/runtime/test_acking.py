@@ -88,6 +88,29 @@ class Numbers(Spout):
         self.failed.append(msg_id)
 
 
+class Batches(Numbers):
+    """Numbers that emits ``per_call`` of them a ``next_tuple`` call, as a log or Kafka
+    spout emits its ``batch_size``; ``in_flight`` lists its own count of tuples emitted
+    and not yet acked or failed at each call."""
+
+    def __init__(self, per_call: int, total: int | None = None) -> None:
+        super().__init__(total)
+        self.per_call = per_call
+
+    def open(self, config, context):
+        super().open(config, context)
+        self.in_flight: list[int] = []
+
+    def next_tuple(self):
+        self.calls += 1
+        self.in_flight.append(self.n - len(self.acked) - len(self.failed))
+        for _ in range(self.per_call):
+            if self.total is not None and self.n >= self.total:
+                return
+            self.emit([self.n], msg_id=self.n)
+            self.n += 1
+
+
 class Branching(Bolt):
     """Storm's branching-bolt: emits ``fanout`` tuples anchored to the input, then acks it."""
 
@@ -908,6 +931,32 @@ def test_timeouts_free_max_spout_pending_slots_too():
         advance_by_steps(cluster, 2 * TIMEOUT)
         cluster.run_until_idle()
         assert sorted(spout.failed) == [0, 1, 2] and spout.n == 6
+
+
+def test_a_spout_emitting_several_roots_a_call_is_called_only_under_its_limit():
+    # Storm looks at max spout pending before each nextTuple; counting calls instead let
+    # a LogSpout of batch_size 50 keep 1,000 roots in flight under a limit of 200 (the
+    # slow-consumer chaos scenario, whose blocks of 500 then timed out and were replayed)
+    topo = Topology("pending")
+    topo.spout("nums", Batches(per_call=3, total=30))
+    topo.bolt("hold", Holder).shuffle_grouping("nums")
+    with InMemoryCluster(topo, ackers=1, max_spout_pending=5) as cluster:
+        spout, hold = obj(cluster, "nums"), obj(cluster, "hold")
+        cluster.run_until_idle()
+        assert (spout.calls, spout.n) == (2, 6)  # 0 then 3 in flight at the calls: 6 > 5
+        for _ in range(10):
+            cluster.step()
+        assert spout.calls == 2 and stat(cluster, "nums").pending == 6
+        hold.release(2)
+        cluster.run_until_idle()
+        assert (spout.calls, spout.n) == (3, 9)  # one call at 4 in flight, then held
+        while spout.n < 30:
+            hold.release(3)
+            cluster.run_until_idle()
+            assert stat(cluster, "nums").pending <= 5 + 3 - 1
+        hold.release()
+        cluster.run_until_idle()
+        assert max(spout.in_flight) == 4 and sorted(spout.acked) == list(range(30))
 
 
 def tuning_period(cluster, interval):

@@ -82,6 +82,24 @@ class InFlight(ListSpout):
         self.out.discard(msg_id)
 
 
+class InFlightBatches(InFlight):
+    """InFlight that emits up to ``per_call`` tuples a call, as a log or Kafka spout
+    emits its ``batch_size``: each carries the count in flight at its call."""
+
+    def __init__(self, tuples, per_call: int, fields) -> None:
+        super().__init__(tuples, fields=fields)
+        self.per_call = per_call
+
+    def next_tuple(self):
+        at_call = len(self.out)
+        for _ in range(self.per_call):
+            if not self.todo:
+                return
+            i = self.todo.popleft()
+            self.emit([i, at_call], msg_id=i)
+            self.out.add(i)
+
+
 class HoldAndReset(Bolt):
     """Holds every input for ``hold`` seconds (its own clock), calling ``reset_timeout``
     on each held tuple at every tick, then acks it."""
@@ -180,10 +198,12 @@ def test_at_least_once_word_count_across_two_containers_acks_everything_once():
         assert msg_id % 2 == spouts[task].task - min(spouts)  # ListSpout: i % parallelism
 
 
-def test_max_spout_pending_bounds_the_tuples_in_flight():
-    limit, n = 20, 3000
+def limited_run(spout, n: int, limit: int) -> tuple[list, list, list]:
+    """``spout`` (tuples ``[n, in_flight]``) -> a slow bolt (2 tasks) -> a sink, with
+    ``max_spout_pending=limit``, until its ``n`` tuples are acked and settled: the last
+    statistics, the sink's records and each report's ``(pending, max_spout_pending)``."""
     topo = Topology("pending", **QUIET)
-    topo.spout("numbers", InFlight([[i] for i in range(n)], fields=["n", "in_flight"]))
+    topo.spout("numbers", spout)
     slow = SlowBolt(0.0002, fields=["n", "in_flight"])
     topo.bolt("slow", slow, parallelism=2).shuffle_grouping("numbers")
     topo.bolt("sink", ListSink).shuffle_grouping("slow")
@@ -200,10 +220,28 @@ def test_max_spout_pending_bounds_the_tuples_in_flight():
         records = read_sink(running.run_dir, "sink")
     assert total(stats, "numbers", "failed") == 0
     assert sorted(i for i, _ in records) == list(range(n))
+    return stats, records, seen_pending
+
+
+def test_max_spout_pending_bounds_the_tuples_in_flight():
+    limit, n = 20, 3000
+    spout = InFlight([[i] for i in range(n)], fields=["n", "in_flight"])
+    _, records, seen_pending = limited_run(spout, n, limit)
     in_flight = [k for _, k in records]
     assert max(in_flight) == limit - 1  # next_tuple ran with at most limit - 1 in flight
     assert all(p <= limit and m == limit for p, m in seen_pending), seen_pending
     assert any(p > 0 for p, _ in seen_pending)
+
+
+def test_max_spout_pending_bounds_a_spout_that_emits_a_batch_a_call():
+    # Storm's rule: next_tuple only while fewer than the limit are in flight, whatever a
+    # call emits; counting calls let such a spout run to several times its limit
+    limit, per_call, n = 20, 10, 3000
+    spout = InFlightBatches([[i] for i in range(n)], per_call, fields=["n", "in_flight"])
+    _, records, seen_pending = limited_run(spout, n, limit)
+    at_calls = [k for _, k in records]
+    assert limit - per_call <= max(at_calls) <= limit - 1  # reached, and never passed
+    assert max(p for p, _ in seen_pending) <= limit + per_call - 1, seen_pending
 
 
 TUPLES = 6000
