@@ -156,6 +156,20 @@ def close_pipe(proc: subprocess.Popen) -> None:
             proc.stdin.close()
 
 
+def own_usage() -> dict:
+    """CPU seconds (user + system) and resident memory of this process, read as psutil's
+    ``cpu_times`` and ``memory_info`` read them on Linux, without importing psutil (~10 %
+    of an instance's start-up CPU); nothing if /proc will not say."""
+    try:
+        with open("/proc/self/statm", "rb") as statm:  # sizes in pages; resident second
+            resident = int(statm.read().split()[1])
+    except (OSError, IndexError, ValueError):
+        return {}
+    times = os.times()
+    return {"cpu_seconds": times.user + times.system,
+            "rss_bytes": resident * os.sysconf("SC_PAGE_SIZE")}
+
+
 def log_dir(run_dir: str) -> str:
     path = os.path.join(run_dir, "logs")
     os.makedirs(path, exist_ok=True)
