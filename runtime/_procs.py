@@ -14,12 +14,14 @@ import logging
 import os
 import signal
 import struct
-import subprocess
 import sys
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from . import wire
+
+if TYPE_CHECKING:  # imported where a process is started or stopped: an instance does
+    import subprocess  # neither, and would pay ~5 ms of CPU at its start for it
 
 _LEN = struct.Struct("<I")
 log = logging.getLogger("tupleflow.procs")
@@ -42,6 +44,8 @@ def start(module: str, *, log_path: str, new_session: bool = False, stdout: Any 
           env: dict | None = None) -> subprocess.Popen:
     """Start ``python -m module`` without its boot: it imports its modules, then waits on
     its stdin (a warm spare, see :class:`runtime.processes.children.Spare`)."""
+    import subprocess
+
     with open(log_path, "ab") as logfile:
         return subprocess.Popen(
             [sys.executable, "-m", module], stdin=subprocess.PIPE,
@@ -108,6 +112,8 @@ def setup_logging(path: str) -> None:
 
 def terminate(procs: list[subprocess.Popen], timeout: float) -> None:
     """SIGTERM, wait up to ``timeout`` seconds in all, then SIGKILL what is left."""
+    import subprocess
+
     for p in procs:
         signal_quietly(p, signal.SIGTERM)
     deadline = time.monotonic() + timeout
