@@ -81,8 +81,11 @@ class Record(metaclass=_Frozen):
     __slots__ = ()
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
-        for f, value in _arguments(type(self), args, kwargs).items():
-            object.__setattr__(self, f, value)
+        cls = type(self)
+        given = kwargs if not args and len(kwargs) == len(cls._fields) \
+            and kwargs.keys() == cls._hints.keys() else _arguments(cls, args, kwargs)
+        for f, value in given.items():  # the common case (every field by keyword, as
+            object.__setattr__(self, f, value)  # _decode does) skips _arguments
 
     def _values(self) -> tuple:
         return tuple(getattr(self, f) for f in self._fields)
