@@ -5,8 +5,13 @@
 Each run submits a small topology (a spout, two bolts in a chain), measures the time from
 ``topo.submit()`` to the first tuple executed by a bolt (the bolt's own wall-clock record,
 against the submit time), then the time ``kill()`` takes to return, and checks that no
-process of the topology is left. It prints one line per measurement:
+process of the topology is left. Before that, it measures the CPU time (user + system,
+from the child's rusage) a fresh interpreter spends importing each process's module, as
+``python -m runtime.processes.<role>`` does before it reads its boot: what every instance,
+stream manager and master pays at each start (docs/internals/performance.md, "What a
+process start costs"). It prints one line per measurement:
 
+    RESULT name=tupleflow workload=startup role=ROLE runs=N stat=import_cpu p50_s=X max_s=Y
     RESULT name=tupleflow workload=startup containers=C runs=R stat=first_tuple p50_s=X max_s=Y
     RESULT name=tupleflow workload=startup containers=C runs=R stat=kill p50_s=X max_s=Y
 """
@@ -14,13 +19,18 @@ process of the topology is left. It prints one line per measurement:
 from __future__ import annotations
 
 import argparse
+import os
 import statistics
+import subprocess
 import sys
 import time
 
 import psutil
 
+import runtime
 from runtime import Bolt, Spout, Topology
+
+ROLES = ("instance", "stmgr", "master")
 
 
 class Ticker(Spout):
@@ -76,6 +86,25 @@ def one_run(containers: int) -> tuple[float, float]:
     return first, killed
 
 
+def import_cpu(role: str) -> float:
+    """CPU seconds (user + system) of a new interpreter importing the role's module, with
+    the runtime imported from where this process imports it."""
+    env = {**os.environ, "PYTHONPATH": os.path.dirname(os.path.dirname(runtime.__file__))}
+    proc = subprocess.Popen([sys.executable, "-c", f"import runtime.processes.{role}"],
+                            env=env)
+    _, status, usage = os.wait4(proc.pid, 0)
+    proc.returncode = os.waitstatus_to_exitcode(status)
+    if proc.returncode:
+        raise SystemExit(f"FAILED: importing runtime.processes.{role} exited "
+                         f"{proc.returncode}")
+    return usage.ru_utime + usage.ru_stime
+
+
+def import_result(role: str, values: list[float]) -> str:
+    return (f"RESULT name=tupleflow workload=startup role={role} runs={len(values)}"
+            f" stat=import_cpu p50_s={statistics.median(values):.3f} max_s={max(values):.3f}")
+
+
 def result(stat: str, values: list[float], containers: int) -> str:
     return (f"RESULT name=tupleflow workload=startup containers={containers} runs={len(values)}"
             f" stat={stat} p50_s={statistics.median(values):.3f} max_s={max(values):.3f}")
@@ -84,12 +113,18 @@ def result(stat: str, values: list[float], containers: int) -> str:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--runs", type=int, default=5)
+    parser.add_argument("--runs", type=int, default=5, help="topologies started (0: none)")
     parser.add_argument("--containers", type=int, default=2)
+    parser.add_argument("--import-runs", type=int, default=9,
+                        help="imports measured per role (0: none)")
     args = parser.parse_args(argv)
+    for role in ROLES if args.import_runs > 0 else ():
+        print(import_result(role, [import_cpu(role) for _ in range(args.import_runs)]),
+              flush=True)
     runs = [one_run(args.containers) for _ in range(args.runs)]
-    print(result("first_tuple", [r[0] for r in runs], args.containers))
-    print(result("kill", [r[1] for r in runs], args.containers))
+    if runs:
+        print(result("first_tuple", [r[0] for r in runs], args.containers))
+        print(result("kill", [r[1] for r in runs], args.containers))
     return 0
 
 

@@ -29,7 +29,6 @@ import traceback
 from collections import deque
 
 import cloudpickle
-import psutil
 import zmq
 
 from runtime import _procs, wire
@@ -83,7 +82,6 @@ class Instance:
         self.pending_emits: deque[tuple[bytes, bytes]] = deque()
         self.held_seconds = 0.0  # time with output waiting in pending_emits (held)
         self.held_since: float | None = None  # when the current hold began
-        self.process = psutil.Process()  # read by the reports only, never on the tuple path
         self.metrics_on = True  # the plan's "metrics" option, once the plan is known
         self.config: dict = {}  # the topology options, once the plan is known
         # the settings a master told it live ({key: value}), in every report: a master
@@ -360,11 +358,7 @@ class Instance:
     def usage(self) -> dict:
         """CPU seconds (user + system) and resident memory of this process; nothing if
         the system will not say."""
-        try:
-            cpu, memory = self.process.cpu_times(), self.process.memory_info()
-        except (psutil.Error, OSError):
-            return {}
-        return {"cpu_seconds": cpu.user + cpu.system, "rss_bytes": memory.rss}
+        return _procs.own_usage()
 
     def send_stats(self, state: str) -> None:
         self.ctl.send_multipart(self.stats_message(state))

@@ -24,7 +24,6 @@ import collections
 import gc
 import logging
 import os
-import subprocess
 import sys
 import threading
 import time
@@ -48,6 +47,8 @@ class Converter:
 
     def __init__(self, folder: str, task: int, fields: list[str], types: dict[str, str],
                  prefix: str, log_path: str, backlog: int | None = None) -> None:
+        import subprocess  # here: every instance imports this module, few record
+
         os.makedirs(os.path.dirname(log_path), exist_ok=True)
         boot = {"folder": folder, "task": task, "fields": fields, "types": types,
                 "prefix": "." + prefix, "log": log_path}

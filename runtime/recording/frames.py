@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import sys
 import threading
 import time
@@ -63,6 +62,8 @@ def spark_session():
 
 
 def _check_java() -> None:
+    import shutil  # here: every instance imports this module, only the bridge needs it
+
     home = os.environ.get("JAVA_HOME")
     java = os.path.join(home, "bin", "java") if home else shutil.which("java")
     if not java or not os.path.exists(java):

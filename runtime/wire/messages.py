@@ -9,14 +9,12 @@ kind is a frozen record registered in :data:`MESSAGES`; the client's questions a
 from __future__ import annotations
 
 import hmac
-from dataclasses import MISSING, dataclass
-from dataclasses import fields as dataclass_fields
-from types import UnionType
-from typing import Any, ClassVar, get_args, get_type_hints
+from typing import Any, ClassVar
 
 import msgpack
 
 from runtime.wire.frames import MAX_FRAME, WireError, _pack
+from runtime.wire.frozen import Record
 
 __all__ = [
     "Activate", "Adopt", "BackpressureChange", "Bye", "Control", "Deactivate",
@@ -40,12 +38,24 @@ _FIELDS: dict[type, dict[str, tuple[type, ...] | None]] = {}
 _REQUIRED: dict[type, tuple[str, ...]] = {}
 
 
-def _field_types(hint: Any) -> tuple[type, ...] | None:
-    """The exact types a field accepts (None: anything), from its annotation."""
-    if hint is Any:
+# The names a field's annotation may use, read from its text (the records' module uses
+# PEP 563 annotations): cheaper than typing.get_type_hints, which evaluates each one.
+_TYPE_NAMES: dict[str, type] = {t.__name__: t for t in (int, str, float, bool, dict, list,
+                                                        bytes)} | {"None": type(None)}
+
+
+def _field_types(cls: type, name: str) -> tuple[type, ...] | None:
+    """The exact types a field accepts (None: anything), from its annotation: ``Any``,
+    or names of _TYPE_NAMES joined by ``|``. TypeError, at import, for any other."""
+    hint = cls._hints[name]
+    if hint == "Any":
         return None
-    args = get_args(hint) if isinstance(hint, UnionType) else (hint,)
-    return tuple(type(None) if a is None else a for a in args)
+    try:
+        return tuple(_TYPE_NAMES[part.strip()] for part in hint.split("|"))
+    except KeyError:
+        raise TypeError(f"control message {cls.__name__}: field {name!r} is annotated "
+                        f"{hint!r}; the wire checks only {sorted(_TYPE_NAMES)} or Any") \
+            from None
 
 
 def _message(kind: str):
@@ -53,15 +63,13 @@ def _message(kind: str):
     def register(cls: type) -> type:
         cls.KIND = kind
         MESSAGES[kind] = cls
-        hints = get_type_hints(cls)
-        _FIELDS[cls] = {f.name: _field_types(hints[f.name]) for f in dataclass_fields(cls)}
-        _REQUIRED[cls] = tuple(f.name for f in dataclass_fields(cls) if f.default is MISSING)
+        _FIELDS[cls] = {f: _field_types(cls, f) for f in cls._fields}
+        _REQUIRED[cls] = tuple(f for f in cls._fields if f not in cls._defaults)
         return cls
     return register
 
 
-@dataclass(frozen=True, slots=True)
-class Control:
+class Control(Record):
     """The base of every control message record."""
 
     KIND: ClassVar[str] = ""
@@ -72,7 +80,6 @@ class Control:
 
 
 @_message("hello")
-@dataclass(frozen=True, slots=True)
 class Hello(Control):
     """A process introduces itself to the master (an sm also says where peers reach it)."""
 
@@ -85,7 +92,6 @@ class Hello(Control):
 
 
 @_message("welcome")
-@dataclass(frozen=True, slots=True)
 class Welcome(Control):
     """Master -> process: the plan; instances get the code bundle, sms the peers."""
 
@@ -96,7 +102,6 @@ class Welcome(Control):
 
 
 @_message("ready")
-@dataclass(frozen=True, slots=True)
 class Ready(Control):
     """Instance -> master: opened or prepared, ready for tuples."""
 
@@ -109,19 +114,16 @@ class Ready(Control):
 
 
 @_message("activate")
-@dataclass(frozen=True, slots=True)
 class Activate(Control):
     """Master -> instances: every instance is ready (or resume): spouts may run."""
 
 
 @_message("deactivate")
-@dataclass(frozen=True, slots=True)
 class Deactivate(Control):
     """Master -> instances: pause; spouts stop calling next_tuple."""
 
 
 @_message("stats")
-@dataclass(frozen=True, slots=True)
 class Stats(Control):
     """Instance -> master, every stats_interval (also its heartbeat)."""
 
@@ -131,7 +133,6 @@ class Stats(Control):
 
 
 @_message("exception")
-@dataclass(frozen=True, slots=True)
 class ExceptionReport(Control):
     """Instance -> master: user code raised."""
 
@@ -144,7 +145,6 @@ class ExceptionReport(Control):
 
 
 @_message("restarted")
-@dataclass(frozen=True, slots=True)
 class Restarted(Control):
     """Stream manager -> master: an instance was replaced."""
 
@@ -155,13 +155,11 @@ class Restarted(Control):
 
 
 @_message("kill")
-@dataclass(frozen=True, slots=True)
 class Kill(Control):
     """Master -> stream managers and instances: stop now."""
 
 
 @_message("bye")
-@dataclass(frozen=True, slots=True)
 class Bye(Control):
     """A process tells the master it is exiting."""
 
@@ -170,7 +168,6 @@ class Bye(Control):
 
 
 @_message("backpressure")
-@dataclass(frozen=True, slots=True)
 class BackpressureChange(Control):
     """Stream manager -> master: a cause crossed a water mark."""
 
@@ -180,7 +177,6 @@ class BackpressureChange(Control):
 
 
 @_message("restart")
-@dataclass(frozen=True, slots=True)
 class Restart(Control):
     """Master -> stream manager: replace that incarnation (presumed hung)."""
 
@@ -190,7 +186,6 @@ class Restart(Control):
 
 
 @_message("set")
-@dataclass(frozen=True, slots=True)
 class Setting(Control):
     """Master -> instances: change a live setting (max_spout_pending)."""
 
@@ -199,7 +194,6 @@ class Setting(Control):
 
 
 @_message("tap")
-@dataclass(frozen=True, slots=True)
 class Tap(Control):
     """Master -> instances: keep the last n tuples sent on a stream, for seconds."""
 
@@ -209,7 +203,6 @@ class Tap(Control):
 
 
 @_message("samples")
-@dataclass(frozen=True, slots=True)
 class Samples(Control):
     """Instance -> master: a tap's tuples."""
 
@@ -220,7 +213,6 @@ class Samples(Control):
 
 
 @_message("record")
-@dataclass(frozen=True, slots=True)
 class Recording(Control):
     """Master -> instances: start (on) or stop recording a stream to Parquet."""
 
@@ -229,7 +221,6 @@ class Recording(Control):
 
 
 @_message("traces")
-@dataclass(frozen=True, slots=True)
 class TraceReport(Control):
     """Instance -> master, with its statistics: what it saw of traced trees, each record
     a list (``runtime.observe.tracestore`` reads them: start, sent, hop, outcome, done)."""
@@ -240,7 +231,6 @@ class TraceReport(Control):
 
 
 @_message("sm_stats")
-@dataclass(frozen=True, slots=True)
 class SmStats(Control):
     """Stream manager -> master: queued bytes and frames, time in backpressure."""
 
@@ -249,7 +239,6 @@ class SmStats(Control):
 
 
 @_message("replan")
-@dataclass(frozen=True, slots=True)
 class Replan(Control):
     """Master -> stream manager, a rebalance in place (docs/internals/rebalance.md):
     ``step`` "start": route to the new plan's tasks too and start the local new ones;
@@ -261,7 +250,6 @@ class Replan(Control):
 
 
 @_message("switch")
-@dataclass(frozen=True, slots=True)
 class Switch(Control):
     """Master -> instance: send on the new plan's routing from now on (answered with
     ``switched``). The checkpoint task's carries ``counts`` (component -> new
@@ -273,7 +261,6 @@ class Switch(Control):
 
 
 @_message("switched")
-@dataclass(frozen=True, slots=True)
 class Switched(Control):
     """Instance -> master: it runs on the plan of ``epoch``; ``moved``: the checkpoint
     task's keys moved per stateful component."""
@@ -285,7 +272,6 @@ class Switched(Control):
 
 
 @_message("logs")
-@dataclass(frozen=True, slots=True)
 class Logs(Control):
     """Master -> stream manager: send the end of an instance's log."""
 
@@ -296,7 +282,6 @@ class Logs(Control):
 
 
 @_message("logs_reply")
-@dataclass(frozen=True, slots=True)
 class LogsReply(Control):
     """Stream manager -> master: a log's end (or why not), for a client."""
 
@@ -306,7 +291,6 @@ class LogsReply(Control):
 
 
 @_message("adopt")
-@dataclass(frozen=True, slots=True)
 class Adopt(Control):
     """A master that replaces a dead one -> stream manager: say what you run
     (docs/reliability.md, "A master that may die"). ``epoch`` None: as it is; an int: a
@@ -318,7 +302,6 @@ class Adopt(Control):
 
 
 @_message("running")
-@dataclass(frozen=True, slots=True)
 class Running(Control):
     """Stream manager -> an adopting master: the container as it runs, for the master to
     rebuild its supervision from. ``tasks``: task -> {"incarnation", "pid", "restarts"}
@@ -337,7 +320,6 @@ class Running(Control):
 
 
 @_message("reply")
-@dataclass(frozen=True, slots=True)
 class Reply(Control):
     """Master -> client: the answer to the question ``id`` (``value`` says why if not ok)."""
 

@@ -4,7 +4,6 @@ record, registered in :data:`runtime.wire.messages.MESSAGES`, and answered by on
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any
 
 from runtime.wire.messages import Control, _message
@@ -16,7 +15,6 @@ __all__ = [
 ]
 
 
-@dataclass(frozen=True, slots=True)
 class Question(Control):
     """The base of the client's questions to the master; ``id`` pairs it with its Reply."""
 
@@ -24,19 +22,16 @@ class Question(Control):
 
 
 @_message("ask_statistics")
-@dataclass(frozen=True, slots=True)
 class AskStatistics(Question):
     """Every task's latest statistics."""
 
 
 @_message("ask_status")
-@dataclass(frozen=True, slots=True)
 class AskStatus(Question):
     """The master's state, pids and counters."""
 
 
 @_message("ask_metrics")
-@dataclass(frozen=True, slots=True)
 class AskMetrics(Question):
     """Metrics over a window ("1m", "10m", "1h", "3h", "all")."""
 
@@ -44,37 +39,31 @@ class AskMetrics(Question):
 
 
 @_message("ask_exceptions")
-@dataclass(frozen=True, slots=True)
 class AskExceptions(Question):
     """The grouped exceptions of user code."""
 
 
 @_message("ask_events")
-@dataclass(frozen=True, slots=True)
 class AskEvents(Question):
     """Restarts, activation and other events."""
 
 
 @_message("ask_acker_state")
-@dataclass(frozen=True, slots=True)
 class AskAckerState(Question):
     """Each acker task's pending roots by age, and its oldest roots named by the spouts."""
 
 
 @_message("ask_pause")
-@dataclass(frozen=True, slots=True)
 class AskPause(Question):
     """Deactivate every spout."""
 
 
 @_message("ask_resume")
-@dataclass(frozen=True, slots=True)
 class AskResume(Question):
     """Activate the spouts again."""
 
 
 @_message("ask_set_max_spout_pending")
-@dataclass(frozen=True, slots=True)
 class AskSetMaxSpoutPending(Question):
     """Change max_spout_pending of a spout component (of every one if None)."""
 
@@ -83,7 +72,6 @@ class AskSetMaxSpoutPending(Question):
 
 
 @_message("ask_traces")
-@dataclass(frozen=True, slots=True)
 class AskTraces(Question):
     """The newest traces (of one status, at most ``limit``), or the one of ``msg_id``."""
 
@@ -94,7 +82,6 @@ class AskTraces(Question):
 
 
 @_message("ask_set_trace")
-@dataclass(frozen=True, slots=True)
 class AskSetTrace(Question):
     """Change the fraction of spout tuples traced, live (every spout)."""
 
@@ -102,7 +89,6 @@ class AskSetTrace(Question):
 
 
 @_message("ask_record")
-@dataclass(frozen=True, slots=True)
 class AskRecord(Question):
     """Start (on) or stop recording a component's stream."""
 
@@ -112,7 +98,6 @@ class AskRecord(Question):
 
 
 @_message("ask_sample")
-@dataclass(frozen=True, slots=True)
 class AskSample(Question):
     """The newest n tuples a component sent on a stream; keeps the tap on keep seconds."""
 
@@ -123,7 +108,6 @@ class AskSample(Question):
 
 
 @_message("ask_logs")
-@dataclass(frozen=True, slots=True)
 class AskLogs(Question):
     """The end of an instance's log, from its container."""
 
@@ -132,7 +116,6 @@ class AskLogs(Question):
 
 
 @_message("ask_rebalance")
-@dataclass(frozen=True, slots=True)
 class AskRebalance(Question):
     """Change components' parallelism (and the number of containers); answered with the
     new plan once the topology runs on it (docs/internals/rebalance.md)."""
@@ -142,6 +125,5 @@ class AskRebalance(Question):
 
 
 @_message("ask_kill")
-@dataclass(frozen=True, slots=True)
 class AskKill(Question):
     """Kill the topology; answered once it is down."""
