@@ -194,14 +194,21 @@ class Tracer:
         """Send the traced entries that found no frame to ride, one TRACED frame per task,
         and put the streams' sends back (the executor's flush, once its streams' batches
         are sent: they wait no longer than the untraced tuples beside them)."""
+        pending = self.discard()
+        for header, entries in pending.items():
+            self.send(header, wire.encode_traced(entries))
+
+    def discard(self) -> dict[bytes, list[list]]:
+        """Forget the traced entries waiting (a checkpoint's rollback drops the batches,
+        the same tuples' untraced neighbours: ``runtime/state/_gate.py``), put the
+        streams' sends back; returns what was waiting."""
         for out, own, riding in self.riding.values():
             if out.send is riding:
                 out.send = own
         self.riding.clear()
         pending = dict(self.pending)
         self.pending.clear()
-        for header, entries in pending.items():
-            self.send(header, wire.encode_traced(entries))
+        return pending
 
     # -- a spout's sampled tuples -------------------------------------------------------
     def arm(self, emitted: int) -> None:
