@@ -10,10 +10,12 @@ it only the lists' tails, the call's tuples, are sent (``StreamOut.send_tails``)
 tuples; the heads leave at the usual flush (no batch is cut). A batch the call fills is
 caught too, and split at its head's length. A bolt's traced children are caught once
 its input is acked too (before the next traced input, or when the frame is done), so
-that a BasicBolt's ack folded into its last child travels with it. They are sent
-untouched, marked (trace id, a hop id per tuple, the time they left), as entries of one
-TRACED frame per task. The untraced path, its closures and its decoders, is not
-touched.
+that a BasicBolt's ack folded into its last child travels with it. They are kept
+untouched, marked (trace id, a hop id per tuple, the time they left), as entries of a
+TRACED frame for their task, which rides the next frame the task's stream sends there:
+that frame goes inside it, as an entry of trace id 0 (``Tracer._ride``); what found no
+frame by the executor's flush goes alone then. The untraced path, its closures and its
+decoders, is not touched.
 
 A receiving task processes each inner frame as any other, with the user's ``process``
 wrapped for that frame: each tuple's hop is timed and recorded, and what it emitted is
