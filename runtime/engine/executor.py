@@ -340,6 +340,8 @@ class Executor:
                 out.flush()
         except Exception as exc:
             raise UserCodeError(f"{self.spec.class_name} grouping", exc) from exc
+        if self.tracer.riding:  # traced entries that found no frame to ride go now
+            self.tracer.flush()
         if self.tracker is not None:
             self.tracker.snapshot()
         self.acks.flush()

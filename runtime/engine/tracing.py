@@ -10,10 +10,12 @@ it only the lists' tails, the call's tuples, are sent (``StreamOut.send_tails``)
 tuples; the heads leave at the usual flush (no batch is cut). A batch the call fills is
 caught too, and split at its head's length. A bolt's traced children are caught once
 its input is acked too (before the next traced input, or when the frame is done), so
-that a BasicBolt's ack folded into its last child travels with it. They are sent
-untouched, marked (trace id, a hop id per tuple, the time they left), as entries of one
-TRACED frame per task. The untraced path, its closures and its decoders, is not
-touched.
+that a BasicBolt's ack folded into its last child travels with it. They are kept
+untouched, marked (trace id, a hop id per tuple, the time they left), as entries of a
+TRACED frame for their task, which rides the next frame the task's stream sends there:
+that frame goes inside it, as an entry of trace id 0 (``Tracer._ride``); what found no
+frame by the executor's flush goes alone then. The untraced path, its closures and its
+decoders, is not touched.
 
 A receiving task processes each inner frame as any other, with the user's ``process``
 wrapped for that frame: each tuple's hop is timed and recorded, and what it emitted is
@@ -90,6 +92,9 @@ class Tracer:
         # sink's traced calls catch nothing
         self.live = [out for out in streams.values() if out.outlets or out.direct]
         self.pending: dict[bytes, list[list]] = {}  # TRACED header -> entries to send
+        # the streams whose ``send`` lets the entries waiting ride their next frame
+        # (:meth:`_ride`): id -> (stream, its own send, the riding send)
+        self.riding: dict[int, tuple[StreamOut, Send, Send]] = {}
         self.spout = spout  # only a spout samples (arms its emit)
         self.wall, self.keep = wall, HELD_FOR * timeout
         self.records: deque[list] = deque(maxlen=MAX_RECORDS)  # the heartbeat pops them
@@ -159,17 +164,53 @@ class Tracer:
         now, hops = self.wall(), new_marks(len(entries))
         key = wire.data_header(wire.TRACED, h.stream, h.dest, h.src)
         self.pending.setdefault(key, []).append([h.kind, body, trace, hops, now])
+        if id(out) not in self.riding:
+            self._ride(out)
         # one record for the frame (the store splits it): per tuple, only its hop id
         self.records.append(["sent", trace, hops, parent, h.dest, out.name, entries,
                              out.bare, now])
         return batch
 
+    def _ride(self, out: StreamOut) -> None:
+        """Let the traced entries kept for ``out``'s tasks ride its next frames: until
+        :meth:`flush`, a frame ``out`` sends to a task some entries wait for goes as one
+        TRACED frame, those entries and the frame itself, untouched, as an entry with
+        trace id 0 (wire.TRACED). So a traced tuple adds no frame and no wake-up of its
+        receiver when an untraced one goes there in the same flush interval."""
+        own, pending = out.send, self.pending
+
+        def send(header: bytes, body: bytes) -> None:
+            if pending:  # (flush empties this very dict, and puts the sends back)
+                h = wire.parse_header(header)
+                key = wire.data_header(wire.TRACED, h.stream, h.dest, h.src)
+                entries = pending.pop(key, None)
+                if entries is not None:  # the frame rides last, as trace 0
+                    entries.append([h.kind, body, 0, [], 0.0])
+                    return own(key, wire.encode_traced(entries))
+            return own(header, body)
+
+        self.riding[id(out)] = (out, own, send)
+        out.send = send
+
     def flush(self) -> None:
-        """Send the traced tuples kept, one TRACED frame per task (the caller's turn ends:
-        a traced emit, or the traced inputs of a frame were processed)."""
-        pending, self.pending = self.pending, {}
+        """Send the traced entries that found no frame to ride, one TRACED frame per task,
+        and put the streams' sends back (the executor's flush, once its streams' batches
+        are sent: they wait no longer than the untraced tuples beside them)."""
+        pending = self.discard()
         for header, entries in pending.items():
             self.send(header, wire.encode_traced(entries))
+
+    def discard(self) -> dict[bytes, list[list]]:
+        """Forget the traced entries waiting (a checkpoint's rollback drops the batches,
+        the same tuples' untraced neighbours: ``runtime/state/_gate.py``), put the
+        streams' sends back; returns what was waiting."""
+        for out, own, riding in self.riding.values():
+            if out.send is riding:
+                out.send = own
+        self.riding.clear()
+        pending = dict(self.pending)
+        self.pending.clear()
+        return pending
 
     # -- a spout's sampled tuples -------------------------------------------------------
     def arm(self, emitted: int) -> None:
@@ -202,7 +243,6 @@ class Tracer:
                 base(values, stream, msg_id)
             finally:  # a bad emit raises (and is reported): what waits is put back
                 inner = self.catch(window, trace, 0, only_anchored=False)
-                self.flush()
             tracked = self.acking and msg_id is not None
             self.records.append(["start", trace, _plain(msg_id), self.comp, self.task,
                                  list(values), started, tracked])
@@ -269,25 +309,32 @@ class Tracer:
 
     # -- a bolt's traced inputs ---------------------------------------------------------
     def on_traced(self, bolt, h: wire.Header, body: bytes, waiting) -> None:
-        """A TRACED frame: process each inner frame with the user's ``process`` wrapped
-        (each tuple's hop recorded, the children it emitted caught and marked), then send
-        the traced children all of them spawned."""
-        try:
-            for kind, inner, trace, hops, emitted in wire.decode_traced(body):
+        """A TRACED frame: process each traced inner frame with the user's ``process``
+        wrapped (each tuple's hop recorded, the children it emitted caught and marked,
+        kept to ride this task's next frames), and the untraced frame they rode, if any,
+        as any other. The traced entries' acks go with that frame's; when none rode (the
+        entries found no frame by the sender's flush) each entry's go as it is done, as a
+        frame's would: such a frame may hold a flush interval's traced calls (all of them
+        at ``trace=1.0``), and acks held back for all of it would time out trees whose
+        every hop had acked in time."""
+        entries = wire.decode_traced(body)
+        alone = entries[-1][2] != 0  # a rider is last
+        for kind, inner, trace, hops, emitted in entries:
+            if trace:
                 self._entry(bolt, wire.Header(kind, h.stream, h.dest, h.src), inner, trace,
-                            hops, emitted, waiting)
-        finally:
-            self.flush()
+                            hops, emitted, waiting, alone)
+            else:  # the untraced frame they rode (last): its acks take theirs along
+                bolt.on_frame(wire.Header(kind, h.stream, h.dest, h.src), inner, waiting)
 
     def _entry(self, bolt, h: wire.Header, inner: bytes, trace: int, hops: list,
-               emitted: float, waiting) -> None:
+               emitted: float, waiting, ack_now: bool) -> None:
         # the wrapper is handed to this frame's execute, not set on the user's object:
         # patching it (or reading its __dict__) makes CPython 3.11 give up the inline
         # attribute loads of that object for good, and every untraced tuple after it
         # pays (its own ``self.counts``, ``self.emit``: ~40 % slower each)
         process = self._traced_process(bolt, self.user.process, trace, iter(hops), emitted)
-        try:  # its acks go with others'
-            bolt.on_frame(h, inner, waiting, ack_now=False, process=process)
+        try:  # its acks go with the frame's it rode
+            bolt.on_frame(h, inner, waiting, ack_now=ack_now, process=process)
         finally:
             self._close()  # the last traced input's children, its ack folded in
 

@@ -34,7 +34,8 @@ ANCHORED = 7  # body: flat tuple, ids, ack_val triples: a bolt's tracked tuples.
 # int root (the tuple belongs to that one tree; its ack value is ids ^ ack_val, so
 # ack_val is root ^ its edge id) or a {root: edge} map with ack_val 0 (acker.md, "Frames")
 TRACED = 8  # body: [[kind, inner body, trace id, [hop id, ...], emit time], ...]: frames of
-# that kind (DATA, TRACKED, RUN, ANCHORED) holding only traced tuples, with their marks
+# that kind (DATA, TRACKED, RUN, ANCHORED) holding only traced tuples, with their marks;
+# an entry with trace id 0 is an untraced frame they rode in (its hops and time unread)
 # (docs/internals/tracing.md)
 HELLO = 9  # instance -> its stream manager, once connected: "route my frames to me"
 BACKPRESSURE = 10  # stream manager -> peers: src is the cause task; stream 1 = start, 0 = stop
@@ -126,7 +127,9 @@ def encode_traced(entries: list) -> bytes:
     """A TRACED body: traced tuples for one task, as entries ``[kind, body, trace, hops,
     emitted]``: a frame of that kind holding only tuples of one trace (kind and body
     untouched), the trace id, a hop id per tuple, in order, and when it left. The inner
-    frame keeps its own decoder; only traced tuples pay for the wrap.
+    frame keeps its own decoder; only traced tuples pay for the wrap. An entry of trace
+    id 0 is an ordinary frame for the same task the traced entries rode in (its hop ids
+    and time are not read): it is processed as if it had come alone.
 
     >>> decode_traced(encode_traced([[DATA, encode_batch([["a"]]), 7, [9], 1.5]]))
     [(1, b'\\x91\\x91\\xa1a', 7, [9], 1.5)]

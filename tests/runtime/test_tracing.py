@@ -327,12 +327,21 @@ def test_a_copy_processed_after_its_tree_timed_out_names_the_late_task():
 
 
 class Counted(InMemoryCluster):
-    """The twin, counting the frames sent of each kind."""
+    """The twin, counting the frames sent of each kind; an untraced frame that rode in a
+    TRACED frame is counted as its own kind too, and under ``"riders"``."""
 
     def _send(self, header: bytes, body: bytes) -> None:
         kind = wire.parse_header(header).kind
-        self.counted[kind] = self.counted.get(kind, 0) + 1
+        self.count(kind)
+        if kind == wire.TRACED:
+            for inner, _, trace, _, _ in wire.decode_traced(body):
+                if not trace:
+                    self.count(inner)
+                    self.count("riders")
         super()._send(header, body)
+
+    def count(self, key) -> None:
+        self.counted[key] = self.counted.get(key, 0) + 1
 
 
 def frames_of(trace: float, ackers: int) -> tuple[dict, list]:
@@ -352,15 +361,18 @@ def frames_of(trace: float, ackers: int) -> tuple[dict, list]:
 @pytest.mark.parametrize("ackers", [1, 0])
 def test_a_traced_call_cuts_no_batch_and_its_tree_never_reaches_the_acker(ackers):
     # what waits in the batches stays for the usual flush: the untraced frames are the
-    # very frames of an untraced run, and the traced tuples add TRACED frames only; under
-    # acking the split's ack rides on its last traced word, so each tree is found whole
-    # at the counter (no ACKS to the acker, as without tracing)
+    # very frames of an untraced run (some riding in TRACED frames), and the traced
+    # tuples ride them: one TRACED frame instead of the frame it carries, none more;
+    # under acking the split's ack rides on its last traced word, so each tree is found
+    # whole at the counter (no ACKS to the acker, as without tracing), and the counter's
+    # COMPLETED for a traced tree goes with the acks of the frame it rode (none more)
     untraced, _ = frames_of(0.0, ackers)
     traced, traces = frames_of(0.1, ackers)
     assert len(traces) >= 10 and all(t.status == "acked" for t in traces)
     assert all(len(t.hops) == 5 for t in traces)  # the sentence and its four words
-    assert traced.pop(wire.TRACED) >= len(traces)
-    kinds = (wire.DATA, wire.RUN, wire.ANCHORED, wire.TRACKED, wire.ACKS, wire.ACKED)
+    assert traced.pop(wire.TRACED) == traced.pop("riders") > 0  # every one rode a frame
+    kinds = (wire.DATA, wire.RUN, wire.ANCHORED, wire.TRACKED, wire.ACKS, wire.ACKED,
+             wire.COMPLETED)
     assert {k: traced.get(k, 0) for k in kinds} == {k: untraced.get(k, 0) for k in kinds}
     assert wire.ACKS not in traced
 
