@@ -25,7 +25,8 @@ The executor is a facade over rooms, one phrase each:
 ``taps.py``        the taps and recordings on the task's streams
 ``stats.py``       what the task counted, and its report
 ``outbound.py``    per-stream batches, split among subscribers' tasks
-``tracing.py``     the sampled traced tuples: marked, sent alone, recorded
+``tracing.py``     the sampled traced tuples: marked, caught, recorded
+``riders.py``      the traced frames waiting to ride the next frame to their task
 =================  ==========================================================
 """
 
@@ -340,8 +341,9 @@ class Executor:
                 out.flush()
         except Exception as exc:
             raise UserCodeError(f"{self.spec.class_name} grouping", exc) from exc
-        if self.tracer.riding:  # traced entries that found no frame to ride go now
-            self.tracer.flush()
+        riders = self.tracer.riders
+        if riders.riding:  # traced entries that found no frame to ride go now
+            riders.flush()
         if self.tracker is not None:
             self.tracker.snapshot()
         self.acks.flush()

@@ -13,7 +13,7 @@ its input is acked too (before the next traced input, or when the frame is done)
 that a BasicBolt's ack folded into its last child travels with it. They are kept
 untouched, marked (trace id, a hop id per tuple, the time they left), as entries of a
 TRACED frame for their task, which rides the next frame the task's stream sends there:
-that frame goes inside it, as an entry of trace id 0 (``Tracer._ride``); what found no
+that frame goes inside it, as an entry of trace id 0 (``riders.py``); what found no
 frame by the executor's flush goes alone then. The untraced path, its closures and its
 decoders, is not touched.
 
@@ -52,6 +52,7 @@ from runtime.model.api import FailedException, Tuple
 from runtime.model.constants import DEFAULT_STREAM
 
 from .outbound import Send, StreamOut
+from .riders import Riders
 
 HELD_FOR = 3.0  # message timeouts a watched tuple (spout root, held input) is kept for
 MAX_WATCHED = 10_000  # traced roots or held inputs one task watches at most
@@ -91,10 +92,8 @@ class Tracer:
         # the streams someone subscribes to (wired before this): only they send, and a
         # sink's traced calls catch nothing
         self.live = [out for out in streams.values() if out.outlets or out.direct]
-        self.pending: dict[bytes, list[list]] = {}  # TRACED header -> entries to send
-        # the streams whose ``send`` lets the entries waiting ride their next frame
-        # (:meth:`_ride`): id -> (stream, its own send, the riding send)
-        self.riding: dict[int, tuple[StreamOut, Send, Send]] = {}
+        # the traced frames kept, to ride the next frame to their task (riders.py)
+        self.riders = Riders(send)
         self.spout = spout  # only a spout samples (arms its emit)
         self.wall, self.keep = wall, HELD_FOR * timeout
         self.records: deque[list] = deque(maxlen=MAX_RECORDS)  # the heartbeat pops them
@@ -141,8 +140,8 @@ class Tracer:
         """Close ``window``: send the tails of the pending lists, catching the frames
         (``StreamOut.send_tails``, ``StreamOut.send`` swapped for a list): they hold
         only the tuples emitted since :meth:`set_aside`, each a child of ``parent``;
-        the heads stay for the usual flush. Each frame caught is kept, marked, for
-        :meth:`flush`; with ``only_anchored``, an untracked frame (an emit not
+        the heads stay for the usual flush. Each frame caught is kept, marked, to
+        ride (:class:`Riders`); with ``only_anchored``, an untracked frame (an emit not
         anchored, under acking) is no descendant and is sent as it is. Returns each
         kept frame's kind and decoded batch."""
         caught = window.close(self.send)
@@ -157,60 +156,16 @@ class Tracer:
 
     def _mark(self, out: StreamOut, h: wire.Header, body: bytes, trace: int,
               parent: int) -> list:
-        """Keep a caught frame for :meth:`flush`, marked, and record its copies; returns
+        """Keep a caught frame, marked, to ride, and record its copies; returns
         its decoded batch (read once)."""
         batch = wire.decode_batch(body)
         entries = _entries(h.kind, batch)
         now, hops = self.wall(), new_marks(len(entries))
-        key = wire.data_header(wire.TRACED, h.stream, h.dest, h.src)
-        self.pending.setdefault(key, []).append([h.kind, body, trace, hops, now])
-        if id(out) not in self.riding:
-            self._ride(out)
+        self.riders.keep(out, h, [h.kind, body, trace, hops, now])
         # one record for the frame (the store splits it): per tuple, only its hop id
         self.records.append(["sent", trace, hops, parent, h.dest, out.name, entries,
                              out.bare, now])
         return batch
-
-    def _ride(self, out: StreamOut) -> None:
-        """Let the traced entries kept for ``out``'s tasks ride its next frames: until
-        :meth:`flush`, a frame ``out`` sends to a task some entries wait for goes as one
-        TRACED frame, those entries and the frame itself, untouched, as an entry with
-        trace id 0 (wire.TRACED). So a traced tuple adds no frame and no wake-up of its
-        receiver when an untraced one goes there in the same flush interval."""
-        own, pending = out.send, self.pending
-
-        def send(header: bytes, body: bytes) -> None:
-            if pending:  # (flush empties this very dict, and puts the sends back)
-                h = wire.parse_header(header)
-                key = wire.data_header(wire.TRACED, h.stream, h.dest, h.src)
-                entries = pending.pop(key, None)
-                if entries is not None:  # the frame rides last, as trace 0
-                    entries.append([h.kind, body, 0, [], 0.0])
-                    return own(key, wire.encode_traced(entries))
-            return own(header, body)
-
-        self.riding[id(out)] = (out, own, send)
-        out.send = send
-
-    def flush(self) -> None:
-        """Send the traced entries that found no frame to ride, one TRACED frame per task,
-        and put the streams' sends back (the executor's flush, once its streams' batches
-        are sent: they wait no longer than the untraced tuples beside them)."""
-        pending = self.discard()
-        for header, entries in pending.items():
-            self.send(header, wire.encode_traced(entries))
-
-    def discard(self) -> dict[bytes, list[list]]:
-        """Forget the traced entries waiting (a checkpoint's rollback drops the batches,
-        the same tuples' untraced neighbours: ``runtime/state/_gate.py``), put the
-        streams' sends back; returns what was waiting."""
-        for out, own, riding in self.riding.values():
-            if out.send is riding:
-                out.send = own
-        self.riding.clear()
-        pending = dict(self.pending)
-        self.pending.clear()
-        return pending
 
     # -- a spout's sampled tuples -------------------------------------------------------
     def arm(self, emitted: int) -> None:

@@ -189,7 +189,7 @@ class Checkpointed:
             out.items.clear()
             for _, pending in out.direct.values():
                 pending.clear()
-        self.inner.tracer.discard()  # traced tuples waiting for a frame to ride
+        self.inner.tracer.riders.discard()  # traced tuples waiting for a frame to ride
         if self.inner.bolt is not None:
             self.inner.bolt.leftover = ()
 
