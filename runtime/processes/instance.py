@@ -332,7 +332,7 @@ class Instance:
         self.executor.activate(active)
 
     def stats_message(self, state: str) -> list[bytes]:
-        usage = self.usage() if self.metrics_on else {}
+        usage = _procs.own_usage() if self.metrics_on else {}
         record = {**self.executor.report(), **usage, **self.held_record(), "pid": os.getpid(),
                   "live": self.live, "state": state, "incarnation": self.incarnation,
                   "reported": time.time()}
@@ -354,11 +354,6 @@ class Instance:
             return []
         return [wire.seal(self.secret, wire.TraceReport(
             task=self.task, incarnation=self.incarnation, records=records))]
-
-    def usage(self) -> dict:
-        """CPU seconds (user + system) and resident memory of this process; nothing if
-        the system will not say."""
-        return _procs.own_usage()
 
     def send_stats(self, state: str) -> None:
         self.ctl.send_multipart(self.stats_message(state))
