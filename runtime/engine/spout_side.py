@@ -21,7 +21,9 @@ from .stats import TaskCounts
 
 STEP_CHUNK = 8  # next_tuple calls between two looks at whether output waits unsent
 # (_untracked_steps writes out that many calls: change both together)
-LONGEST_STRETCH = 1024  # calls between two looks at max_spout_pending: more than a turn makes
+# the most calls between two looks at max_spout_pending: more than a turn makes, so a
+# one-root-a-call spout settles at one look a turn
+LONGEST_STRETCH = 1024
 
 _INT = {int}
 _OUTCOMES = {wire.ACKED_OK, wire.ACKED_FAILED, wire.ACKED_TIMEOUT, wire.ACKED_RENEWED}
