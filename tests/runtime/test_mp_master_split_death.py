@@ -8,7 +8,8 @@ processes: a stateful word count from the embedded log, two containers.
 - **A new number of containers**, 2 -> 3 containers and 2 -> 3 counter tasks: every
   container has stopped and the master has split the committed state over the new plan,
   then dies before it starts the containers on it. The new master finds nothing running,
-  starts the plan from before again, and splits the state back over it first.
+  starts the plan from before again, and splits the state back over it first. Once a
+  rebalance to three containers has completed, a master that dies adopts all three.
 
 Either way the caller's ``rebalance`` raises MasterReplaced, and the counts committed at
 the end are exactly a batch count of the whole log, each key held by one task. The
@@ -143,3 +144,11 @@ def test_a_master_killed_between_stopping_the_containers_and_starting_them(tmp_p
         assert event["containers"] == 3 and running.plan.containers == 3
         wait_for(lambda: len(per_task_keys(running)) == 3, 90, "a checkpoint on three tasks")
         assert running.state("count") == dict(Counter(WORDS))
+        # a master that dies now adopts the three containers (the plan they were last
+        # started on, not the submitted one)
+        kill_master(running)
+        running.wait_active(timeout=90)
+        (restarted,) = [e for e in running.events() if e["kind"] == "master_restarted"
+                        and e.get("restarts") == 2]
+        assert restarted["adopted"] == [0, 1, 2] and restarted["started_again"] == []
+        assert running.plan.containers == 3 and running.state("count") == dict(Counter(WORDS))
