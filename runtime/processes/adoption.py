@@ -242,7 +242,9 @@ class Adoption:
             if record["ready"] and task not in fresh:
                 master.observation.metrics.adopted(task, record["incarnation"])
                 self.unchecked.add(task)
-        if gone and not self.reports:  # nothing runs: the store is this master's to split
+        # nothing runs (local: every stream manager's pid is gone; a silent Spark task may
+        # still run): the store is this master's to split
+        if gone and not self.reports and not master.remote:
             split_stopped(master, split_counts(master, master.carry.cut_short_counts()))
         for c in gone:
             sup.generations[c] = self.known.get(c, {}).get("generation", -1)

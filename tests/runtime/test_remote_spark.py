@@ -29,17 +29,10 @@ import zmq
 from runtime import BasicBolt, Topology, wire
 from runtime.processes.curve import TopologyKeys, make_client
 from runtime.processes.spark_scheduler import CONTAINER_ENV, spark_session
-from runtime.testing import (
-    ListSink,
-    ListSpout,
-    PacedSpout,
-    WordCount,
-    read_sink,
-    replaced,
-    wait_for,
-)
+from runtime.testing import ListSink, ListSpout, PacedSpout, WordCount, read_sink, wait_for
 
 from .test_checkpoints_mp import WORDS, run_with_kills
+from .test_mp_master_carry import check_a_restarted_spout_is_told, check_carried
 from .test_mp_master_carry import numbers as carried_numbers
 from .test_mp_master_carry import spouts as carried_spouts
 from .test_mp_rebalance import WORDS as REBALANCE_WORDS
@@ -471,28 +464,11 @@ def test_what_a_new_master_carries_over_on_spark(spark, tmp_path):
         stats = running.wait_until(lambda s: all((x.reported or 0) > adopted for x in s),
                                    timeout=90)
         assert {s.master_restarts for s in stats} == {1}
-        assert running.status()["settings"] == settings == {
-            "max_spout_pending": {"numbers": 7}, "trace": 0.25,
-            "recordings": [["numbers", "default"]]}
-        carried = running.events()[:len(events)]
-        assert [(e["kind"], e["time"]) for e in carried] == \
-            [(e["kind"], e["time"]) for e in events]
-        assert {e["from_master"] for e in carried} == {old}
+        check_carried(running, settings, events, exceptions, old)
         (restarted,) = [e for e in running.events() if e["kind"] == "master_restarted"]
         assert restarted["adopted"] == [0, 1] and restarted["started_again"] == []
-        assert [(x["error"], x["count"]) for x in running.exceptions()] == \
-            [(x["error"], x["count"]) for x in exceptions]
         assert running.sample("numbers", n=5) != []  # the tap asked of the old master
-
-        victim = carried_spouts(running.statistics())[0]
-        os.kill(victim.pid, signal.SIGKILL)
-        stats = running.wait_until(replaced(victim), timeout=120, interval=0.1)
-        (again,) = [s for s in stats if s.task == victim.task]
-        told = running.wait_until(
-            lambda s: any(x.task == victim.task and x.incarnation == again.incarnation
-                          and x.max_spout_pending == 7 and x.recording == ["default"]
-                          for x in s), timeout=90, interval=0.1)
-        assert all(s.max_spout_pending == 7 and s.pending <= 7 for s in carried_spouts(told))
+        check_a_restarted_spout_is_told(running, 120)
 
 
 # -- a new number of containers on Spark (issue 22) ---------------------------------------------
