@@ -15,9 +15,11 @@ losses also prints the keys and ranges), ``duplicates`` the records that arrived
 ``late`` the first arrivals overtaken by a later value of their key (replays). ``emitted``,
 ``acked`` and ``failed`` are the spouts' counts over all incarnations; ``replayed`` is
 ``emitted - messages`` (emits of a message after its first). ``bound`` is the most
-duplicates the faults may cost: the tuples in flight at each fault (``max_spout_pending x
-spout tasks``), plus the uncommitted window (``max_uncommitted x partitions``) when a spout
-restarts from its committed offsets, or the opened-but-unacked items for Redis.
+duplicates the faults may cost: the tuples in flight at each fault (``(max_spout_pending +
+batch_size - 1) x spout tasks``: every source here emits up to ``batch_size`` records a
+call, and the call that finds room under the cap emits its whole batch), plus the
+uncommitted window (``max_uncommitted x partitions``) when a spout restarts from its
+committed offsets, or the opened-but-unacked items for Redis.
 ``recovery_s`` is the longest time from a fault to the first second the sink is back at 90%
 of its rate before the first fault (0 when the fault did not dent the rate);
 ``unrecovered`` counts faults after which it never got back before the run ended. The
@@ -91,6 +93,7 @@ FIELDS = ("k", "s")  # a record {"k": key, "s": seq} is the tuple [key, seq]
 PARTITIONS = 4  # of the log/Kafka topic; each spout task reads two
 SPOUTS, RELAYS, SINKS = 2, 2, 2
 MAX_SPOUT_PENDING = 200  # per spout task
+BATCH = 50  # records a spout call emits at most (each source's batch_size)
 MAX_UNCOMMITTED = 500  # per partition: what a restarted log/Kafka spout may read again
 ACK_BATCH = 100  # Redis acks a spout may hold before sending them
 OPTIONS = {"ackers": 2, "message_timeout": 5.0, "max_spout_pending": MAX_SPOUT_PENDING,
@@ -177,7 +180,7 @@ class LogSource:
         self.rate = rate
 
     def spout(self):
-        spout = PacedLogSpout("chaos", self.root, checkpoint_dir=self.ck, batch_size=50,
+        spout = PacedLogSpout("chaos", self.root, checkpoint_dir=self.ck, batch_size=BATCH,
                               fields=FIELDS,
                               max_uncommitted=MAX_UNCOMMITTED, commit_interval=0.5)
         spout.rate = self.rate / SPOUTS
@@ -205,7 +208,7 @@ class KafkaSource(LogSource):
         self.rate = rate
 
     def spout(self):
-        spout = PacedKafkaSpout("chaos", self.brokers, group_id="chaos", batch_size=50,
+        spout = PacedKafkaSpout("chaos", self.brokers, group_id="chaos", batch_size=BATCH,
                                 fields=FIELDS,
                                 max_uncommitted=MAX_UNCOMMITTED, commit_interval=0.5)
         spout.rate = self.rate / SPOUTS
@@ -233,7 +236,7 @@ class RedisSource:
         self.rate = rate
 
     def spout(self):
-        spout = PacedRedisSpout("chaos", self.url, batch_size=50, ack_batch=ACK_BATCH,
+        spout = PacedRedisSpout("chaos", self.url, batch_size=BATCH, ack_batch=ACK_BATCH,
                                 fields=FIELDS,
                                 open_timeout=30.0)
         spout.rate = self.rate / SPOUTS
@@ -546,7 +549,7 @@ def report(scenario: Scenario, messages: int, run: Run, totals: Totals, run_dirs
         for k, s in read_sink(d, "sink"):
             checker.see(k, s)
     seq = checker.report(expected_counts(messages))
-    in_flight = MAX_SPOUT_PENDING * SPOUTS
+    in_flight = in_flight_bound(MAX_SPOUT_PENDING, BATCH, SPOUTS)
     bound = len(run.faults) * in_flight + run.restarts_spouts * source_window(scenario)
     rec, never = recovery(totals.series(), run.faults)
     emitted = totals.spout("emitted")
@@ -556,6 +559,17 @@ def report(scenario: Scenario, messages: int, run: Run, totals: Totals, run_dirs
             "duplicates": seq.duplicates, "bound": bound, "late": seq.late,
             "recovery_s": rec, "unrecovered": never, "peak_rss_mb": round(peak / 2**20),
             "seconds": round(seconds, 1), "sequence": seq}
+
+
+def in_flight_bound(max_spout_pending: int, batch: int, spouts: int) -> int:
+    """The most roots in flight at once: a spout task is called only while fewer than
+    ``max_spout_pending`` of its roots are in flight, and that call may emit its whole
+    ``batch`` (docs/reliability.md, "What the bounds are").
+
+    >>> in_flight_bound(200, 50, 2), in_flight_bound(200, 1, 2)
+    (498, 400)
+    """
+    return (max_spout_pending + batch - 1) * spouts
 
 
 def source_window(scenario: Scenario) -> int:

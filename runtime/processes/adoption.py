@@ -30,6 +30,9 @@ from typing import Any
 import psutil
 
 from runtime import wire
+from runtime.model.constants import CHECKPOINTER
+
+from .rebalance import split_counts, split_stopped
 
 log = logging.getLogger("tupleflow.adoption")
 
@@ -239,6 +242,10 @@ class Adoption:
             if record["ready"] and task not in fresh:
                 master.observation.metrics.adopted(task, record["incarnation"])
                 self.unchecked.add(task)
+        # nothing runs (local: every stream manager's pid is gone; a silent Spark task may
+        # still run): the store is this master's to split
+        if gone and not self.reports and not master.remote:
+            split_stopped(master, split_counts(master, master.carry.cut_short_counts()))
         for c in gone:
             sup.generations[c] = self.known.get(c, {}).get("generation", -1)
             sup.start_container(c)
@@ -260,14 +267,22 @@ def cut_short(master: Any) -> None:
     """A rebalance the master before died in: every instance goes back to the plan the
     stream managers report (an instance the dead master had told to ``Switch`` routes on
     the new plan, whose added tasks the stream managers have dropped); a ``Switch`` to
-    the plan it runs on changes nothing but a flush. Recorded as ``rebalance_cut_short``."""
+    the plan it runs on changes nothing but a flush. Under checkpoints the checkpoint task
+    is told last, with the rebalanced components' counts in that plan: it splits the
+    committed keyed state over them again and rolls every task back to it (what was in
+    flight is replayed). Recorded as ``rebalance_cut_short``."""
     epoch = master.carry.cut_short()
     if epoch is None:
         return
-    told = master.supervision.tell_ready(wire.Switch(plan=master.plan.to_data()))
+    counts = split_counts(master, master.carry.cut_short_counts())
+    plan = master.plan.to_data()
+    last = master.plan.component_tasks().get(CHECKPOINTER, []) if counts else []
+    told = master.supervision.tell_ready(wire.Switch(plan=plan),
+                                         [t for t in master.tasks if t not in last])
+    told += master.supervision.tell_ready(wire.Switch(plan=plan, counts=counts), last)
     master.carry.rebalancing(None)
     master.observation.event("rebalance_cut_short", from_epoch=epoch,
-                             epoch=master.plan.epoch, tasks=told)
+                             epoch=master.plan.epoch, tasks=told, split_again=counts or None)
 
 
 def epoch_of(plan: Any) -> int:

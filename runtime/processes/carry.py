@@ -11,7 +11,11 @@ nor what happened before: so every master keeps, in ``run_dir/master/``,
 - ``events.jsonl`` and ``exceptions.jsonl``: each event and exception report, appended as
   it happens, each line naming the master that wrote it (``master_pid``);
 - ``rebalance.json`` while a rebalance runs (written before its first step is told):
-  a new master that finds it knows the rebalance was cut short;
+  a new master that finds it knows the rebalance was cut short, and which components'
+  parallelism it changed (their keyed state may have to be split again);
+- ``plan.msgpack``: the plan the containers were last started on (``TopologyMaster.replan``,
+  ``take_plan``): after a rebalance to a new number of containers the boot's plan is not
+  the one that runs;
 - ``traces.msgpack``: the newest finished traces (at most ``tracing.KEEP``), rewritten
   whole every ``tracing.SAVE_EVERY`` seconds while new trace records come, msgpack
   through :mod:`runtime.wire`.
@@ -42,6 +46,7 @@ SETTINGS = "settings.json"
 EVENTS = "events.jsonl"
 EXCEPTIONS = "exceptions.jsonl"
 REBALANCE = "rebalance.json"  # a rebalance is running (from the epoch it started on)
+PLAN = "plan.msgpack"  # the plan the containers were last started on
 TRACES = "traces.msgpack"  # the newest finished traces (tracing.KEEP at most), newest first
 
 
@@ -63,10 +68,7 @@ class Carry:
                 "paused": paused,
                 "taps": [[c, s, time.time() + until - now] for (c, s), until in taps.items()
                          if until > now]}
-        path = os.path.join(self.folder, SETTINGS)
-        with open(path + ".tmp", "w") as f:  # whole or not at all: a reader never sees half
-            json.dump(data, f)
-        os.replace(path + ".tmp", path)
+        _dump(os.path.join(self.folder, SETTINGS), data)
 
     def settings(self) -> dict | None:
         """What the last master saved, or None (none saved, or unreadable: logged)."""
@@ -80,47 +82,73 @@ class Carry:
             return None
 
     # -- a rebalance --------------------------------------------------------------------------
-    def rebalancing(self, epoch: int | None) -> None:
-        """A rebalance starts from the plan of ``epoch`` (None: none runs any more)."""
+    def rebalancing(self, epoch: int | None, counts: dict[str, int] | None = None) -> None:
+        """A rebalance starts from the plan of ``epoch`` (None: none runs any more),
+        changing the parallelism of ``counts``' components."""
         path = os.path.join(self.folder, REBALANCE)
         if epoch is None:
             with contextlib.suppress(FileNotFoundError):
                 os.remove(path)
             return
-        with open(path + ".tmp", "w") as f:
-            json.dump({"from_epoch": epoch}, f)
-        os.replace(path + ".tmp", path)
+        _dump(path, {"from_epoch": epoch, "counts": dict(counts or {})})
 
     def cut_short(self) -> int | None:
         """The epoch a rebalance the master before died in started from, or None."""
+        return self._rebalance().get("from_epoch")
+
+    def cut_short_counts(self) -> dict[str, int]:
+        """The components whose parallelism that rebalance changed (empty if none)."""
+        counts = self._rebalance().get("counts")
+        return counts if isinstance(counts, dict) else {}
+
+    def _rebalance(self) -> dict:
         try:
             with open(os.path.join(self.folder, REBALANCE)) as f:
-                return int(json.load(f)["from_epoch"])
+                data = json.load(f)
+            return {**data, "from_epoch": int(data["from_epoch"])}
         except (OSError, ValueError, KeyError, TypeError):
+            return {}
+
+    # -- the plan -----------------------------------------------------------------------------
+    def save_plan(self, data: dict) -> None:
+        """The plan (``PhysicalPlan.to_data``: its config may hold what JSON cannot, so
+        msgpack through :mod:`runtime.wire`) the containers are started on from now."""
+        self._save_packed(PLAN, data, "plan")
+
+    def plan(self) -> dict | None:
+        """The plan the last master started the containers on, or None (never saved:
+        the boot's plan still runs, or unreadable: logged)."""
+        data = self._load_packed(PLAN, "plan")
+        return data if isinstance(data, dict) else None
+
+    def _save_packed(self, name: str, data: Any, what: str) -> None:
+        path = os.path.join(self.folder, name)
+        try:
+            with open(path + ".tmp", "wb") as f:
+                f.write(wire.pack(data))
+            os.replace(path + ".tmp", path)
+        except OSError as exc:  # a full disk must not stop the master
+            log.warning("could not keep the %s for a later master: %s", what, exc)
+
+    def _load_packed(self, name: str, what: str) -> Any:
+        try:
+            with open(os.path.join(self.folder, name), "rb") as f:
+                return wire.unpack(f.read())
+        except FileNotFoundError:
+            return None
+        except (OSError, ValueError) as exc:
+            log.warning("the %s of the master before cannot be read: %s", what, exc)
             return None
 
     # -- traces -------------------------------------------------------------------------------
     def save_traces(self, traces: list[dict]) -> None:
         """The newest finished traces as plain data (``trace_to_plain``), msgpack through
         :mod:`runtime.wire` (never pickle), rewritten whole."""
-        path = os.path.join(self.folder, TRACES)
-        try:
-            with open(path + ".tmp", "wb") as f:
-                f.write(wire.pack(traces))
-            os.replace(path + ".tmp", path)
-        except OSError as exc:  # a full disk must not stop the master
-            log.warning("could not keep the traces for a later master: %s", exc)
+        self._save_packed(TRACES, traces, "traces")
 
     def traces(self) -> list[dict]:
         """What the last master saved ([] if nothing, or unreadable: logged)."""
-        try:
-            with open(os.path.join(self.folder, TRACES), "rb") as f:
-                data = wire.unpack(f.read())
-        except FileNotFoundError:
-            return []
-        except (OSError, ValueError) as exc:
-            log.warning("the traces of the master before cannot be read: %s", exc)
-            return []
+        data = self._load_packed(TRACES, "traces")
         return [t for t in data if isinstance(t, dict)] if isinstance(data, list) else []
 
     # -- journals ---------------------------------------------------------------------------
@@ -206,3 +234,10 @@ def restore(master: Any, carry: Carry) -> None:
     now, wall = master.clock(), time.time()
     obs.taps.update({(c, s): now + until - wall for c, s, until in saved.get("taps", [])
                      if c in settings.component_tasks})
+
+
+def _dump(path: str, data: Any) -> None:
+    """Write JSON whole or not at all: a reader never sees half a file."""
+    with open(path + ".tmp", "w") as f:
+        json.dump(data, f)
+    os.replace(path + ".tmp", path)

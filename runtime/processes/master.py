@@ -70,7 +70,12 @@ class TopologyMaster(ClientAnswers):
         # spout (or windowed bolt) component -> why its parallelism is fixed (None: it may
         # change), as said
         self.fixed: dict[str, str | None] = {}
-        self.plan = PhysicalPlan.from_data(boot["plan"])
+        # what a master that replaces this one must know (runtime/processes/carry.py)
+        self.carry = _carry.Carry(self.boot_run_dir)
+        # adopting: the plan the containers were last started on (a rebalance to a new
+        # number of containers makes the boot's stale), else the boot's
+        saved = self.carry.plan() if boot.get("adopt") else None
+        self.plan = PhysicalPlan.from_data(saved or boot["plan"])
         self.detached: bool = boot.get("detached", False)
         # remote (the Spark scheduler): CURVE on an address of the submitter's choosing,
         # and the containers are started by Spark, not here (docs/remote.md)
@@ -83,8 +88,6 @@ class TopologyMaster(ClientAnswers):
         # relayed log requests: our request id -> (client, its id, container, deadline)
         self.log_requests: dict[int, tuple[bytes, int, int, float]] = {}
         self._log_ids = 0
-        # what a master that replaces this one must know (runtime/processes/carry.py)
-        self.carry = _carry.Carry(self.boot_run_dir)
         self._parts(boot)
         if boot.get("adopt"):  # what the masters before this one kept
             _carry.restore(self, self.carry)
@@ -142,6 +145,7 @@ class TopologyMaster(ClientAnswers):
             return
         log.info("adopting: the containers run a plan other than the submitted one")
         self.plan = PhysicalPlan.from_data(data)
+        self.carry.save_plan(data)
         self._parts(self.boot)
         _carry.restore(self, self.carry)
         self.handlers = self._handlers()
@@ -302,8 +306,8 @@ class TopologyMaster(ClientAnswers):
             if self.supervision.state != "running":
                 raise ValueError(f"rebalance of {self.plan.topology!r}: the topology is "
                                  f"{self.supervision.state}, not running")
-            # kept before the first step is told: a new master must know it was cut short
-            self.carry.rebalancing(self.plan.epoch)
+            # marks itself in the carry before its first step is told (a new master must
+            # know it was cut short)
             self.rebalancing = Rebalance(self, ident, msg)
         except ValueError as exc:
             if self.rebalancing is None:  # (the mark of one that runs stays)
@@ -320,6 +324,7 @@ class TopologyMaster(ClientAnswers):
         generations (a new stream manager must not take an old one's identity)."""
         obs, sup, settings = self.observation, self.supervision, self.settings
         self.plan = plan
+        self.carry.save_plan(plan.to_data())  # before any container starts on it
         self._parts(self.boot)
         self.observation.events, self.observation.exceptions = obs.events, obs.exceptions
         self.supervision.generations = sup.generations

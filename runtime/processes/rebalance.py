@@ -88,6 +88,9 @@ class Rebalance:
         self.awaiting: set[int] = set()  # tasks yet to say they switched
         self.byes: set[int] = set()  # remote containers yet to say they stopped
         self.dropped_before = 0
+        # kept before the first step is told: a new master must know it was cut short, and
+        # which components' keyed state may need splitting again (adoption.cut_short)
+        master.carry.rebalancing(old.epoch, self.changes)
         if self.in_place:
             self._start()
         else:
@@ -176,6 +179,7 @@ class Rebalance:
                         sorted(self.awaiting), SWITCH_BOUND)
         self._tell_sms("switch")
         self._forget_removed()
+        self.master.faults.hold("split")  # tests only (faults.py)
         checkpointer = self.plan.component_tasks().get(CHECKPOINTER)
         if checkpointer and self.master.tasks[checkpointer[0]]["ready"]:
             self.awaiting = set(self.master.supervision.tell_ready(
@@ -223,6 +227,7 @@ class Rebalance:
             with contextlib.closing(self._store()) as store:
                 self.moved = _state.repartition(store, self.changes,
                                                 self.plan.config.get(MAX_PARALLELISMS))
+        master.faults.hold("restart")  # tests only (faults.py)
         master.replan(self.plan)
         master.supervision.paused = True  # activated in _resume, when every task is ready
         master.supervision.start_containers()
@@ -323,3 +328,27 @@ def _spouts(tasks, kinds: dict[str, str], topology: str, asked: Any) -> frozense
             raise ValueError(f"rebalance of {topology!r}: component {comp!r}: its tasks have "
                              "not reported yet; ask again once they run")
     return frozenset(c for c, kind in kinds.items() if kind == "spout")
+
+
+# -- a rebalance its master died in (runtime/processes/adoption.py) ---------------------------
+def split_counts(master: Any, changed: dict[str, int]) -> dict[str, int]:
+    """Under checkpoints, the parallelism in the adopted plan of the components a cut-short
+    rebalance changed (``changed``: what it asked); else (or none changed) empty. Whether
+    the dead master split the keyed state for its new plan is not known (it may have died
+    just before or just after): splitting the committed state again over the plan that runs
+    is right either way, since a split for the counts it has is made again the same."""
+    if not changed or not _state.checkpointing(master.plan.config):
+        return {}
+    now = master.plan.parallelism()
+    return {c: now[c] for c in changed if c in now}
+
+
+def split_stopped(master: Any, counts: dict[str, int]) -> dict | None:
+    """Nothing runs (every container was stopped for a new number of containers): the
+    master itself splits the committed keyed state over the plan it starts, as
+    :meth:`Rebalance._restart` does. Returns the keys moved (None: nothing committed)."""
+    if not counts:
+        return None
+    with contextlib.closing(_state.open_store(str(master.plan.config[STATE_STORE]),
+                                              master.boot_run_dir)) as store:
+        return _state.repartition(store, counts, master.plan.config.get(MAX_PARALLELISMS))

@@ -69,6 +69,12 @@ def chaos_module():
     return module
 
 
+def test_the_bound_counts_the_batch_a_call_that_finds_room_emits():
+    chaos = chaos_module()
+    assert chaos.in_flight_bound(200, 50, 2) == 2 * 249  # room for one, then a batch of 50
+    assert chaos.in_flight_bound(chaos.MAX_SPOUT_PENDING, chaos.BATCH, chaos.SPOUTS) == 498
+
+
 def test_recovery_is_the_time_from_a_fault_to_full_rate_again():
     recovery = chaos_module().recovery
     rates = [100.0] * 6 + [20.0, 0.0, 50.0, 95.0, 100.0] + [100.0] * 5  # a dip at t=6..9

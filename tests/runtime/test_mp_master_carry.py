@@ -57,6 +57,34 @@ def spouts(stats):
     return [s for s in stats if s.component == "numbers"]
 
 
+def check_carried(running, settings: dict, events: list, exceptions: list, old: int) -> None:
+    """What the notebook saw before the master ``old`` died is the new master's: the
+    settings, the events (marked as the old master's) and the exceptions."""
+    assert running.status()["settings"] == settings == {
+        "max_spout_pending": {"numbers": 7}, "trace": 0.25, "recordings": [["numbers",
+                                                                            "default"]]}
+    carried = running.events()[:len(events)]
+    assert [(e["kind"], e["time"]) for e in carried] == [(e["kind"], e["time"]) for e in events]
+    assert {e["from_master"] for e in carried} == {old}
+    assert [e["kind"] for e in running.events()].count("master_restarted") == 1
+    assert [(x["error"], x["count"]) for x in running.exceptions()] == \
+        [(x["error"], x["count"]) for x in exceptions]
+
+
+def check_a_restarted_spout_is_told(running, timeout: float) -> None:
+    """A spout killed under the new master is restarted and told what the notebook asked
+    the old one: the cap (7) and the recording."""
+    victim = spouts(running.statistics())[0]
+    os.kill(victim.pid, signal.SIGKILL)
+    stats = running.wait_until(replaced(victim), timeout=timeout, interval=0.1)
+    (restarted,) = [s for s in stats if s.task == victim.task]
+    restarted = running.wait_until(
+        lambda s: any(x.task == victim.task and x.incarnation == restarted.incarnation
+                      and x.max_spout_pending == 7 and x.recording == ["default"]
+                      for x in s), timeout=timeout, interval=0.1)
+    assert all(s.max_spout_pending == 7 and s.pending <= 7 for s in spouts(restarted))
+
+
 def test_settings_taps_events_and_exceptions_outlive_the_master(tupleflow_processes):
     running = numbers("carried").submit(containers=2)
     running.wait_until(lambda s: running.exceptions() and all(
@@ -78,29 +106,11 @@ def test_settings_taps_events_and_exceptions_outlive_the_master(tupleflow_proces
     adopted = time.time()
     running.wait_until(lambda s: all((x.reported or 0) > adopted for x in s), timeout=60)
 
-    assert running.status()["settings"] == settings == {
-        "max_spout_pending": {"numbers": 7}, "trace": 0.25, "recordings": [["numbers",
-                                                                            "default"]]}
-    carried = running.events()[:len(events)]
-    assert [(e["kind"], e["time"]) for e in carried] == [(e["kind"], e["time"]) for e in events]
-    assert {e["from_master"] for e in carried} == {old}
-    assert [e["kind"] for e in running.events()].count("master_restarted") == 1
-    assert [(x["error"], x["count"]) for x in running.exceptions()] == \
-        [(x["error"], x["count"]) for x in exceptions]
+    check_carried(running, settings, events, exceptions, old)
     # the tap asked of the old master is still on: the new one kept what it caught (a
     # master that did not know of it would have dropped those, and answer [] at first)
     assert running.status()["paused"] is False
     assert running.sample("numbers", n=5) != []
-
-    # a spout restarted under the new master is told what the notebook asked the old one
-    victim = spouts(running.statistics())[0]
-    os.kill(victim.pid, signal.SIGKILL)
-    stats = running.wait_until(replaced(victim), timeout=90, interval=0.1)
-    (restarted,) = [s for s in stats if s.task == victim.task]
-    restarted = running.wait_until(
-        lambda s: any(x.task == victim.task and x.incarnation == restarted.incarnation
-                      and x.max_spout_pending == 7 and x.recording == ["default"]
-                      for x in s), timeout=60, interval=0.1)
-    assert all(s.max_spout_pending == 7 and s.pending <= 7 for s in spouts(restarted))
+    check_a_restarted_spout_is_told(running, 90)
     running.kill()
     assert tupleflow_processes() == []

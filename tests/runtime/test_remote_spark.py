@@ -17,6 +17,7 @@ import pickle
 import signal
 import socket
 import sys
+import time
 from collections import Counter
 from pathlib import Path
 
@@ -31,6 +32,9 @@ from runtime.processes.spark_scheduler import CONTAINER_ENV, spark_session
 from runtime.testing import ListSink, ListSpout, PacedSpout, WordCount, read_sink, wait_for
 
 from .test_checkpoints_mp import WORDS, run_with_kills
+from .test_mp_master_carry import check_a_restarted_spout_is_told, check_carried
+from .test_mp_master_carry import numbers as carried_numbers
+from .test_mp_master_carry import spouts as carried_spouts
 from .test_mp_rebalance import WORDS as REBALANCE_WORDS
 from .test_mp_rebalance import fill_log
 from .test_mp_rebalance import word_count as rebalanced_word_count
@@ -432,6 +436,39 @@ def test_a_killed_master_on_spark_is_replaced_and_adopts_the_running_containers(
     assert [i for i in range(MARKED) if f"m{i}" not in seen] == []  # 0 lost
     # the job's one round ended at the kill, its stream managers never restarted
     assert {r["container"]: r["restarts"] for r in running.job.result} == {0: 0, 1: 0}
+
+
+@pytest.mark.timeout(600)  # Spark may start first, then two kills and their recoveries
+def test_what_a_new_master_carries_over_on_spark(spark, tmp_path):
+    """The carry-over of ``test_mp_master_carry`` on the Spark scheduler: the settings,
+    tap, events and exceptions the notebook saw before the master was SIGKILLed are the
+    new master's; every report says the master restarted once (counts restart, marked);
+    and a spout restarted under the new master is told the cap and recording asked of the
+    old one."""
+    running = carried_numbers("spark-carried").submit(
+        scheduler="spark", master=spark, containers=2, record_dir=str(tmp_path))
+    with running:
+        running.wait_until(lambda s: running.exceptions() and all(
+            x.acked > 20 for x in carried_spouts(s)), timeout=120, interval=0.1)
+        running.set_max_spout_pending(7, "numbers")
+        running.record("numbers")
+        running.set_trace(0.25)
+        assert running.sample("numbers", keep=180, wait=True, timeout=60) != []
+        settings, events = running.status()["settings"], running.events()
+        exceptions, old = running.exceptions(), running.master_pid
+
+        os.kill(old, signal.SIGKILL)
+        wait_for(lambda: running.master_pid != old, 120, "a new master")
+        running.wait_active(timeout=120)
+        adopted = time.time()
+        stats = running.wait_until(lambda s: all((x.reported or 0) > adopted for x in s),
+                                   timeout=90)
+        assert {s.master_restarts for s in stats} == {1}
+        check_carried(running, settings, events, exceptions, old)
+        (restarted,) = [e for e in running.events() if e["kind"] == "master_restarted"]
+        assert restarted["adopted"] == [0, 1] and restarted["started_again"] == []
+        assert running.sample("numbers", n=5) != []  # the tap asked of the old master
+        check_a_restarted_spout_is_told(running, 120)
 
 
 # -- a new number of containers on Spark (issue 22) ---------------------------------------------
