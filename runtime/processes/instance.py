@@ -256,7 +256,11 @@ class Instance:
 
     def drain_data(self, ex: TaskExecutor, budget: float) -> None:
         """Handle waiting frames: at most ``MAX_DRAIN``, and no longer than ``budget``
-        seconds, so that flushes, ticks and reports (the heartbeat) stay on time."""
+        seconds, so that flushes, ticks and reports (the heartbeat) stay on time. A bolt
+        that read all its input flushes what it made: nothing more will join the batches
+        before the next frame, and waiting for the timer would cost a wake-up of its own
+        and up to a flush interval of latency (docs/internals/performance.md, "Issue 17,
+        fourth pass")."""
         deadline = time.monotonic() + budget
         bolt = ex.kind == "bolt"
         if bolt and (self.pending_emits or ex.leftover):
@@ -267,6 +271,8 @@ class Instance:
                 return
             if time.monotonic() > deadline:
                 return
+        if bolt and not self.data.get(zmq.EVENTS) & zmq.POLLIN:
+            ex.flush()
 
     def on_data(self, ex: TaskExecutor, frames: list[zmq.Frame]) -> None:
         """One message from the stream manager: ``[header, body]``, or dropped."""
