@@ -211,7 +211,8 @@ class Instance:
             heartbeat.stop()
 
     def _loop(self, ex: TaskExecutor, poller: zmq.Poller, spout: bool, wait_ms: int) -> None:
-        due = ex.on_timer(time.monotonic())
+        """Step (a spout), then the timers (a flush due sends what the step emitted at
+        once), then wait for input (:func:`sleep_ms`)."""
         calls, budget = 1, float(ex.config[FLUSH_INTERVAL])
         clear = True
         while not self.stopping:
@@ -219,24 +220,24 @@ class Instance:
                 clear = not clear
                 poller.modify(self.data, _data_events(spout, clear))
                 self.held(not clear, time.monotonic())
+            wait = None  # until the timers' next call
             if spout and self.active and clear:
                 started = time.monotonic()
                 emitted = ex.step(calls)
                 took = time.monotonic() - started
                 ex.busy_seconds += took
                 held = emitted < calls and ex.spout_held()  # (only asked when it matters)
-                calls, timeout = next_run(calls, emitted, held, took, budget, wait_ms)
-            else:
-                timeout = max(0, int((due - time.monotonic()) * 1000) + 1)
-                if clear and ex.leftover:  # input set aside while held
-                    ex.run_leftover()
-                    timeout = 0
+                calls, wait = next_run(calls, emitted, held, took, budget, wait_ms)
+            elif clear and ex.leftover:  # input set aside while held
+                ex.run_leftover()
+                wait = 0
+            now = time.monotonic()
+            timeout = sleep_ms(wait, ex.on_timer(now) - now)
             for sock, events in poller.poll(timeout):
                 if sock is self.ctl:
                     self.drain_ctl()
                 elif events & zmq.POLLIN:
                     self.drain_data(ex, budget)
-            due = ex.on_timer(time.monotonic())
 
     def held(self, on: bool, now: float) -> None:
         """Output started (or stopped) waiting: a spout is held by backpressure, a bolt
@@ -488,6 +489,26 @@ def next_run(calls: int, emitted: int, held: bool, took: float, budget: float,
     """
     dry = emitted < calls and not held
     return paced(calls, took, budget, dry, emitted), wait_ms if dry or not emitted else 0
+
+
+def sleep_ms(wait: int | None, until_due: float) -> int:
+    """How long the loop waits for input (ms), ``until_due`` seconds before its timers
+    want their next call: not at all when ``wait`` is 0 (a spout emitting on every call,
+    input set aside to run), else until the timers are due, and a spout whose run ran dry
+    (``wait``: ``spout_wait``) at least ``wait``. A dry spout used to wake every
+    ``spout_wait`` (1 ms) though what it emitted then went only at the next flush (every
+    ``flush_interval``, 2 ms): it now wakes for the flush (or an ack), and emits just
+    before it, so a tuple waits at most a flush interval instead of a ``spout_wait`` and
+    a flush interval (docs/internals/performance.md, "Issue 17, fourth pass").
+
+    >>> sleep_ms(0, 0.0015), sleep_ms(None, 0.0015), sleep_ms(1, 0.0015), sleep_ms(5, 0.0015)
+    (0, 2, 2, 5)
+    >>> sleep_ms(None, -0.001), sleep_ms(1, -0.001)  # overdue: at once, or spout_wait
+    (0, 1)
+    """
+    if wait == 0:
+        return 0
+    return max(wait or 0, int(until_due * 1000) + 1 if until_due > 0 else 0)
 
 
 def paced(calls: int, took: float, budget: float, dry: bool = False, emitted: int = 0) -> int:
