@@ -473,7 +473,8 @@ def next_run(calls: int, emitted: int, held: bool, took: float, budget: float,
              wait_ms: int) -> tuple[int, int]:
     """After a spout's run of ``calls`` calls that ``emitted`` tuples in ``took`` seconds
     (``held``: ``max_spout_pending`` or unsent output stops it now): the next run's
-    calls (:func:`paced`), and how long the loop waits for input first (ms). It waits
+    calls (:func:`paced`), and how long the loop waits for input first (ms; the least:
+    :func:`sleep_ms` waits on to the next flush). It waits
     ``wait_ms`` (``spout_wait``) when the run emitted nothing, or ran dry: some of its
     calls emitted nothing though nothing held the spout, so its source has no more for
     now. Otherwise the next run starts at once (a held one emits nothing, then waits).
