@@ -333,16 +333,14 @@ class Executor:
         if now >= self._next_flush:
             self.flush()
             self._next_flush = now + self._flush_every
+        if self._next_tick is not None and now >= self._next_tick:
+            if self.bolt is not None:
+                self.bolt.tick(self._tick_every)
+            self._next_tick = now + float(self._tick_every)
         due = self._next_flush
-        if self.bolt is not None and not self.holding():
-            due = now + self._flush_every * IDLE_FLUSHES
-        if self._next_tick is not None:
-            if now >= self._next_tick:
-                if self.bolt is not None:
-                    self.bolt.tick(self._tick_every)
-                self._next_tick = now + float(self._tick_every)
-            due = min(due, self._next_tick)
-        return due
+        if self.bolt is not None and not self.holding():  # (after the tick: what it emitted
+            due = now + self._flush_every * IDLE_FLUSHES  # waits for the flush as before)
+        return due if self._next_tick is None else min(due, self._next_tick)
 
     def flush(self) -> None:
         """Send every pending batch (a custom grouping that raises is user code failing)."""

@@ -87,3 +87,30 @@ def test_a_bolt_holding_acks_asks_for_their_flush():
         assert not last.holding()
         feed = cluster.user_object(cluster.plan.component_tasks()["feed"][0])
         assert len(feed.acked) == 50
+
+
+class Ticked(Bolt):
+    """Emits a tuple at each tick, and nothing for its input."""
+
+    outputs = ["value"]
+
+    def process(self, tup):
+        self.ack(tup)
+
+    def process_tick(self, tup):
+        self.emit([tup.values[0]])
+
+
+def test_what_a_tick_emits_waits_only_for_the_flush():
+    topo = Topology("ticked")
+    topo.spout("feed", ListSpout([[n] for n in range(5)]))
+    topo.bolt("ticked", Ticked).shuffle_grouping("feed")
+    topo.bolt("sink", ListSink).shuffle_grouping("ticked")
+    with InMemoryCluster(topo, flush_interval=FLUSH, tick_freq_secs=1.0) as cluster:
+        cluster.run_until_idle()
+        ticked = executor_of(cluster, "ticked")
+        assert not ticked.holding()
+        tick_at = ticked._next_tick
+        due = ticked.on_timer(tick_at)  # the tick emits into a batch
+        assert ticked.holding()
+        assert due - tick_at <= FLUSH * 1.001  # (float sums)
