@@ -201,15 +201,17 @@ class Line:
 
 class CpuWaits(threading.Thread):
     """Samples, every ``SAMPLE_EVERY``, each process's time on a CPU and waiting for one
-    so far (its main thread's, ns), the times it was put on a CPU, and the machine's
-    runnable threads: ``samples`` holds ``(time, runnable, [(on cpu, waiting, slices)
+    so far (its main thread's, ns), the times it was put on a CPU, the times it went to
+    sleep (its wake-ups: a preempted thread is put on a CPU again without having slept,
+    so under load the first count runs ahead of the second), and the machine's runnable
+    threads: ``samples`` holds ``(time, runnable, [(on cpu, waiting, slices, sleeps)
     per pid])``."""
 
     def __init__(self, roles: dict[int, str]) -> None:
         super().__init__(name="cpu-waits", daemon=True)
         self.pids = list(roles)
         self.roles = [roles[p] for p in self.pids]
-        self.samples: list[tuple[float, int, list[tuple[int, int, int]]]] = []
+        self.samples: list[tuple[float, int, list[tuple[int, int, int, int]]]] = []
         self.halt = threading.Event()
 
     def run(self) -> None:
@@ -220,17 +222,18 @@ class CpuWaits(threading.Thread):
         self.halt.set()
         self.join()
 
-    def usage(self, start: float, end: float) -> dict[str, tuple[float, float, int]]:
+    def usage(self, start: float, end: float) -> dict[str, tuple[float, float, int, int]]:
         """Seconds each role spent on a CPU and waiting for one between ``start`` and
-        ``end`` (to the samples' resolution), and how many times it was put on one."""
+        ``end`` (to the samples' resolution), how many times it was put on one, and how
+        many times it went to sleep."""
         inside = [s for s in self.samples if start - SAMPLE_EVERY <= s[0] <= end + SAMPLE_EVERY]
         if len(inside) < 2:
             return {}
-        out: dict[str, tuple[float, float, int]] = {}
+        out: dict[str, tuple[float, float, int, int]] = {}
         for role, first, last in zip(self.roles, inside[0][2], inside[-1][2]):
-            ran, waited, slices = out.get(role, (0.0, 0.0, 0))
+            ran, waited, slices, sleeps = out.get(role, (0.0, 0.0, 0, 0))
             out[role] = (ran + (last[0] - first[0]) / 1e9, waited + (last[1] - first[1]) / 1e9,
-                         slices + last[2] - first[2])
+                         slices + last[2] - first[2], sleeps + last[3] - first[3])
         return out
 
     def runnable(self, start: float, end: float) -> int:
@@ -238,15 +241,18 @@ class CpuWaits(threading.Thread):
         return max((s[1] for s in self.samples if start <= s[0] <= end), default=0)
 
 
-def _schedstat(pid: int) -> tuple[int, int, int]:
-    """A process's main thread: nanoseconds on a CPU, waiting on a run queue, and the
-    times it was put on a CPU (each wake-up at least once)."""
+def _schedstat(pid: int) -> tuple[int, int, int, int]:
+    """A process's main thread: nanoseconds on a CPU, waiting on a run queue, the times
+    it was put on a CPU (each wake-up at least once), and its voluntary context switches
+    (``/proc/PID/status``: each a sleep, so each a wake-up after it)."""
     try:
         with open(f"/proc/{pid}/schedstat") as f:
             ran, waited, slices = f.read().split()
-        return int(ran), int(waited), int(slices)
-    except (OSError, ValueError):
-        return 0, 0, 0
+        with open(f"/proc/{pid}/status") as f:
+            sleeps = next(line for line in f if line.startswith("voluntary_ctxt"))
+        return int(ran), int(waited), int(slices), int(sleeps.split()[1])
+    except (OSError, ValueError, StopIteration):
+        return 0, 0, 0, 0
 
 
 def _runnable() -> int:
@@ -340,15 +346,15 @@ def _summary(which: str, sentences: list[Sentence], missing: int) -> str:
 
 def _processes(found: dict[str, list], waits: CpuWaits, start: float, end: float) -> list[str]:
     """Per role over the run: its share of a CPU, its wait for one, how often a second
-    it was put on one, its garbage collections (how many, their total, the longest);
-    and the machine's runnable threads."""
+    it was put on one and how often it woke from a sleep, its garbage collections (how
+    many, their total, the longest); and the machine's runnable threads."""
     seconds = end - start
     lines = []
-    for role, (ran, waited, slices) in waits.usage(start, end).items():
+    for role, (ran, waited, slices, sleeps) in waits.usage(start, end).items():
         collections = [c for part in found.get(role, ()) for c in part["gc"]
                        if start <= c[0] <= end]
         lines.append(f"HOPS process={role} cpu={ran / seconds:.2f} cpu_wait_ms={waited * 1e3:.1f}"
-                     f" on_cpu_per_s={slices / seconds:.0f}"
+                     f" on_cpu_per_s={slices / seconds:.0f} wakeups_per_s={sleeps / seconds:.0f}"
                      f" gc={len(collections)} gc_ms={sum(c[1] for c in collections) * 1e3:.1f}"
                      f" gc_max_ms={max((c[1] for c in collections), default=0) * 1e3:.2f}")
     runnable = sorted(s[1] for s in waits.samples if start <= s[0] <= end) or [0]
@@ -373,7 +379,7 @@ def _episode(episode: list[Sentence], found: dict[str, list], waits: CpuWaits,
     first = min(s.emitted for s in episode)
     last = max(s.acked for s in episode)
     worst = max(episode, key=lambda s: s.total)
-    waited = {role: w for role, (_, w, _) in waits.usage(first, last).items()}
+    waited = {role: w for role, (_, w, _, _) in waits.usage(first, last).items()}
     collected = {role: sum(c[1] for part in parts for c in part["gc"] if first <= c[0] <= last)
                  for role, parts in found.items()}
     return (f"HOPS episode_at_s={first - start:.3f} length_ms={(last - first) * 1e3:.1f}"

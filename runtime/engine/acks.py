@@ -47,6 +47,10 @@ class AckOut:
         for root in roots_of(ids):
             self.queue(wire.ACK_FAIL, root, 0)
 
+    def waiting(self) -> bool:
+        """Whether any message waits for the next flush."""
+        return bool(self.acked or self.leaves or any(self._batches))
+
     def flush(self) -> None:
         """Send the completed leaves to their spout tasks, and what was queued for each
         acker task."""

@@ -73,6 +73,10 @@ from .wiring import Collector, Send, build_streams, subscribe_all, task_context
 log = logging.getLogger("tupleflow.executor")
 
 _TUPLE_KINDS = (wire.DATA, wire.TRACKED, wire.RUN, wire.ANCHORED)
+# flush intervals an idle bolt sleeps between timer calls (on_timer): its input wakes it
+# sooner; only an emit from outside ``process`` (a user's thread) waits this long, 20 ms
+# with the default 2 ms interval
+IDLE_FLUSHES = 10
 
 
 class Executor:
@@ -319,20 +323,24 @@ class Executor:
             self.bolt.run_leftover(self.output_waiting)
 
     def on_timer(self, now: float) -> float:
-        """Flush due batches and send due ticks; return when it next wants to be called."""
+        """Flush due batches and send due ticks; return when it next wants to be called.
+        A bolt with nothing waiting to be sent wants no flush: its next input wakes its
+        loop anyway (and is flushed once read), so it asks again only after
+        ``IDLE_FLUSHES`` flush intervals, for an emit made outside ``process`` (a user's
+        thread). docs/internals/performance.md, "Issue 17, fourth pass"."""
         if self.spout is not None:
             self.spout.on_timer(now)
         if now >= self._next_flush:
             self.flush()
             self._next_flush = now + self._flush_every
+        if self._next_tick is not None and now >= self._next_tick:
+            if self.bolt is not None:
+                self.bolt.tick(self._tick_every)
+            self._next_tick = now + float(self._tick_every)
         due = self._next_flush
-        if self._next_tick is not None:
-            if now >= self._next_tick:
-                if self.bolt is not None:
-                    self.bolt.tick(self._tick_every)
-                self._next_tick = now + float(self._tick_every)
-            due = min(due, self._next_tick)
-        return due
+        if self.bolt is not None and not self.holding():  # (after the tick: what it emitted
+            due = now + self._flush_every * IDLE_FLUSHES  # waits for the flush as before)
+        return due if self._next_tick is None else min(due, self._next_tick)
 
     def flush(self) -> None:
         """Send every pending batch (a custom grouping that raises is user code failing)."""
@@ -347,6 +355,12 @@ class Executor:
         if self.tracker is not None:
             self.tracker.snapshot()
         self.acks.flush()
+
+    def holding(self) -> bool:
+        """Whether anything waits to be sent at the next flush: tuples in a batch, ack
+        messages, traced frames waiting for a ride."""
+        return (self.acks.waiting() or bool(self.tracer.riders.riding)
+                or any(out.queued() for out in self.streams.values()))
 
     def send_acks(self) -> None:
         """Send the ack messages waiting (to the ackers, and leaves to spout tasks)."""

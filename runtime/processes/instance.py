@@ -211,7 +211,8 @@ class Instance:
             heartbeat.stop()
 
     def _loop(self, ex: TaskExecutor, poller: zmq.Poller, spout: bool, wait_ms: int) -> None:
-        due = ex.on_timer(time.monotonic())
+        """Step (a spout), then the timers (a flush due sends what the step emitted at
+        once), then wait for input (:func:`sleep_ms`)."""
         calls, budget = 1, float(ex.config[FLUSH_INTERVAL])
         clear = True
         while not self.stopping:
@@ -219,24 +220,24 @@ class Instance:
                 clear = not clear
                 poller.modify(self.data, _data_events(spout, clear))
                 self.held(not clear, time.monotonic())
+            wait = None  # until the timers' next call
             if spout and self.active and clear:
                 started = time.monotonic()
                 emitted = ex.step(calls)
                 took = time.monotonic() - started
                 ex.busy_seconds += took
                 held = emitted < calls and ex.spout_held()  # (only asked when it matters)
-                calls, timeout = next_run(calls, emitted, held, took, budget, wait_ms)
-            else:
-                timeout = max(0, int((due - time.monotonic()) * 1000) + 1)
-                if clear and ex.leftover:  # input set aside while held
-                    ex.run_leftover()
-                    timeout = 0
+                calls, wait = next_run(calls, emitted, held, took, budget, wait_ms)
+            elif clear and ex.leftover:  # input set aside while held
+                ex.run_leftover()
+                wait = 0
+            now = time.monotonic()
+            timeout = sleep_ms(wait, ex.on_timer(now) - now)
             for sock, events in poller.poll(timeout):
                 if sock is self.ctl:
                     self.drain_ctl()
                 elif events & zmq.POLLIN:
                     self.drain_data(ex, budget)
-            due = ex.on_timer(time.monotonic())
 
     def held(self, on: bool, now: float) -> None:
         """Output started (or stopped) waiting: a spout is held by backpressure, a bolt
@@ -256,7 +257,11 @@ class Instance:
 
     def drain_data(self, ex: TaskExecutor, budget: float) -> None:
         """Handle waiting frames: at most ``MAX_DRAIN``, and no longer than ``budget``
-        seconds, so that flushes, ticks and reports (the heartbeat) stay on time."""
+        seconds, so that flushes, ticks and reports (the heartbeat) stay on time. A bolt
+        that read all its input flushes what it made: nothing more will join the batches
+        before the next frame, and waiting for the timer would cost a wake-up of its own
+        and up to a flush interval of latency (docs/internals/performance.md, "Issue 17,
+        fourth pass")."""
         deadline = time.monotonic() + budget
         bolt = ex.kind == "bolt"
         if bolt and (self.pending_emits or ex.leftover):
@@ -267,6 +272,8 @@ class Instance:
                 return
             if time.monotonic() > deadline:
                 return
+        if bolt and not self.data.get(zmq.EVENTS) & zmq.POLLIN:
+            ex.flush()
 
     def on_data(self, ex: TaskExecutor, frames: list[zmq.Frame]) -> None:
         """One message from the stream manager: ``[header, body]``, or dropped."""
@@ -466,7 +473,8 @@ def next_run(calls: int, emitted: int, held: bool, took: float, budget: float,
              wait_ms: int) -> tuple[int, int]:
     """After a spout's run of ``calls`` calls that ``emitted`` tuples in ``took`` seconds
     (``held``: ``max_spout_pending`` or unsent output stops it now): the next run's
-    calls (:func:`paced`), and how long the loop waits for input first (ms). It waits
+    calls (:func:`paced`), and how long the loop waits for input first (ms; the least:
+    :func:`sleep_ms` waits on to the next flush). It waits
     ``wait_ms`` (``spout_wait``) when the run emitted nothing, or ran dry: some of its
     calls emitted nothing though nothing held the spout, so its source has no more for
     now. Otherwise the next run starts at once (a held one emits nothing, then waits).
@@ -482,6 +490,26 @@ def next_run(calls: int, emitted: int, held: bool, took: float, budget: float,
     """
     dry = emitted < calls and not held
     return paced(calls, took, budget, dry, emitted), wait_ms if dry or not emitted else 0
+
+
+def sleep_ms(wait: int | None, until_due: float) -> int:
+    """How long the loop waits for input (ms), ``until_due`` seconds before its timers
+    want their next call: not at all when ``wait`` is 0 (a spout emitting on every call,
+    input set aside to run), else until the timers are due, and a spout whose run ran dry
+    (``wait``: ``spout_wait``) at least ``wait``. A dry spout used to wake every
+    ``spout_wait`` (1 ms) though what it emitted then went only at the next flush (every
+    ``flush_interval``, 2 ms): it now wakes for the flush (or an ack), and emits just
+    before it, so a tuple waits at most a flush interval instead of a ``spout_wait`` and
+    a flush interval (docs/internals/performance.md, "Issue 17, fourth pass").
+
+    >>> sleep_ms(0, 0.0015), sleep_ms(None, 0.0015), sleep_ms(1, 0.0015), sleep_ms(5, 0.0015)
+    (0, 2, 2, 5)
+    >>> sleep_ms(None, -0.001), sleep_ms(1, -0.001)  # overdue: at once, or spout_wait
+    (0, 1)
+    """
+    if wait == 0:
+        return 0
+    return max(wait or 0, int(until_due * 1000) + 1 if until_due > 0 else 0)
 
 
 def paced(calls: int, took: float, budget: float, dry: bool = False, emitted: int = 0) -> int:
