@@ -959,6 +959,39 @@ def test_a_spout_emitting_several_roots_a_call_is_called_only_under_its_limit():
         assert max(spout.in_flight) == 4 and sorted(spout.acked) == list(range(30))
 
 
+class IdleThenBatches(Batches):
+    """Batches whose first ``idle`` calls emit nothing, as a LogSpout on an empty log."""
+
+    def __init__(self, per_call: int, idle: int, total: int | None = None) -> None:
+        super().__init__(per_call, total)
+        self.idle = idle
+
+    def next_tuple(self):
+        if self.idle:
+            self.idle -= 1
+            return
+        super().next_tuple()
+
+
+@pytest.mark.parametrize("idle", [0, 5_000])
+def test_a_batching_spout_that_starts_idle_is_held_under_its_limit_at_its_first_batch(idle):
+    # calls that emitted nothing used to double the calls between two looks at the limit,
+    # up to 1,024: the first busy turn then kept 4,800 roots in flight under 200
+    topo = Topology("pending")
+    topo.spout("nums", IdleThenBatches(per_call=50, idle=idle, total=100_000))
+    topo.bolt("hold", Holder).shuffle_grouping("nums")
+    with InMemoryCluster(topo, ackers=1, max_spout_pending=200) as cluster:
+        spout, most = obj(cluster, "nums"), 0
+        while spout.n < 200:
+            cluster.step()
+            most = max(most, stat(cluster, "nums").pending)
+        for _ in range(20):
+            cluster.step()
+            most = max(most, stat(cluster, "nums").pending)
+        assert spout.idle == 0 and most == spout.n <= 200 + 50 - 1
+        assert max(spout.in_flight) < 200
+
+
 def tuning_period(cluster, interval):
     """Five steps of the spout with every held tuple acked, then one tuning interval."""
     hold = obj(cluster, "hold")
