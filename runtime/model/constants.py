@@ -28,7 +28,8 @@ FLUSH_INTERVAL = "flush_interval"  # seconds a partly filled batch may wait befo
 TICK_FREQ_SECS = "tick_freq_secs"  # per component: seconds between tick tuples (None: none)
 STATS_INTERVAL = "stats_interval"  # seconds between an instance's statistics reports
 HEARTBEAT_TIMEOUT = "heartbeat_timeout"  # seconds of silence before an instance is presumed hung
-SPOUT_WAIT = "spout_wait"  # seconds a spout sleeps after a next_tuple that emitted nothing
+SPOUT_WAIT = "spout_wait"  # the least a spout sleeps (s) after a run whose calls emitted nothing
+#                           or ran dry; it sleeps on to its next flush (instance.sleep_ms)
 RESTART_BACKOFF_MAX = "restart_backoff_max"  # cap, in seconds, on the delay before a restart
 BACKPRESSURE_HIGH = "backpressure_high"  # bytes queued for one destination that stop the spouts
 BACKPRESSURE_LOW = "backpressure_low"  # bytes it must drain below for the spouts to resume
