@@ -23,19 +23,23 @@ caught as its children (under acking, only what was anchored: an unanchored emit
 untraced). A traced tuple a bolt keeps and acks later is watched by identity until it is
 acked, failed or forgotten (``HELD_FOR`` message timeouts).
 
-Records (plain lists, msgpack-ready; ``runtime.observe.tracestore`` reads them):
+Records (plain lists and tuples, msgpack-ready; ``runtime.observe.tracestore`` reads
+them):
 
-=====================================================================  =======================
-``["start", trace, msg_id, component, task, values, started, tracked]``  a spout traced a tuple
-``["sent", trace, hops, parent, dest, stream, entries, bare, emitted]``  copies left for ``dest``
-``["hop", trace, hop, queued_ms, executed_ms, outcome]``                 a copy was processed
-``["outcome", trace, hop, outcome]``                                     a held copy was settled
-``["done", trace, status, complete_ms]``                                 the spout's outcome
-=====================================================================  =======================
+===========================================================================  =================
+``["start", trace, msg_id, component, task, values, started, tracked]``        a spout traced
+``["sent", trace, hops, parent, dest, stream, body, bare, emitted, kind]``     copies left
+``("hop", trace, hop, queued_ms, executed_ms, outcome)``                       a copy processed
+``("outcome", trace, hop, outcome)``                                           a held copy settled
+``("done", trace, status, complete_ms)``                                       the spout's outcome
+===========================================================================  =================
 
 ``parent`` is 0 for the spout's own copies (hop ids are random, never 0). A ``sent``
-record covers one frame: ``hops`` and ``entries`` (as the frame holds them: bare values
-when ``bare``) in the same order, one per copy; the master's store splits it.
+record covers one frame: ``hops``, one per copy, and the frame's ``kind`` and ``body``
+untouched (its values are read by the master's store, ``wire.batch_values``: bare values
+when ``bare``), which splits it. The records of atoms are tuples: the collector stops
+tracking such a tuple at its first pass, so the records waiting for a report (up to a
+report interval's) are not traversed again and again.
 """
 
 from __future__ import annotations
@@ -143,7 +147,7 @@ class Tracer:
         the heads stay for the usual flush. Each frame caught is kept, marked, to
         ride (:class:`Riders`); with ``only_anchored``, an untracked frame (an emit not
         anchored, under acking) is no descendant and is sent as it is. Returns each
-        kept frame's kind and decoded batch."""
+        kept frame's kind and body."""
         caught = window.close(self.send)
         kept = []
         for out, header, body in caught:
@@ -151,21 +155,21 @@ class Tracer:
             if only_anchored and h.kind == wire.DATA:
                 self.send(header, body)
             else:
-                kept.append((h.kind, self._mark(out, h, body, trace, parent)))
+                self._mark(out, h, body, trace, parent)
+                kept.append((h.kind, body))
         return kept
 
     def _mark(self, out: StreamOut, h: wire.Header, body: bytes, trace: int,
               parent: int) -> list:
-        """Keep a caught frame, marked, to ride, and record its copies; returns
-        its decoded batch (read once)."""
-        batch = wire.decode_batch(body)
-        entries = _entries(h.kind, batch)
-        now, hops = self.wall(), new_marks(len(entries))
+        """Keep a caught frame, marked, to ride, and record its copies. The body is not
+        decoded here: its tuples are counted from its array headers, and the record
+        carries the body itself (bytes, as the report encodes them) for the master's
+        store to read, once."""
+        now, hops = self.wall(), new_marks(wire.batch_count(h.kind, body))
         self.riders.keep(out, h, [h.kind, body, trace, hops, now])
         # one record for the frame (the store splits it): per tuple, only its hop id
-        self.records.append(["sent", trace, hops, parent, h.dest, out.name, entries,
-                             out.bare, now])
-        return batch
+        self.records.append(["sent", trace, hops, parent, h.dest, out.name, body,
+                             out.bare, now, h.kind])
 
     # -- a spout's sampled tuples -------------------------------------------------------
     def arm(self, emitted: int) -> None:
@@ -208,7 +212,7 @@ class Tracer:
         emit.traced, emit.base = True, base
         user.emit = emit
 
-    def _watch_root(self, inner: list[tuple[int, list]], trace: int, msg_id,
+    def _watch_root(self, inner: list[tuple[int, bytes]], trace: int, msg_id,
                     started: float) -> None:
         root = _root_of(inner)
         if root is None:
@@ -260,7 +264,7 @@ class Tracer:
 
     def _done(self, root: int, status: str) -> None:
         trace, started = self.roots.pop(root)
-        self.records.append(["done", trace, status, (self.wall() - started) * 1000.0])
+        self.records.append(("done", trace, status, (self.wall() - started) * 1000.0))
 
     # -- a bolt's traced inputs ---------------------------------------------------------
     def on_traced(self, bolt, h: wire.Header, body: bytes, waiting) -> None:
@@ -323,8 +327,8 @@ class Tracer:
                 else:
                     outcome = None
                 queued = (started - emitted) * 1e3
-                record(["hop", trace, hop, queued if queued > 0.0 else 0.0,
-                        (ended - started) * 1e3, outcome])
+                record(("hop", trace, hop, queued if queued > 0.0 else 0.0,
+                        (ended - started) * 1e3, outcome))
                 if outcome is None and tracked:
                     self._hold(tup, trace, hop)
 
@@ -373,7 +377,7 @@ class Tracer:
         entry = self.held.get(id(tup))
         if entry is not None and entry[0] is tup:
             del self.held[id(tup)]
-            self.records.append(["outcome", entry[1], entry[2], outcome])
+            self.records.append(("outcome", entry[1], entry[2], outcome))
         if not self.held:
             self.user.ack, self.user.fail = self._settlers
 
@@ -463,21 +467,13 @@ def _plain(msg_id):
     return msg_id if wire.encodable(msg_id) else repr(msg_id)
 
 
-def _entries(kind: int, batch: list) -> list:
-    """A tuple frame's batch entries (values, or bare values of a one-field stream)."""
-    if kind == wire.RUN:
-        return batch[1]
-    if kind == wire.ANCHORED:
-        return batch[0::3]
-    if kind == wire.TRACKED:
-        return batch[0::2]
-    return batch
-
-
-def _root_of(inner: list[tuple[int, list]]) -> int | None:
+def _root_of(inner: list[tuple[int, bytes]]) -> int | None:
     """The root a spout's traced tuple was given, read back from its own frames (their
-    decoded batches)."""
-    for kind, batch in inner:
+    kinds and bodies: a tracked one is decoded, the rest are not read)."""
+    for kind, body in inner:
+        if kind not in (wire.RUN, wire.TRACKED):
+            continue
+        batch = wire.decode_batch(body)
         if kind == wire.RUN and len(batch) == 2 and type(batch[0]) is int:
             return batch[0]
         if kind == wire.TRACKED and len(batch) == 2:

@@ -33,6 +33,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import asdict
 from typing import Any
 
+from runtime import wire
+
 from .traces import TRACE_STATUSES, TRANSIT, Hop, Trace
 
 __all__ = ["TraceStore", "trace_from_plain", "trace_to_plain"]
@@ -72,7 +74,7 @@ class TraceStore:
         for record in records:
             try:
                 self._file(task, incarnation, record)
-            except (TypeError, ValueError, IndexError, KeyError):
+            except (TypeError, ValueError, IndexError, KeyError):  # (WireError: a ValueError)
                 self.malformed += 1
 
     def restarted(self, task: int, at: float) -> None:
@@ -101,7 +103,7 @@ class TraceStore:
             self._by_msg[_key(record[2])] = trace
         elif kind == "sent":
             if type(record[2]) is list:  # a frame's copies (hops, entries, bare, emitted)
-                self._sent_frame(tree, *record[2:9])
+                self._sent_frame(tree, *record[2:6], _values(record), *record[7:9])
             else:  # one copy: hop, parent, dest, stream, values, emitted
                 self._sent(tree, record[2], list(record[3:8]))
         elif kind == "hop":
@@ -258,6 +260,14 @@ def _finished_ms(hops: tuple[Hop, ...], started: float) -> float | None:
     ends = [(h.emitted_at or started) * 1000.0 + (h.queued_ms or 0.0) + (h.executed_ms or 0.0)
             for h in hops if h.executed_ms is not None]
     return max(ends) - started * 1000.0 if ends else None
+
+
+def _values(sent: list) -> list:
+    """A ``sent`` record's values, one per copy: since 2026-11-27 it carries the frame's
+    body and kind (``[..., body, bare, emitted, kind]``), read here, once, rather than by
+    the task that sent it; before, the values themselves."""
+    entries = sent[6]
+    return wire.batch_values(sent[9], entries) if type(entries) is bytes else entries
 
 
 def _key(msg_id: Any) -> Any:

@@ -16,8 +16,9 @@ __all__ = [
     "ACKED", "ACKED_FAILED", "ACKED_OK", "ACKED_RENEWED", "ACKED_TIMEOUT", "ACKS", "ACK_ACK",
     "ACK_FAIL", "ACK_INIT", "ACK_RESET", "ANCHORED", "BACKPRESSURE", "CHECKPOINT", "COMPLETED",
     "DATA", "HEADER_SIZE", "HELLO", "Header", "KINDS", "MAX_FRAME", "ROUTED", "RUN", "TRACED",
-    "TRACKED", "WireError", "bp_header", "bp_transition", "data_header", "decode_batch",
-    "decode_traced", "dest_of", "encodable", "encode_batch", "encode_traced", "parse_header",
+    "TRACKED", "WireError", "batch_count", "batch_values", "bp_header", "bp_transition",
+    "data_header", "decode_batch", "decode_traced", "dest_of", "encodable", "encode_batch",
+    "encode_traced", "parse_header",
 ]
 
 DATA = 1  # body: a batch of tuples, each a list of values, or bare (a one-field stream)
@@ -154,6 +155,61 @@ def _traced_entry(e: Any) -> bool:
 
 
 _INTS = {int}
+
+# a tuple frame's batch: items per tuple (RUN: [first root, [entry, ...]], one per entry)
+_STRIDE = {DATA: 1, TRACKED: 2, ANCHORED: 3, RUN: 1}
+# msgpack's array headers (fixarray, array 16, array 32): first byte -> (bytes, length)
+_ARRAY16, _ARRAY32 = 0xDC, 0xDD
+# a msgpack int's size by its first byte, past the fixints (uint 8..64, int 8..64)
+_INT_SIZE = {0xCC: 2, 0xCD: 3, 0xCE: 5, 0xCF: 9, 0xD0: 2, 0xD1: 3, 0xD2: 5, 0xD3: 9}
+
+
+def batch_count(kind: int, body: bytes) -> int:
+    """The tuples in a tuple frame's body (DATA, TRACKED, ANCHORED, RUN), read from its
+    msgpack array headers without decoding it (a traced frame's hop ids are drawn for
+    them, docs/internals/tracing.md). WireError if the body does not start as such a
+    batch does.
+
+    >>> batch_count(RUN, encode_batch([1 << 60, [["a"], ["b"]]]))
+    2
+    """
+    at = 0
+    if kind == RUN:  # [first, entries]: past the array of two and the int
+        if body[:1] != b"\x92":
+            raise WireError("a run must be [first root, [values, ...]]")
+        first = body[1] if len(body) > 1 else -1
+        at = 2 if first < 0x80 or first >= 0xE0 else 1 + _INT_SIZE.get(first, len(body))
+    n = _array_len(body, at)
+    stride = _STRIDE.get(kind)
+    if stride is None or n % stride:
+        raise WireError(f"frame kind {kind} does not hold a batch of {n} items")
+    return n // stride
+
+
+def _array_len(body: bytes, at: int) -> int:
+    b = body[at] if at < len(body) else -1
+    if 0x90 <= b <= 0x9F:
+        return b & 0x0F
+    if b in (_ARRAY16, _ARRAY32):
+        size = 2 if b == _ARRAY16 else 4
+        if at + 1 + size <= len(body):
+            return int.from_bytes(body[at + 1:at + 1 + size], "big")
+    raise WireError("a batch must be a msgpack array")
+
+
+def batch_values(kind: int, body: bytes) -> list:
+    """A tuple frame's values, one per tuple, in order (bare values of a one-field
+    stream as they are): its batch without the ids (the master's trace store reads a
+    traced frame's this way, once, instead of each task at the send)."""
+    batch = decode_batch(body)
+    if kind == RUN:
+        if len(batch) != 2 or type(batch[1]) is not list:
+            raise WireError("a run must be [first root, [values, ...]]")
+        return batch[1]
+    stride = _STRIDE.get(kind)
+    if stride is None:
+        raise WireError(f"frame kind {kind} holds no tuples")
+    return batch[0::stride]
 
 
 def encodable(value: Any) -> bool:

@@ -424,8 +424,9 @@ def test_a_traced_call_leaves_the_bolts_objects_untouched(ackers):
 
 
 def test_a_traced_frame_is_one_sent_record_the_store_splits(monkeypatch):
-    # a task records a frame's copies once (hop ids consecutive, values as the frame
-    # holds them); the store splits them into one hop each, as before
+    # a task records a frame's copies once (hop ids consecutive, the frame's kind and
+    # body untouched, not decoded by the task); the store reads the values and splits
+    # them into one hop each, as before
     filed: list = []
     add = TraceStore.add
     monkeypatch.setattr(TraceStore, "add", lambda self, task, inc, records, now: (
@@ -439,7 +440,17 @@ def test_a_traced_frame_is_one_sent_record_the_store_splits(monkeypatch):
     assert len(sent) == 3 * 2  # per sentence: the spout's frame and the split's
     for r in sent:
         hops = r[2]
-        assert hops == list(range(hops[0], hops[0] + len(hops))) and len(r[6]) == len(hops)
+        assert hops == list(range(hops[0], hops[0] + len(hops)))
+        assert type(r[6]) is bytes and len(wire.batch_values(r[9], r[6])) == len(hops)
+    assert all(type(r) is tuple for r in filed if r[0] in ("hop", "done"))
+    store = TraceStore({2: "split"})
+    body = wire.encode_batch(["c", "d"])
+    store.add(1, 0, [started(8, "n"), ["sent", 8, [80, 81], 0, 2, "default", body, True,
+                                       1.0, wire.DATA],
+                     ["sent", 8, [82], 0, 2, "default", b"\xc1", True, 1.0, wire.DATA]],
+              now=1.0)
+    assert [h.values for h in store.lineage("n", now=1.0).hops] == [("c",), ("d",)]
+    assert store.malformed == 1  # an undecodable body: that record alone is dropped
     store = TraceStore({2: "split"})
     store.add(1, 0, [started(7, "m"), ["sent", 7, [70, 71], 0, 2, "default", ["a", "b"],
                                        True, 1.0], ["sent", 7, [72], 0, 2, "default", [],
@@ -464,3 +475,22 @@ def test_a_traced_spout_tuple_cuts_its_turn_in_two_pieces_only():
     assert 150 <= traced <= 250  # ~200
     cut = len(pieces) - 2 * 200  # pieces beyond one a turn
     assert traced - 30 <= cut <= traced + 5, (cut, traced)  # one a traced tuple (it was two)
+
+
+@pytest.mark.parametrize("n", [0, 1, 15, 16, 70_000])
+def test_a_traced_frames_tuples_are_counted_from_its_headers_as_decoding_would(n):
+    # _mark draws one hop id per tuple without decoding the frame: the count read from
+    # msgpack's array headers must be what decoding gives, for every tuple kind and for
+    # the three array sizes (fixarray, array 16, array 32), a run's first root of any size
+    for kind, batch in [(wire.DATA, [["w", 1]] * n), (wire.DATA, ["bare"] * n),
+                        (wire.TRACKED, [["a"], {5: 7}] * n),
+                        (wire.ANCHORED, [["a"], 1 << 62, 3] * n),
+                        (wire.RUN, [(1 << 64) - 1, [["a"]] * n]), (wire.RUN, [5, [["a"]] * n]),
+                        (wire.RUN, [300, [["a"]] * n])]:
+        body = wire.encode_batch(batch)
+        assert wire.batch_count(kind, body) == len(wire.batch_values(kind, body)) == n
+    for kind, body in [(wire.TRACKED, wire.encode_batch([["a"]])),  # half a pair
+                       (wire.DATA, wire.encode_batch({"a": 1})), (wire.RUN, b"\x91\x01"),
+                       (wire.DATA, b"")]:
+        with pytest.raises(wire.WireError):
+            wire.batch_count(kind, body)
