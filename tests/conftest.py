@@ -50,8 +50,8 @@ _defer_the_iri_grammar()
 # master, worker and executors, the Spark sessions of the tutorials' kernels: all inherit
 # this environment) each run a few minutes of small jobs. C1 alone compiles their code for
 # a fraction of the CPU that C2 burns on it, and the serial collector starts no GC threads
-# on 2 shared cores: a session's start and a few queries took 15 s of JVM CPU instead of
-# 26-34 s (docs/internals/performance.md, "The suite's time"). Only the tests' JVMs: the
+# on 2 shared cores: tests/workbench/test_spark.py took 18-20 s of JVM CPU instead of 39-43 s
+# (docs/internals/performance.md, "The suite's time"). Only the tests' JVMs: the
 # bridge's own defaults for a user are untouched; a JAVA_TOOL_OPTIONS already set wins.
 os.environ.setdefault("JAVA_TOOL_OPTIONS", "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC")
 

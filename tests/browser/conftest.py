@@ -8,7 +8,7 @@ and the topologies those kernels submit) inherits ``TUPLEFLOW_LAB_MARK``; that i
 teardown finds them all, wherever they were reparented, exactly as tests/conftest.py finds
 topology processes by ``TUPLEFLOW_RUN_ROOT``.
 
-Starting JupyterLab costs 5-25 s of a loaded machine, so one server serves every browser
+Starting JupyterLab costs 3-28 s of a loaded machine, so one server serves every browser
 test of a pytest worker. Each test still gets a server as good as new (``LabServer.reset``):
 no kernel, no session, an empty root directory and no saved workspace, and a kernel spec
 whose environment names the test's own ``TUPLEFLOW_RUN_ROOT`` (its kernels, and what they
