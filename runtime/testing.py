@@ -99,16 +99,22 @@ class ListSpout(Spout):
     backoff capped at ``retry_delay_max`` (`runtime.sources.ReplaySchedule`). With
     ``rate``, each task emits at most that many tuples a second from its first
     ``next_tuple`` on (so that a long list outlives a test); ``sent`` counts what it
-    emitted.
+    emitted. With ``rate_until``, the name of a file in the topology's run directory,
+    the rate holds only until that file exists, then the tasks emit as fast as max spout
+    pending lets them: a test holds the spout slow up to its fault, so that what is in
+    flight across the fault is a paced run's, and the rest of the list takes no longer
+    than it must.
     """
 
     def __init__(self, tuples: Iterable[list], fields: list[str] = ("value",),
                  *, replay: bool = False, rate: float | None = None,
+                 rate_until: str | None = None,
                  retry_delay: float = 0.0, retry_delay_max: float = 10.0) -> None:
         self.tuples = [list(t) for t in tuples]
         self.outputs = list(fields)
         self.replay = replay
         self.rate = rate
+        self.rate_until = rate_until
         self.backoff = Backoff(retry_delay, retry_delay_max)
         self.clock = time.monotonic  # seconds; the replay times are on it (a test sets it)
 
@@ -118,21 +124,32 @@ class ListSpout(Spout):
         self.acked: set[int] = set()
         self.failed: list[int] = []
         self.sent, self._t0 = 0, None
+        self._go = None if self.rate_until is None else os.path.join(context.run_dir,
+                                                                      self.rate_until)
         self._retries = ReplaySchedule(self.backoff)
         self._failures: dict[int, int] = {}  # msg id -> times it failed
 
     def next_tuple(self):
         if self._retries:
             self.todo.extendleft(reversed(self._retries.due(self.clock())))
-        if self.rate is not None:
-            if self._t0 is None:
-                self._t0 = time.monotonic()
-            if self.sent >= (time.monotonic() - self._t0) * self.rate:
-                return
+        if self._paced() and self._ahead():
+            return
         if self.todo:
             i = self.todo.popleft()
             self.sent += 1
             self.emit(self.tuples[i], msg_id=i)
+
+    def _paced(self) -> bool:
+        """Whether ``rate`` still holds (once the ``rate_until`` file is seen, never again)."""
+        if self._go is not None and os.path.exists(self._go):
+            self._go, self.rate = None, None
+        return self.rate is not None
+
+    def _ahead(self) -> bool:
+        """Whether this task has emitted its ``rate``'s worth for the time since its start."""
+        if self._t0 is None:
+            self._t0 = time.monotonic()
+        return self.sent >= (time.monotonic() - self._t0) * self.rate
 
     def ack(self, msg_id):
         self.acked.add(msg_id)

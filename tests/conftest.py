@@ -10,13 +10,50 @@ else on the machine: by their environment, not by their age or their parent.
 from __future__ import annotations
 
 import contextlib
+import functools
+import importlib
+import importlib.util
 import os
 import signal
+import sys
 import time
+import types
 
 import psutil
 import pytest
 from hypothesis import settings
+
+
+@functools.cache
+def _iri_grammar() -> types.ModuleType:
+    sys.modules.pop("rfc3987_syntax", None)  # the stand-in, replaced by the real package
+    return importlib.import_module("rfc3987_syntax")
+
+
+def _defer_the_iri_grammar() -> None:
+    """jsonschema (which nbformat, nbclient and nbconvert import, for the notebook tests)
+    imports rfc3987_syntax when it is installed, as jupyter_events asks, and that module
+    builds an Earley parser of RFC 3987's grammar as it is imported: 2-3 s of CPU in every
+    pytest worker, for the "iri" format that no test validates. A stand-in defers the
+    build to the first check of an IRI, which then gives the real answer."""
+    if "rfc3987_syntax" in sys.modules or importlib.util.find_spec("rfc3987_syntax") is None:
+        return
+    stand_in = types.ModuleType("rfc3987_syntax", _defer_the_iri_grammar.__doc__)
+    stand_in.is_valid_syntax = lambda *args, **kwargs: _iri_grammar().is_valid_syntax(
+        *args, **kwargs)  # the one name jsonschema imports
+    sys.modules["rfc3987_syntax"] = stand_in
+
+
+_defer_the_iri_grammar()
+
+# The JVMs the suite starts (the bridge's local Spark session, the standalone cluster's
+# master, worker and executors, the Spark sessions of the tutorials' kernels: all inherit
+# this environment) each run a few minutes of small jobs. C1 alone compiles their code for
+# a fraction of the CPU that C2 burns on it, and the serial collector starts no GC threads
+# on 2 shared cores: tests/workbench/test_spark.py took 18-20 s of JVM CPU instead of 39-43 s
+# (docs/internals/performance.md, "The suite's time"). Only the tests' JVMs: the
+# bridge's own defaults for a user are untouched; a JAVA_TOOL_OPTIONS already set wins.
+os.environ.setdefault("JAVA_TOOL_OPTIONS", "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC")
 
 settings.register_profile("tupleflow", deadline=None)
 settings.register_profile("ci", deadline=None, print_blob=True)

@@ -1,5 +1,5 @@
-"""Fixtures for the real-browser tests: a JupyterLab server of the test's own, and a page of
-Debian's Chromium driven by Playwright.
+"""Fixtures for the real-browser tests: a JupyterLab server, and a page of Debian's Chromium
+driven by Playwright.
 
 The server runs ``sys.executable -m jupyterlab`` on a free loopback port with a random token
 and private Jupyter, JupyterLab and IPython directories, so nothing of the user's
@@ -7,6 +7,14 @@ configuration leaks in and nothing of the test leaks out. Every process it start
 and the topologies those kernels submit) inherits ``TUPLEFLOW_LAB_MARK``; that is how
 teardown finds them all, wherever they were reparented, exactly as tests/conftest.py finds
 topology processes by ``TUPLEFLOW_RUN_ROOT``.
+
+Starting JupyterLab costs 3-28 s of a loaded machine, so one server serves every browser
+test of a pytest worker. Each test still gets a server as good as new (``LabServer.reset``):
+no kernel, no session, an empty root directory and no saved workspace, and a kernel spec
+whose environment names the test's own ``TUPLEFLOW_RUN_ROOT`` (its kernels, and what they
+submit, are the test's). A test ends by closing its kernels (``LabServer.close``), which
+must leave no process behind; the server itself is stopped, and checked the same way, when
+the worker's session ends.
 """
 
 from __future__ import annotations
@@ -37,6 +45,7 @@ CHROMIUM_ARGS = [
 INSTALL_HINT = ("run `make test` (it installs the Debian packages, chromium included) or "
                 "`apt-get install chromium`; Playwright's own browser download is not used")
 MARK_ENV = "TUPLEFLOW_LAB_MARK"
+RUN_ROOT_ENV = "TUPLEFLOW_RUN_ROOT"  # tests/conftest.py: whose topology processes they are
 FAILURE_SHOT = REPO / "artifacts" / "browser" / "failure.png"  # the page when a test failed
 START_TIMEOUT = 60.0  # a loaded 2-core machine can take a while to import JupyterLab
 STOP_TIMEOUT = 20.0
@@ -73,13 +82,16 @@ def marked_processes(mark: str) -> list[psutil.Process]:
 class LabServer:
     """A JupyterLab server under ``root``; ``url(path)`` adds the token. ``stop()`` shuts it
     down through its API, then kills whatever of its process tree is left, and returns the
-    descriptions of the processes that had to be killed (empty when all went quietly)."""
+    descriptions of the processes that had to be killed (empty when all went quietly).
+    ``reset(run_root)`` readies it for the next test, ``close()`` ends a test's kernels."""
 
     def __init__(self, workdir: Path) -> None:
         self.token = secrets.token_hex(24)
         self.mark = secrets.token_hex(8)
         self.root = workdir / "root"
         self.log_path = workdir / "jupyterlab.log"
+        self.kernels = workdir / "path" / "kernels"  # JUPYTER_PATH: searched first
+        self.workspaces = workdir / "config" / "lab" / "workspaces"
         self.root.mkdir()
         self.env = self._environment(workdir)
         self.proc: subprocess.Popen | None = None
@@ -95,7 +107,8 @@ class LabServer:
     def _environment(self, workdir: Path) -> dict[str, str]:
         """The server's environment: private Jupyter/IPython dirs, the repository importable
         by kernels, and the mark."""
-        dirs = {name: workdir / name for name in ("config", "data", "runtime", "ipython")}
+        dirs = {name: workdir / name for name in ("config", "data", "runtime", "ipython",
+                                                  "path")}
         for path in dirs.values():
             path.mkdir()
         settings = dirs["config"] / "lab" / "user-settings"
@@ -107,9 +120,12 @@ class LabServer:
         env.update({
             "JUPYTER_CONFIG_DIR": str(dirs["config"]),
             "JUPYTER_DATA_DIR": str(dirs["data"]),
+            # before the data directory, and before the venv's own share/jupyter (which a
+            # venv's Jupyter prefers to the user's data directory)
+            "JUPYTER_PATH": str(dirs["path"]),
             "JUPYTER_RUNTIME_DIR": str(dirs["runtime"]),
             "JUPYTERLAB_SETTINGS_DIR": str(settings),
-            "JUPYTERLAB_WORKSPACES_DIR": str(dirs["config"] / "lab" / "workspaces"),
+            "JUPYTERLAB_WORKSPACES_DIR": str(self.workspaces),
             "IPYTHONDIR": str(dirs["ipython"]),
             "PYTHONPATH": os.pathsep.join(pythonpath),
             MARK_ENV: self.mark,
@@ -175,11 +191,44 @@ class LabServer:
                 proc.wait()
         return killed + self._sweep()
 
-    def _sweep(self) -> list[str]:
+    def reset(self, run_root: str) -> None:
+        """As good as new for the next test: an empty root, no saved workspace (the page
+        opens only what the test opens), and the ``python3`` kernel spec (in JUPYTER_PATH,
+        found before ipykernel's own) giving its kernels ``run_root``, as the server says."""
+        for folder in (self.root, self.workspaces):  # emptied, not removed: the server's cwd
+            folder.mkdir(parents=True, exist_ok=True)
+            for entry in folder.iterdir():
+                if entry.is_dir():
+                    shutil.rmtree(entry)
+                else:
+                    entry.unlink()
+        from ipykernel.kernelspec import get_kernel_dict  # the spec it installs, as it is
+
+        spec = dict(get_kernel_dict(), env={RUN_ROOT_ENV: run_root})
+        (self.kernels / "python3").mkdir(parents=True, exist_ok=True)
+        (self.kernels / "python3" / "kernel.json").write_text(json.dumps(spec))
+        served = self.api("GET", "/api/kernelspecs")["kernelspecs"]["python3"]["spec"]
+        assert served.get("env") == spec["env"], f"the server's python3 kernel spec: {served}"
+
+    def close(self) -> list[str]:
+        """End the test's notebooks as closing them does (each session, then any kernel
+        left, through the API); kill what of their process trees outlives the grace period,
+        and say what that was. The server runs on."""
+        for session in self.api("GET", "/api/sessions"):
+            self.api("DELETE", f"/api/sessions/{session['id']}")
+        for kernel in self.api("GET", "/api/kernels"):
+            with contextlib.suppress(urllib.error.HTTPError):  # 404: it ended meanwhile
+                self.api("DELETE", f"/api/kernels/{kernel['id']}")
+        return self._sweep(keep=self.proc.pid)
+
+    def _sweep(self, keep: int | None = None) -> list[str]:
         """Give the server's descendants (kernels, their topologies) a grace period, then
-        SIGKILL the stragglers and report them."""
+        SIGKILL the stragglers and report them; ``keep``, the server, is none of them."""
         deadline = time.monotonic() + STOP_TIMEOUT
-        while (left := marked_processes(self.mark)) and time.monotonic() < deadline:
+        while True:
+            left = [p for p in marked_processes(self.mark) if p.pid != keep]
+            if not left or time.monotonic() >= deadline:
+                break
             time.sleep(0.1)
         described = []
         for leftover in left:
@@ -197,12 +246,24 @@ def chromium() -> str:
     return CHROMIUM if os.access(CHROMIUM, os.X_OK) else shutil.which("chromium")
 
 
-@pytest.fixture
-def lab(tmp_path):
-    """A running JupyterLab (``LabServer``); stopped after the test, whatever happened."""
-    server = LabServer(tmp_path)
+@pytest.fixture(scope="session")
+def lab_server(tmp_path_factory):
+    """The worker's one JupyterLab (``LabServer``), stopped at the end of the session; a
+    process it leaves behind fails the session's last browser test."""
+    server = LabServer(tmp_path_factory.mktemp("lab"))
     yield server
-    server.stop()
+    leftovers = server.stop()
+    assert not leftovers, f"JupyterLab left processes behind: {leftovers}"
+
+
+@pytest.fixture
+def lab(lab_server, topology_guard):
+    """The running JupyterLab, reset for this test (``LabServer.reset``: its kernels run
+    under this test's ``TUPLEFLOW_RUN_ROOT``); its kernels are closed after the test,
+    whatever happened (a test that passed has closed them itself, and checked)."""
+    lab_server.reset(topology_guard)
+    yield lab_server
+    lab_server.close()
 
 
 @pytest.fixture

@@ -199,12 +199,13 @@ def test_a_notebook_shows_a_live_dashboard_in_jupyterlab(lab, page, tupleflow_pr
 
 def kill_and_stop(page, lab, tupleflow_processes) -> None:
     """A typed ``%topology kill demo``: it says so, the dashboard says killed, every
-    topology process exits; then the server stops and leaves no process behind."""
+    topology process exits; then the notebook's kernel is closed and leaves no process
+    behind."""
     kill = run_new_cell(page, "%topology kill demo")
     kill.locator(".jp-OutputArea-output", has_text="killed demo").wait_for(timeout=KERNEL_WORK)
     page.wait_for_function(STATE_IS, arg=[STATUS, "demo", "killed"], timeout=REFRESH)
     wait_for(lambda: not tupleflow_processes(), 30, "the topology's processes to exit")
-    leftovers = lab.stop()
+    leftovers = lab.close()
     assert not leftovers, f"JupyterLab left processes behind: {leftovers}"
 
 
@@ -283,10 +284,10 @@ def test_a_learner_can_read_the_dashboard(lab, page, tupleflow_processes):
     wait_for(lambda: not tupleflow_processes(), 30, "the restarted kernel's topologies to exit")
     # The restarted kernel answers a cell, as a person checks before closing: jupyter_server
     # fails a shutdown that comes while a restart is still under way (500, InvalidStateError)
-    # and would then have to be killed after STOP_TIMEOUT instead of exiting.
+    # and the kernel would then have to be killed after STOP_TIMEOUT instead of exiting.
     probe = run_new_cell(page, "6 * 7")
     probe.locator(".jp-OutputArea-output", has_text="42").wait_for(timeout=KERNEL_WORK)
-    leftovers = lab.stop()
+    leftovers = lab.close()
     assert not leftovers, f"JupyterLab left processes behind: {leftovers}"
 
 
@@ -349,7 +350,7 @@ def test_a_reopened_notebook_says_ended_at_once(lab, page, tupleflow_processes):
     wait_for_emitted(page, 0, REFRESH)  # the numbers it saved, not zeros
     status.scroll_into_view_if_needed()
     page.screenshot(path=str(SHOTS / "reopened.png"))
-    leftovers = lab.stop()
+    leftovers = lab.close()
     assert not leftovers, f"JupyterLab left processes behind: {leftovers}"
 
 

@@ -462,6 +462,25 @@ def test_a_component_may_have_its_own_batch_size():
         assert len(cluster.sink("sink")) == 9
 
 
+# -- ListSpout's pace ----------------------------------------------------------------------
+
+def test_a_list_spout_is_paced_until_its_rate_until_file_appears():
+    """``rate_until``: the rate holds (a rate this low lets each task emit its first tuple
+    and no more) until the named file is in the run directory, then the list runs out."""
+    topo = Topology("paced")
+    spout = ListSpout([[i] for i in range(40)], fields=["n"], rate=1e-9, rate_until="go")
+    topo.spout("nums", spout, parallelism=2)
+    topo.bolt("sink", ListSink).shuffle_grouping("nums")
+    with InMemoryCluster(topo) as cluster:
+        for _ in range(20):
+            cluster.step()
+        assert sorted(cluster.sink("sink")) == [[0], [1]]  # one each: held by the rate
+        open(os.path.join(cluster.run_dir, "go"), "w").close()
+        cluster.run_until_idle()
+        assert sorted(cluster.sink("sink")) == [[i] for i in range(40)]
+        assert [s.rate for s in objects(cluster, "nums")] == [None, None]
+
+
 # -- at most once ---------------------------------------------------------------------------
 
 def test_spouts_are_acked_at_emit():
