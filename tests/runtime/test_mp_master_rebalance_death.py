@@ -51,25 +51,12 @@ class HeldPassOn(Bolt):
         self.ack(tup)
 
 
-class PacedUntilGo(ListSpout):
-    """A ListSpout paced at ``rate`` until the test writes ``go`` (the master is dead by
-    then), then as fast as max_spout_pending lets it: the tuples in flight across the
-    fault are those of a paced run, and the rest of the list need not take 40 s."""
-
-    def open(self, config, context):
-        super().open(config, context)
-        self.go = os.path.join(context.run_dir, "go")
-
-    def next_tuple(self):
-        if self.rate is not None and os.path.exists(self.go):
-            self.rate = None
-        super().next_tuple()
-
-
 def topology() -> Topology:
     topo = Topology("halfway", **OPTIONS)
-    topo.spout("numbers", PacedUntilGo([[i] for i in range(MESSAGES)], ["n"], replay=True,
-                                       rate=100))
+    # paced at 100/s until the test writes "go" (the master is dead by then), then as fast
+    # as max_spout_pending lets it: what is in flight across the fault is a paced run's
+    topo.spout("numbers", ListSpout([[i] for i in range(MESSAGES)], ["n"], replay=True,
+                                    rate=100, rate_until="go"))
     topo.bolt("mid", HeldPassOn).shuffle_grouping("numbers")
     topo.bolt("sink", ListSink).shuffle_grouping("mid")
     return topo
