@@ -66,6 +66,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import importlib
 import json
 import os
 import random
@@ -218,17 +219,25 @@ class KafkaSource(LogSource):
         self.producer.flush(5)
 
 
+def _sibling(name: str):
+    """A module of benchmarks/ by its file name, whether this file runs as a script
+    (``python benchmarks/chaos.py``: its folder is on the path) or as a module
+    (``python -m benchmarks.chaos``, as docs/reliability.md says: it is not)."""
+    here = os.path.dirname(os.path.abspath(__file__))
+    if here not in sys.path:
+        sys.path.insert(0, here)
+    return importlib.import_module(name)
+
+
 class RedisSource:
     """A real redis-server of the run's own (benchmarks/redis_queue.py starts it)."""
 
     window = MAX_SPOUT_PENDING + ACK_BATCH  # opened items and unsent acks of one task
 
     def __init__(self, messages: int, rate: float, folder: str) -> None:
-        from redis_queue import redis_server
-
         from runtime.sources import RedisQueue
 
-        self._server = redis_server()
+        self._server = _sibling("redis_queue").redis_server()
         self.url = self._server.__enter__()
         with RedisQueue("chaos", self.url) as q:
             for start in range(0, messages, 5000):
