@@ -158,10 +158,6 @@ _INTS = {int}
 
 # a tuple frame's batch: items per tuple (RUN: [first root, [entry, ...]], one per entry)
 _STRIDE = {DATA: 1, TRACKED: 2, ANCHORED: 3, RUN: 1}
-# msgpack's array headers (fixarray, array 16, array 32): first byte -> (bytes, length)
-_ARRAY16, _ARRAY32 = 0xDC, 0xDD
-# a msgpack int's size by its first byte, past the fixints (uint 8..64, int 8..64)
-_INT_SIZE = {0xCC: 2, 0xCD: 3, 0xCE: 5, 0xCF: 9, 0xD0: 2, 0xD1: 3, 0xD2: 5, 0xD3: 9}
 
 
 def batch_count(kind: int, body: bytes) -> int:
@@ -173,28 +169,20 @@ def batch_count(kind: int, body: bytes) -> int:
     >>> batch_count(RUN, encode_batch([1 << 60, [["a"], ["b"]]]))
     2
     """
-    at = 0
-    if kind == RUN:  # [first, entries]: past the array of two and the int
-        if body[:1] != b"\x92":
-            raise WireError("a run must be [first root, [values, ...]]")
-        first = body[1] if len(body) > 1 else -1
-        at = 2 if first < 0x80 or first >= 0xE0 else 1 + _INT_SIZE.get(first, len(body))
-    n = _array_len(body, at)
+    reader = msgpack.Unpacker()
+    reader.feed(body)
+    try:
+        if kind == RUN:  # [first, entries]: past the array of two and the int
+            if reader.read_array_header() != 2:
+                raise WireError("a run must be [first root, [values, ...]]")
+            reader.skip()
+        n = reader.read_array_header()
+    except (ValueError, msgpack.OutOfData) as exc:  # (msgpack's errors are ValueErrors)
+        raise WireError(f"a batch must be a msgpack array: {exc}") from None
     stride = _STRIDE.get(kind)
     if stride is None or n % stride:
         raise WireError(f"frame kind {kind} does not hold a batch of {n} items")
     return n // stride
-
-
-def _array_len(body: bytes, at: int) -> int:
-    b = body[at] if at < len(body) else -1
-    if 0x90 <= b <= 0x9F:
-        return b & 0x0F
-    if b in (_ARRAY16, _ARRAY32):
-        size = 2 if b == _ARRAY16 else 4
-        if at + 1 + size <= len(body):
-            return int.from_bytes(body[at + 1:at + 1 + size], "big")
-    raise WireError("a batch must be a msgpack array")
 
 
 def batch_values(kind: int, body: bytes) -> list:
