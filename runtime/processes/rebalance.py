@@ -224,9 +224,7 @@ class Rebalance:
         master = self.master
         master.settle()
         if _state.checkpointing(self.plan.config):
-            with contextlib.closing(self._store()) as store:
-                self.moved = _state.repartition(store, self.changes,
-                                                self.plan.config.get(MAX_PARALLELISMS))
+            self.moved = _split(master, self.plan.config, self.changes)
         master.faults.hold("restart")  # tests only (faults.py)
         master.replan(self.plan)
         master.supervision.paused = True  # activated in _resume, when every task is ready
@@ -286,8 +284,7 @@ class Rebalance:
         return None if committed is None else committed[0]
 
     def _store(self):
-        return _state.open_store(str(self.master.plan.config[STATE_STORE]),
-                                 self.master.boot_run_dir)
+        return _open_store(self.master, self.master.plan.config)
 
 
 def adopt(master: Any, plan: PhysicalPlan) -> None:
@@ -347,8 +344,16 @@ def split_stopped(master: Any, counts: dict[str, int]) -> dict | None:
     """Nothing runs (every container was stopped for a new number of containers): the
     master itself splits the committed keyed state over the plan it starts, as
     :meth:`Rebalance._restart` does. Returns the keys moved (None: nothing committed)."""
-    if not counts:
-        return None
-    with contextlib.closing(_state.open_store(str(master.plan.config[STATE_STORE]),
-                                              master.boot_run_dir)) as store:
-        return _state.repartition(store, counts, master.plan.config.get(MAX_PARALLELISMS))
+    return _split(master, master.plan.config, counts) if counts else None
+
+
+def _split(master: Any, config: dict, counts: dict[str, int]) -> dict | None:
+    """Split the committed keyed state of ``counts``' components over their new numbers
+    of tasks (every task stopped), by ``config``'s store and key groups: the keys moved,
+    or None when nothing was committed."""
+    with contextlib.closing(_open_store(master, config)) as store:
+        return _state.repartition(store, counts, config.get(MAX_PARALLELISMS))
+
+
+def _open_store(master: Any, config: dict):
+    return _state.open_store(str(config[STATE_STORE]), master.boot_run_dir)
