@@ -17,12 +17,13 @@ import sys
 import threading
 
 import cloudpickle
-import psutil
 import pytest
 
 from runtime import Bolt, Topology
 from runtime.processes.client import MasterReplaced
-from runtime.testing import ListSink, ListSpout, gone, read_sink, wait_for
+from runtime.testing import ListSink, ListSpout, read_sink, wait_for
+
+from .test_mp_master_switch_death import kill_master, rebalanced_in_background
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(300)]
 
@@ -75,21 +76,10 @@ def test_a_master_killed_between_a_rebalance_s_start_and_switch(tupleflow_proces
     running.wait_until(lambda s: acked(s) > 100, timeout=90, interval=0.1)
     epoch, mid = running.plan.epoch, list(running.plan.component_tasks()["mid"])
     open(os.path.join(running.run_dir, "hold"), "w").close()
-    outcome: list = []
-
-    def rebalance():
-        try:
-            outcome.append(running.rebalance({"mid": 2}, timeout=120))
-        except Exception as exc:  # what the caller sees is the point of the test
-            outcome.append(exc)
-
-    asking = threading.Thread(target=rebalance)
-    asking.start()
+    asking, outcome = rebalanced_in_background(running, {"mid": 2})
     # the start step ran: the added instance is in its prepare, the switch has not come
     wait_for(lambda: preparing(running.run_dir), 90, "the added task to start preparing")
-    old = psutil.Process(running.master_pid)
-    old.kill()
-    wait_for(lambda: gone(old), 30, "the master to die")
+    kill_master(running)
     open(os.path.join(running.run_dir, "go"), "w").close()
     asking.join(timeout=120)
 

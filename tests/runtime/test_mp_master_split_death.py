@@ -21,17 +21,16 @@ from __future__ import annotations
 
 import os
 import sys
-import threading
 from collections import Counter
 
 import cloudpickle
-import psutil
 import pytest
 
 from runtime.processes import faults
 from runtime.processes.client import MasterReplaced
-from runtime.testing import gone, wait_for
+from runtime.testing import wait_for
 
+from .test_mp_master_switch_death import kill_master, rebalanced_in_background, switched
 from .test_mp_rebalance import counted, fill_log, per_task_keys, thirds, word_count
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(400)]
@@ -39,12 +38,6 @@ pytestmark = [pytest.mark.slow, pytest.mark.timeout(400)]
 cloudpickle.register_pickle_by_value(sys.modules[__name__])
 
 WORDS = [f"w{(i * 7) % 101}" for i in range(9_000)]
-
-
-def switched(run_dir: str, container: int, epoch: int) -> bool:
-    path = os.path.join(run_dir, "logs", f"container-{container}.log")
-    with open(path, errors="replace") as f:
-        return f"switched to the plan of epoch {epoch}" in f.read()
 
 
 def submitted(root, hold: str, path) -> object:
@@ -56,24 +49,16 @@ def submitted(root, hold: str, path) -> object:
         del os.environ[hold]
 
 
-def rebalanced_in_background(running, parallelism, **options) -> tuple[threading.Thread, list]:
-    outcome: list = []
-
-    def rebalance():
-        try:
-            outcome.append(running.rebalance(parallelism, timeout=120, **options))
-        except Exception as exc:  # what the caller sees is the point of the test
-            outcome.append(exc)
-
-    asking = threading.Thread(target=rebalance)
-    asking.start()
-    return asking, outcome
-
-
-def kill_master(running) -> None:
-    old = psutil.Process(running.master_pid)
-    old.kill()
-    wait_for(lambda: gone(old), 30, "the master to die")
+def kill_the_held_master(running, root, words: list[str], asking, outcome: list) -> None:
+    """With the first master held in the rebalance: append ``words`` to the log, kill the
+    master, and wait until the rebalance asked has raised MasterReplaced and the new
+    master runs the topology."""
+    fill_log(root, "words", words, create=False)
+    kill_master(running)
+    asking.join(timeout=150)
+    (raised,) = outcome
+    assert isinstance(raised, MasterReplaced), raised
+    running.wait_active(timeout=90)
 
 
 def finish_and_check(running, root, rest: list[str], count_tasks: int) -> None:
@@ -105,12 +90,7 @@ def test_a_master_killed_before_the_checkpoint_task_splits_the_state(tmp_path):
         wait_for(lambda: (tmp_path / "held").exists(), 120, "the master to hold before the split")
         wait_for(lambda: all(switched(running.run_dir, c, epoch + 1) for c in (0, 1)), 60,
                  "both containers to switch")
-        fill_log(tmp_path, "words", second, create=False)
-        kill_master(running)
-        asking.join(timeout=150)
-        (raised,) = outcome
-        assert isinstance(raised, MasterReplaced), raised
-        running.wait_active(timeout=90)
+        kill_the_held_master(running, tmp_path, second, asking, outcome)
         assert running.plan.epoch == epoch + 1  # both containers had switched: kept
         assert len(running.plan.component_tasks()["count"]) == 3
         finish_and_check(running, tmp_path, third, 3)
@@ -129,12 +109,7 @@ def test_a_master_killed_between_stopping_the_containers_and_starting_them(tmp_p
         asking, outcome = rebalanced_in_background(running, {"count": 3}, containers=3)
         wait_for(lambda: (tmp_path / "held").exists(), 120,
                  "the master to hold before it starts the containers")
-        fill_log(tmp_path, "words", second, create=False)
-        kill_master(running)
-        asking.join(timeout=150)
-        (raised,) = outcome
-        assert isinstance(raised, MasterReplaced), raised
-        running.wait_active(timeout=90)
+        kill_the_held_master(running, tmp_path, second, asking, outcome)
         # nothing ran the new plan: the plan from before is started again
         assert running.plan.epoch == epoch and running.plan.containers == 2
         assert len(running.plan.component_tasks()["count"]) == 2

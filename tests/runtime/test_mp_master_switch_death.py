@@ -66,6 +66,30 @@ def switched(run_dir: str, container: int, epoch: int) -> bool:
         return f"switched to the plan of epoch {epoch}" in f.read()
 
 
+def rebalanced_in_background(running, parallelism, **options) -> tuple[threading.Thread, list]:
+    """``running.rebalance`` asked from a thread (the master will die under it); the list
+    gets what it returned or raised."""
+    outcome: list = []
+
+    def rebalance():
+        try:
+            outcome.append(running.rebalance(parallelism, timeout=120, **options))
+        except Exception as exc:  # what the caller sees is the point of the test
+            outcome.append(exc)
+
+    asking = threading.Thread(target=rebalance)
+    asking.start()
+    return asking, outcome
+
+
+def kill_master(running) -> psutil.Process:
+    """SIGKILL the running master and wait until it is gone; returns it."""
+    old = psutil.Process(running.master_pid)
+    old.kill()
+    wait_for(lambda: gone(old), 30, "the master to die")
+    return old
+
+
 def test_a_master_killed_when_one_container_switched_and_the_other_not(
         tupleflow_processes, monkeypatch, tmp_path):
     held = tmp_path / "held"
@@ -76,22 +100,11 @@ def test_a_master_killed_when_one_container_switched_and_the_other_not(
     first, run_dir = running.plan, running.run_dir
     epoch = first.epoch
     sink = {s.task: s.pid for s in stats if s.component == "sink"}
-    outcome: list = []
-
-    def rebalance():
-        try:
-            outcome.append(running.rebalance({"mid": 5, "sink": 2}, timeout=120))
-        except Exception as exc:  # what the caller sees is the point of the test
-            outcome.append(exc)
-
-    asking = threading.Thread(target=rebalance)
-    asking.start()
+    asking, outcome = rebalanced_in_background(running, {"mid": 5, "sink": 2})
     wait_for(held.exists, 120, "the master to tell container 0 to switch")
     wait_for(lambda: switched(run_dir, 0, epoch + 1), 60, "container 0 to switch")
     assert not switched(run_dir, 1, epoch + 1)  # the instant: one switched, one not
-    old = psutil.Process(running.master_pid)
-    old.kill()
-    wait_for(lambda: gone(old), 30, "the master to die")
+    old = kill_master(running)
     open(os.path.join(run_dir, "go"), "w").close()
     asking.join(timeout=120)
 
