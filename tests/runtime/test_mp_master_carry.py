@@ -57,6 +57,29 @@ def spouts(stats):
     return [s for s in stats if s.component == "numbers"]
 
 
+def ask_what_a_new_master_must_carry(running, keep: float) -> tuple[dict, list, list, int]:
+    """Ask the master for a cap, a recording, a trace rate and a tap on for ``keep``
+    seconds (which caught something); returns what the notebook sees then (settings,
+    events, exceptions) and the master's pid."""
+    running.set_max_spout_pending(7, "numbers")
+    running.record("numbers")
+    running.set_trace(0.25)
+    assert running.sample("numbers", keep=keep, wait=True, timeout=60) != []
+    return (running.status()["settings"], running.events(), running.exceptions(),
+            running.master_pid)
+
+
+def replace_the_master(running, old: int, timeout: float) -> list:
+    """SIGKILL the master ``old``; wait for a new one, and until every instance has
+    reported to it since (its taps too: samples come with its statistics)."""
+    os.kill(old, signal.SIGKILL)
+    wait_for(lambda: running.master_pid != old, timeout, "a new master")
+    running.wait_active(timeout=timeout)
+    adopted = time.time()
+    return running.wait_until(lambda s: all((x.reported or 0) > adopted for x in s),
+                              timeout=timeout)
+
+
 def check_carried(running, settings: dict, events: list, exceptions: list, old: int) -> None:
     """What the notebook saw before the master ``old`` died is the new master's: the
     settings, the events (marked as the old master's) and the exceptions."""
@@ -89,23 +112,9 @@ def test_settings_taps_events_and_exceptions_outlive_the_master(tupleflow_proces
     running = numbers("carried").submit(containers=2)
     running.wait_until(lambda s: running.exceptions() and all(
         x.acked > 20 for x in spouts(s)), timeout=90, interval=0.1)
-    running.set_max_spout_pending(7, "numbers")
-    running.record("numbers")
-    running.set_trace(0.25)
-    # a tap on for two minutes, which caught something
-    assert running.sample("numbers", keep=120, wait=True, timeout=60) != []
-    settings, events = running.status()["settings"], running.events()
-    exceptions = running.exceptions()
-    old = running.master_pid
-
-    os.kill(old, signal.SIGKILL)
-    wait_for(lambda: running.master_pid != old, 90, "a new master")
-    running.wait_active(timeout=90)
-    # every instance reported to the new master since (its taps too: samples come with
-    # its statistics)
-    adopted = time.time()
-    running.wait_until(lambda s: all((x.reported or 0) > adopted for x in s), timeout=60)
-
+    # a tap on for two minutes
+    settings, events, exceptions, old = ask_what_a_new_master_must_carry(running, 120)
+    replace_the_master(running, old, 90)
     check_carried(running, settings, events, exceptions, old)
     # the tap asked of the old master is still on: the new one kept what it caught (a
     # master that did not know of it would have dropped those, and answer [] at first)

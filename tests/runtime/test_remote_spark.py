@@ -17,7 +17,6 @@ import pickle
 import signal
 import socket
 import sys
-import time
 from collections import Counter
 from pathlib import Path
 
@@ -32,7 +31,12 @@ from runtime.processes.spark_scheduler import CONTAINER_ENV, spark_session
 from runtime.testing import ListSink, ListSpout, PacedSpout, WordCount, read_sink, wait_for
 
 from .test_checkpoints_mp import WORDS, run_with_kills
-from .test_mp_master_carry import check_a_restarted_spout_is_told, check_carried
+from .test_mp_master_carry import (
+    ask_what_a_new_master_must_carry,
+    check_a_restarted_spout_is_told,
+    check_carried,
+    replace_the_master,
+)
 from .test_mp_master_carry import numbers as carried_numbers
 from .test_mp_master_carry import spouts as carried_spouts
 from .test_mp_rebalance import WORDS as REBALANCE_WORDS
@@ -450,19 +454,8 @@ def test_what_a_new_master_carries_over_on_spark(spark, tmp_path):
     with running:
         running.wait_until(lambda s: running.exceptions() and all(
             x.acked > 20 for x in carried_spouts(s)), timeout=120, interval=0.1)
-        running.set_max_spout_pending(7, "numbers")
-        running.record("numbers")
-        running.set_trace(0.25)
-        assert running.sample("numbers", keep=180, wait=True, timeout=60) != []
-        settings, events = running.status()["settings"], running.events()
-        exceptions, old = running.exceptions(), running.master_pid
-
-        os.kill(old, signal.SIGKILL)
-        wait_for(lambda: running.master_pid != old, 120, "a new master")
-        running.wait_active(timeout=120)
-        adopted = time.time()
-        stats = running.wait_until(lambda s: all((x.reported or 0) > adopted for x in s),
-                                   timeout=90)
+        settings, events, exceptions, old = ask_what_a_new_master_must_carry(running, 180)
+        stats = replace_the_master(running, old, 120)
         assert {s.master_restarts for s in stats} == {1}
         check_carried(running, settings, events, exceptions, old)
         (restarted,) = [e for e in running.events() if e["kind"] == "master_restarted"]
