@@ -72,9 +72,11 @@ import math
 import random
 import signal
 import statistics
+import sys
 import tempfile
 import time
 from collections import Counter
+from collections.abc import Iterator
 
 import psutil
 from _common import BenchmarkError
@@ -141,12 +143,20 @@ def cpu_seconds(procs: list[psutil.Process]) -> float:
     return sum(t.user + t.system for t in (p.cpu_times() for p in procs))
 
 
+class TooShort(BenchmarkError):
+    """The run ended before its middle could be measured: the counters' reports (every
+    ``stats_interval``) moved from under a tenth of the words to their end in one or two
+    steps, so the stretch between two of them holds too few words to time."""
+
+
 def throughput(root: str, n: int, name: str, **submit) -> tuple[float, float, float,
                                                                 dict | None]:
     """Words per second through the counters in the steady middle of the run, from a tenth
     of the log counted to nine tenths (start-up and the tail are not what is compared);
     the instances' CPU microseconds per word over the same stretch (from their reports),
-    and the counter tasks' own (psutil, per word they executed)."""
+    and the counter tasks' own (psutil, per word they executed). The counts come from the
+    tasks' reports, so the stretch starts and ends at a report: one that holds under half
+    the words (a fast machine counts a small log in a report or two) raises TooShort."""
     with topology(root, name).submit(**submit) as running:
         wait_for(lambda: executed(running) >= n // 10, 300, f"{name}: a tenth counted")
         counters = counter_processes(running)
@@ -159,10 +169,30 @@ def throughput(root: str, n: int, name: str, **submit) -> tuple[float, float, fl
             raise BenchmarkError(f"{name}: a counter task restarted during the measurement")
         checkpoint = running.checkpoint() if submit else None
     words = n1 - n0
+    if words < n // 2:
+        raise TooShort(f"{name}: only {words} of {n} words between two reports")
     return words / took, (cpu1 - cpu0) / words * 1e6, (task1 - task0) / words * 1e6, checkpoint
 
 
 def cost(n: int, pairs: int) -> None:
+    """``pairs`` interleaved pairs over a log of ``n`` words, a line each as it ends. When
+    the first pair's runs are too short to measure (TooShort), it starts again over a log
+    twice as long (``words=`` in the lines says how many were used)."""
+    printed = False
+    while True:
+        try:
+            for line in cost_pairs(n, pairs):
+                print(line, flush=True)
+                printed = True
+            return
+        except TooShort as short:
+            if printed:  # the machine sped up mid-run: the pairs so far are not comparable
+                raise
+            print(f"{short}: again with {2 * n} words", file=sys.stderr, flush=True)
+            n *= 2
+
+
+def cost_pairs(n: int, pairs: int) -> Iterator[str]:
     root = tempfile.mkdtemp(prefix="ckpt-cost-")
     fill_log(root, n)
     costs, cpu_costs, task_costs = [], [], []
@@ -183,16 +213,16 @@ def cost(n: int, pairs: int) -> None:
         costs.append(c)
         cpu_costs.append(cc)
         task_costs.append(tc)
-        print(f"RESULT name=checkpoint-cost pair={pair} words={n} "
-              f"plain_wps={rates['plain']:.0f} checkpointed_wps={rates['checkpointed']:.0f} "
-              f"cost={c:.3f} plain_cpu_us={us['plain']:.2f} "
-              f"checkpointed_cpu_us={us['checkpointed']:.2f} cpu_cost={cc:.3f} "
-              f"plain_task_cpu_us={task_us['plain']:.2f} "
-              f"checkpointed_task_cpu_us={task_us['checkpointed']:.2f} task_cpu_cost={tc:.3f} "
-              f"checkpoints={made}", flush=True)
-    print(f"RESULT name=checkpoint-cost pairs={pairs} median_cost={statistics.median(costs):.3f}"
-          f" median_cpu_cost={statistics.median(cpu_costs):.3f}"
-          f" median_task_cpu_cost={statistics.median(task_costs):.3f}", flush=True)
+        yield (f"RESULT name=checkpoint-cost pair={pair} words={n} "
+               f"plain_wps={rates['plain']:.0f} checkpointed_wps={rates['checkpointed']:.0f} "
+               f"cost={c:.3f} plain_cpu_us={us['plain']:.2f} "
+               f"checkpointed_cpu_us={us['checkpointed']:.2f} cpu_cost={cc:.3f} "
+               f"plain_task_cpu_us={task_us['plain']:.2f} "
+               f"checkpointed_task_cpu_us={task_us['checkpointed']:.2f} task_cpu_cost={tc:.3f} "
+               f"checkpoints={made}")
+    yield (f"RESULT name=checkpoint-cost pairs={pairs} median_cost={statistics.median(costs):.3f}"
+           f" median_cpu_cost={statistics.median(cpu_costs):.3f}"
+           f" median_task_cpu_cost={statistics.median(task_costs):.3f}")
 
 
 # -- cost in one process: the in-memory cluster ---------------------------------------------
