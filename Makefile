@@ -10,8 +10,10 @@ SHELL := bash
 PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
-# Workers for `make test` (pytest-xdist; 0 runs the suite in this process, serially).
-PYTEST_WORKERS ?= 2
+# Workers for `make test` (pytest-xdist; 0 runs the suite in this process, serially). Three on
+# 2 cores: with two, the cores idled half the run (the tests wait on processes, sockets and
+# timers); docs/internals/performance.md, "The suite's time".
+PYTEST_WORKERS ?= 3
 # Extra arguments for pytest, e.g. `make test PYTEST_ARGS='-m "not slow" -x'`.
 PYTEST_ARGS ?=
 # pip older than this cannot install a pyproject.toml-only project in editable mode (PEP 660).

@@ -303,13 +303,13 @@ def spark_cluster(tmp_path_factory):
     cluster.stop()
 
 
-# `make test` runs the suite on two xdist workers (`-n 2 --dist loadgroup`): most tests wait
-# on processes and sockets, not on a core. A process holds one SparkContext, so the tests
-# that ask for a Spark session go in two groups, each run by one worker in collection order:
-# those on the standalone cluster ("spark-cluster": the remote scheduler's tests) and those
-# on the bridge's local session ("spark-local", held for the worker's whole session). xdist
-# hands out the largest groups first, one to each worker, so the two groups run side by
-# side on the two workers and never in one process.
+# `make test` runs the suite on three xdist workers (`-n 3 --dist loadgroup`, on 2 cores):
+# most tests wait on processes and sockets, not on a core. A process holds one SparkContext,
+# so the tests that ask for a Spark session go in two groups, each run by one worker in
+# collection order: those on the standalone cluster ("spark-cluster": the remote scheduler's
+# tests) and those on the bridge's local session ("spark-local", held for the worker's whole
+# session). xdist hands out the largest groups first, one to a worker, so the two groups run
+# side by side on two workers and never in one process.
 
 
 @pytest.hookimpl(tryfirst=True)  # before xdist's own hook reads the groups
