@@ -145,7 +145,7 @@ def test_an_anchored_batch_is_flat_root_and_ack_val_triples():
         (root,) = set(body[1::3])
         (_, (first, count, others)), = kinds(sent, wire.COMPLETED)
         assert (first, count, others) == (root, 1, []) and root >> 63 == 1
-        edges = [root ^ val for val in body[2::3]]
+        edges = body[2::3]  # each word's edge id, its ack value as the counter gets it
         assert all(0 < e < 1 << 63 for e in edges[:2])  # drawn edges; the last holds the
         assert edges[0] ^ edges[1] ^ edges[2] == root  # split's ack too: all XOR to root
 
