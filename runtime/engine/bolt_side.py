@@ -239,7 +239,9 @@ class BoltSide:
         if not tracked:
             return False
         size, entry = 3 * self.batch_size, out.entry(values, self.comp)
-        for batch in out.tracked_copies(values, direct):
+        copies = out.tracked_copies(values, direct)
+        out.emitted += 1 - len(copies)  # and 1 a copy as it is sent (flush_tracked)
+        for batch in copies:
             ids = _edges(tracked)
             if len(ids) == 1:  # one root: flat, ``root, edge`` (wire.ANCHORED)
                 ((root, edge),) = ids.items()
@@ -248,7 +250,6 @@ class BoltSide:
                 batch += (entry, ids, 0)
             if len(batch) >= size:
                 out.flush_tracked()
-        out.emitted += 1
         if out.recorder is not None:  # a tuple of several trees is recorded with its first
             out.recorder.tracked(values, next(iter(roots_of(tracked[0].ids))))
         return True

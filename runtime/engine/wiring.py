@@ -214,7 +214,6 @@ class Collector:
                     anchor.ack_val ^= edge
                     batch += (entry, anchor.ids, edge)
                     last[0], last[1] = batch, out  # where ack_basic may fold the input's ack
-                    out.emitted += 1
                     # a BasicBolt's batch waits for the end of its input (ack_basic), so
                     # that its children travel, and are acked, together (up to a cap)
                     if len(batch) >= limit and (anchors is not None or not basic
@@ -342,7 +341,6 @@ def _basic_default_first(emit, bolt: BoltSide, out: StreamOut, cap: int):
                     batch += (entry, root, edge)
                     if last[0] is not batch:  # where ack_basic may fold the input's ack
                         last[0], last[1] = batch, out
-                    out.emitted += 1
                     if len(batch) >= cap:
                         out.flush_tracked()
                     return None

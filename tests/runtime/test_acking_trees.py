@@ -299,3 +299,41 @@ def test_every_way_a_basic_bolt_emits_keeps_its_trees_whole():
         assert sum(s.pending for s in cluster.statistics() if s.component == "__acker") == 0
         (error,) = cluster.exceptions
         assert error["component"] == "split" and "emitted 2 values" in error["error"]
+
+
+class Echo(Bolt):
+    """Emits its input again, anchored to it, then acks it."""
+
+    outputs = ["sentence"]
+
+    def process(self, tup):
+        self.emit(tup.values, anchors=[tup])
+        self.ack(tup)
+
+
+def test_a_tracked_tuple_counts_as_emitted_once_however_many_tasks_it_goes_to():
+    """Tracked tuples count as emitted as their batch is sent, a copy each, and the emit
+    of a tuple sent to k tasks counts 1 - k: whatever the way (a BasicBolt's children
+    written out, anchored by hand, on a second stream; a spout's and a plain bolt's
+    tuples copied to several tasks), each tuple counts once."""
+    topo = Topology("emitted")
+    topo.spout("feed", Sentences(words(10, 3)))  # to split, and to both echo tasks
+    topo.bolt("split", Mixed).shuffle_grouping("feed")
+    topo.bolt("count", Count, parallelism=2).fields_grouping("split", ["word"])
+    topo.bolt("side", Count).shuffle_grouping("split", "side")
+    topo.bolt("echo", Echo, parallelism=2).all_grouping("feed")
+    topo.bolt("tail", Count, parallelism=2).all_grouping("echo")  # two copies each
+    with InMemoryCluster(topo, ackers=1, batch_size=4, eager_flush=False,
+                         target_latency=None) as cluster:
+        for _ in range(20):
+            cluster.step()
+            cluster.advance(0.01)
+        feed = cluster.user_object(*cluster.plan.component_tasks()["feed"])
+        assert sorted(feed.acked) == list(range(10)) and feed.failed == []
+        emitted: dict = {}
+        for s in cluster.statistics():
+            emitted[s.component] = emitted.get(s.component, 0) + s.emitted
+        # split: per sentence its first word three ways, then the two others
+        assert emitted == {"feed": 10, "split": 50, "echo": 20, "count": 0, "side": 0,
+                           "tail": 0, "__acker": 0}
+        assert cluster.exceptions == []
