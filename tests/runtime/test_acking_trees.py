@@ -337,3 +337,29 @@ def test_a_tracked_tuple_counts_as_emitted_once_however_many_tasks_it_goes_to():
         assert emitted == {"feed": 10, "split": 50, "echo": 20, "count": 0, "side": 0,
                            "tail": 0, "__acker": 0}
         assert cluster.exceptions == []
+
+
+class RenewingCount(Count):
+    """:class:`Count` that asks for more time for "renew" before acking it: a bolt's
+    tuple of one root (its ack value in ``ack_val``) turned into its ``{root: value}``."""
+
+    def process(self, tup):
+        if tup.values[0] == "renew":
+            self.reset_timeout(tup)
+            self.reset_timeout(tup)  # a second time: already a map
+        super().process(tup)
+
+
+@pytest.mark.parametrize("counters", [1, 2])
+def test_a_renewed_word_of_an_anchored_frame_still_completes_its_tree(counters):
+    topo = Topology("renewed")
+    topo.spout("feed", Sentences(["a renew b", "renew", "c d renew"]))
+    topo.bolt("split", Split).shuffle_grouping("feed")
+    topo.bolt("count", RenewingCount, parallelism=counters).fields_grouping(
+        "split", ["word"])
+    with InMemoryCluster(topo, ackers=1, target_latency=None) as cluster:
+        cluster.run_until_idle()
+        feed = cluster.user_object(*cluster.plan.component_tasks()["feed"])
+        assert (sorted(feed.acked), feed.failed) == ([0, 1, 2], [])
+        assert sum(s.pending for s in cluster.statistics() if s.component == "__acker") == 0
+        assert cluster.exceptions == []
