@@ -4,7 +4,7 @@ and fails of its inputs, the tuples it emits anchored to them, and its ticks."""
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sized
-from itertools import count, islice, repeat
+from itertools import count, islice, repeat, tee
 from operator import itemgetter
 from sys import getrefcount
 
@@ -62,11 +62,7 @@ class BoltSide:
         source = self._source(h.src, h.stream)
         if h.kind == wire.DATA:
             return self.execute(batch, source, None, waiting, None, process)
-        if h.kind == wire.ANCHORED:
-            entries, ids, vals = _anchored_parts(batch)
-        else:
-            (entries, ids), vals = (_run_parts if h.kind == wire.RUN else _tracked_parts)(
-                batch), None
+        entries, ids, vals = _PARTS[h.kind](batch)
         try:
             return self.execute(entries, source, ids, waiting, vals, process)
         finally:  # they are few frames, and waiting for the flush timer would add to
@@ -95,7 +91,8 @@ class BoltSide:
                 process: Callable | None = None) -> None:
         """``process`` each entry of a frame's batch as a Tuple from ``source`` (``ids``:
         the entries' tracking ids in order, None for untracked ones; ``vals``: their
-        starting ``ack_val``, None for all 0: only an ANCHORED frame's differ). A BasicBolt's input
+        starting ``ack_val``, None for all 0: a tuple of one tree starts with its own edge
+        id, the root itself for a spout's tuple, docs/internals/acker.md). A BasicBolt's input
         is acked when ``process`` returns, failed when it raises FailedException, and
         its emits anchor to it. A ``process`` given is called instead of the user's (a
         traced frame's wrapper): the user's object is never touched, since reading or
@@ -179,18 +176,20 @@ class BoltSide:
 
     # -- acks and fails of its input ----------------------------------------------------
     def ack(self, tup: Tuple) -> None:
-        """Ack an input: per root, its edge id XOR its ``ack_val`` goes to the acker (or
-        a one-tuple tree's root on the leaves). The user's ``ack`` is this with its
-        commonest case written out (``runtime.engine.wiring``)."""
+        """Ack an input: per root, its ack value goes to the acker (or a one-tuple
+        tree's root on the leaves): a tuple of one tree holds it whole in its
+        ``ack_val``, one of several trees XORs its edge id of each root with it. The
+        user's ``ack`` is this with its commonest case written out
+        (``runtime.engine.wiring``)."""
         self.counts.acked += 1
         ids = tup.ids
         if ids is None or not self.acking:
             return
         tup.ids = None  # a second ack of the same tuple changes nothing
-        if type(ids) is int:  # one root: the ack value is ids ^ ack_val (acker.md)
-            if tup.ack_val:  # combined with the task's other acks of the root
+        if type(ids) is int:  # one root: the ack value is ack_val (acker.md)
+            if tup.ack_val != ids:  # combined with the task's other acks of the root
                 acked = self.acks.acked
-                acked[ids] = acked.get(ids, 0) ^ ids ^ tup.ack_val
+                acked[ids] = acked.get(ids, 0) ^ tup.ack_val
             else:  # a spout tuple's only copy that anchored nothing: the whole tree
                 self.acks.leaves.append(ids)
             return
@@ -205,10 +204,10 @@ class BoltSide:
         ack carries both (docs/internals/acker.md, "An ack folded into a child"). A full
         batch its children went into is sent now (the emit held it back)."""
         ids, (batch, out) = tup.ids, self.last_child
-        if type(ids) is int and tup.ack_val and batch and batch[-2] == ids:
+        if type(ids) is int and batch and batch[-2] == ids:
             self.counts.acked += 1
             tup.ids = None
-            batch[-1] ^= ids ^ tup.ack_val
+            batch[-1] ^= tup.ack_val
         else:
             self.ack(tup)
         if batch is not None and len(batch) >= 3 * self.batch_size:
@@ -223,10 +222,11 @@ class BoltSide:
     def reset_timeout(self, tup: Tuple) -> None:
         """Restart the timeout of every tree this tuple belongs to. The acker holds the
         root from now on, so a one-tuple tree's ack must go to it too, not straight to
-        the spout: the int ids become their ``{root: root}`` map."""
+        the spout: the int ids become their map, ``{root: ack value so far}`` with
+        ``ack_val`` 0 (a spout tuple's only copy: ``{root: root}``)."""
         if tup.ids and self.acking:
             if type(tup.ids) is int:
-                tup.ids = {tup.ids: tup.ids}
+                tup.ids, tup.ack_val = {tup.ids: tup.ack_val}, 0
             for root in roots_of(tup.ids):
                 self.acks.queue(wire.ACK_RESET, root, 0)
 
@@ -239,16 +239,17 @@ class BoltSide:
         if not tracked:
             return False
         size, entry = 3 * self.batch_size, out.entry(values, self.comp)
-        for batch in out.tracked_copies(values, direct):
+        copies = out.tracked_copies(values, direct)
+        out.emitted += 1 - len(copies)  # and 1 a copy as it is sent (flush_tracked)
+        for batch in copies:
             ids = _edges(tracked)
-            if len(ids) == 1:  # one root: flat, ``root, root ^ edge`` (wire.ANCHORED)
+            if len(ids) == 1:  # one root: flat, ``root, edge`` (wire.ANCHORED)
                 ((root, edge),) = ids.items()
-                batch += (entry, root, root ^ edge)
+                batch += (entry, root, edge)
             else:
                 batch += (entry, ids, 0)
             if len(batch) >= size:
                 out.flush_tracked()
-        out.emitted += 1
         if out.recorder is not None:  # a tuple of several trees is recorded with its first
             out.recorder.tracked(values, next(iter(roots_of(tracked[0].ids))))
         return True
@@ -281,20 +282,21 @@ def _edges(anchors: list[Tuple]) -> dict[int, int]:
     return ids
 
 
-def _tracked_parts(batch: list) -> tuple[list, Iterator]:
-    """A TRACKED batch, ``entry, ids, entry, ids, ...``, as its entries and their ids:
-    ``ids`` is ``{root: edge}``, or an int root that is its own edge id (a spout tuple's
-    only copy)."""
+def _tracked_parts(batch: list) -> tuple[list, list, list]:
+    """A TRACKED batch, ``entry, ids, entry, ids, ...``, as its entries, their ids and
+    their starting ``ack_val``: ``ids`` is ``{root: edge}`` (``ack_val`` 0), or an int
+    root that is its own edge id (a spout tuple's only copy: ``ack_val`` is the root)."""
     ids = batch[1::2]
     if len(batch) % 2 or not set(map(type, ids)) <= _ID_TYPES:
         raise wire.WireError("a tracked batch must hold values, ids pairs (ids: int or map)")
-    return batch[::2], iter(ids)
+    return batch[::2], ids, [i if type(i) is int else 0 for i in ids]
 
 
 def _anchored_parts(batch: list) -> tuple[list, list, list]:
     """An ANCHORED batch, ``entry, ids, ack_val, ...``, as its entries, their ids and
-    their starting ``ack_val``: ``ids`` an int root (whose ack value is then ``ids ^
-    ack_val``) or a ``{root: edge}`` map."""
+    their starting ``ack_val``: ``ids`` an int root and ``ack_val`` the tuple's edge id
+    (its ack value, until it anchors tuples of its own), or a ``{root: edge}`` map and
+    ``ack_val`` 0."""
     ids, vals = batch[1::3], batch[2::3]
     if (len(batch) % 3 or not set(map(type, ids)) <= _ID_TYPES
             or not set(map(type, vals)) <= _INT):
@@ -302,11 +304,16 @@ def _anchored_parts(batch: list) -> tuple[list, list, list]:
     return batch[::3], ids, vals
 
 
-def _run_parts(batch: list) -> tuple[list, Iterator]:
-    """A RUN batch, ``[first, [entry, ...]]``, as its entries and their ids: the n-th
-    tuple's is the self-initialising root ``first + n``, its own edge id."""
+def _run_parts(batch: list) -> tuple[list, Iterator, Iterator]:
+    """A RUN batch, ``[first, [entry, ...]]``, as its entries, their ids and their
+    starting ``ack_val``: the n-th tuple's ids are the self-initialising root ``first +
+    n``, its own edge id, and so is its ``ack_val`` (the same int: ``tee``)."""
     if (len(batch) != 2 or type(batch[0]) is not int or type(batch[1]) is not list
             or batch[0] < SELF_INIT or batch[0] + len(batch[1]) > 1 << 64):
         raise wire.WireError("a run must be [first self-initialising root, [values, ...]]")
     first, entries = batch
-    return entries, count(first)
+    return (entries, *tee(count(first)))
+
+
+# a tracked frame's batch as its entries, their ids and their starting ack_val, by kind
+_PARTS = {wire.RUN: _run_parts, wire.TRACKED: _tracked_parts, wire.ANCHORED: _anchored_parts}

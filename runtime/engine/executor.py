@@ -12,7 +12,8 @@ With acking on (``ackers`` > 0), a spout tuple emitted with a ``msg_id`` gets a 
 root id, and each copy sent to a task a random edge id; the spout tells the acker the
 XOR of those edges. A bolt's emit anchored to tracked inputs gives each copy an edge id
 per anchor and XORs it into the anchor's ``ack_val``; acking the input sends, per root,
-its own edge id XOR that ``ack_val``. See ``docs/internals/acker.md``.
+its own edge id XOR that ``ack_val`` (for a tuple of one root, ``ack_val`` holds its own
+edge id too). See ``docs/internals/acker.md``.
 
 The executor is a facade over rooms, one phrase each:
 

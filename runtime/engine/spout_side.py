@@ -154,7 +154,7 @@ class SpoutSide:
             root = self._one_copy(out, copies[0], entry)
         else:
             root = self._copies(out, copies, entry)
-        out.emitted += 1
+        out.emitted += 1 - len(copies)  # and 1 a copy as it is sent (flush_tracked)
         if out.recorder is not None:
             out.recorder.tracked(values, root)
         self.tracker.emitted(root, msg_id, self.monotonic())

@@ -212,10 +212,8 @@ class Collector:
                     batch = pick(values)
                     edge = bits(63) or new_id()
                     anchor.ack_val ^= edge
-                    root = anchor.ids
-                    batch += (entry, root, root ^ edge)
+                    batch += (entry, anchor.ids, edge)
                     last[0], last[1] = batch, out  # where ack_basic may fold the input's ack
-                    out.emitted += 1
                     # a BasicBolt's batch waits for the end of its input (ack_basic), so
                     # that its children travel, and are acked, together (up to a cap)
                     if len(batch) >= limit and (anchors is not None or not basic
@@ -242,13 +240,13 @@ class Collector:
 
         def ack(tup) -> None:
             ids = tup.ids
-            if type(ids) is int:  # one root: its ack value is ids ^ ack_val
+            if type(ids) is int:  # one root: its ack value is ack_val (acker.md)
                 counts.acked += 1
                 tup.ids = None  # a second ack of the same tuple changes nothing
                 value = tup.ack_val
-                if value:  # XORed into the task's other acks of the root (AckOut)
-                    acked[ids] = get(ids, 0) ^ ids ^ value
-                else:
+                if value is not ids:  # XORed into the task's other acks of the root (AckOut)
+                    acked[ids] = get(ids, 0) ^ value
+                else:  # a spout tuple's only copy, untouched (its ack_val is its ids)
                     leaves.append(ids)
                 return
             slow(tup)
@@ -299,7 +297,7 @@ class Collector:
 def _one_target(streams: Mapping[str, StreamOut]) -> dict[str, Callable]:
     """Per stream whose one subscriber takes each tuple on one task: ``batch_of(values)``,
     the tracked batch of that task (for the bolt's fast anchored emit: a tuple anchored
-    to one Tuple of one tree, ``entry, root, root ^ edge``; see ``bolt_emit``)."""
+    to one Tuple of one tree, ``entry, root, edge``; see ``bolt_emit``)."""
     return {name: _batch_of(out.outlets[0]) for name, out in streams.items()
             if len(out.outlets) == 1 and out.outlets[0].pick is not None}
 
@@ -316,7 +314,7 @@ def _basic_default_first(emit, bolt: BoltSide, out: StreamOut, cap: int):
     """``emit`` of a tracking BasicBolt, its commonest call written out: a child of the
     input on the default stream, whose one subscriber takes it on one task, unrecorded,
     the input of one tree (``ids`` an int). Per child: the pick, an edge id, an XOR into
-    the input's ``ack_val`` and one ``+=`` of ``entry, root, root ^ edge`` (acker.md,
+    the input's ``ack_val`` and one ``+=`` of ``entry, root, edge`` (acker.md,
     "One root, flat"); the batch waits for the end of the input (``ack_basic``), up to
     ``cap`` items. In-process, 0.26-0.45 us a child less than ``bolt_emit``'s own way
     with one counter, up to 0.44 with two (docs/internals/performance.md, "Issue 17,
@@ -340,10 +338,9 @@ def _basic_default_first(emit, bolt: BoltSide, out: StreamOut, cap: int):
                 if ok:
                     edge = bits(63) or new_id()
                     anchor.ack_val ^= edge
-                    batch += (entry, root, root ^ edge)
+                    batch += (entry, root, edge)
                     if last[0] is not batch:  # where ack_basic may fold the input's ack
                         last[0], last[1] = batch, out
-                    out.emitted += 1
                     if len(batch) >= cap:
                         out.flush_tracked()
                     return None

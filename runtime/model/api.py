@@ -200,7 +200,9 @@ class Tuple:
         self.values = values
         self.source = source
         self.ids = ids  # {root id: edge id} of a tracked tuple (owned by the runtime)
-        self.ack_val = 0  # XOR of the edge ids of the tuples anchored to this one
+        # (owned by the runtime) the edge ids of the tuples anchored to this one, XORed;
+        # with an int root as ids, also its own edge id: the tuple's whole ack value
+        self.ack_val = 0
 
     @property
     def component(self) -> str:

@@ -32,8 +32,9 @@ RUN = 5  # body: [first root, [tuple, tuple, ...]]: a spout's tracked tuples num
 COMPLETED = 6  # body: [first root, count, [root, ...]]: one-tuple trees a bolt acked, for
 # the spout task written in their roots (docs/internals/acker.md, "Leaves")
 ANCHORED = 7  # body: flat tuple, ids, ack_val triples: a bolt's tracked tuples. ids: an
-# int root (the tuple belongs to that one tree; its ack value is ids ^ ack_val, so
-# ack_val is root ^ its edge id) or a {root: edge} map with ack_val 0 (acker.md, "Frames")
+# int root (the tuple belongs to that one tree) with ack_val its edge id, which is its
+# ack value until it anchors tuples of its own; or a {root: edge} map with ack_val 0
+# (acker.md, "Frames")
 TRACED = 8  # body: [[kind, inner body, trace id, [hop id, ...], emit time], ...]: frames of
 # that kind (DATA, TRACKED, RUN, ANCHORED) holding only traced tuples, with their marks;
 # an entry with trace id 0 is an untraced frame they rode in (its hops and time unread)

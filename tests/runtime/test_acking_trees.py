@@ -145,7 +145,7 @@ def test_an_anchored_batch_is_flat_root_and_ack_val_triples():
         (root,) = set(body[1::3])
         (_, (first, count, others)), = kinds(sent, wire.COMPLETED)
         assert (first, count, others) == (root, 1, []) and root >> 63 == 1
-        edges = [root ^ val for val in body[2::3]]
+        edges = body[2::3]  # each word's edge id, its ack value as the counter gets it
         assert all(0 < e < 1 << 63 for e in edges[:2])  # drawn edges; the last holds the
         assert edges[0] ^ edges[1] ^ edges[2] == root  # split's ack too: all XOR to root
 
@@ -299,3 +299,67 @@ def test_every_way_a_basic_bolt_emits_keeps_its_trees_whole():
         assert sum(s.pending for s in cluster.statistics() if s.component == "__acker") == 0
         (error,) = cluster.exceptions
         assert error["component"] == "split" and "emitted 2 values" in error["error"]
+
+
+class Echo(Bolt):
+    """Emits its input again, anchored to it, then acks it."""
+
+    outputs = ["sentence"]
+
+    def process(self, tup):
+        self.emit(tup.values, anchors=[tup])
+        self.ack(tup)
+
+
+def test_a_tracked_tuple_counts_as_emitted_once_however_many_tasks_it_goes_to():
+    """Tracked tuples count as emitted as their batch is sent, a copy each, and the emit
+    of a tuple sent to k tasks counts 1 - k: whatever the way (a BasicBolt's children
+    written out, anchored by hand, on a second stream; a spout's and a plain bolt's
+    tuples copied to several tasks), each tuple counts once."""
+    topo = Topology("emitted")
+    topo.spout("feed", Sentences(words(10, 3)))  # to split, and to both echo tasks
+    topo.bolt("split", Mixed).shuffle_grouping("feed")
+    topo.bolt("count", Count, parallelism=2).fields_grouping("split", ["word"])
+    topo.bolt("side", Count).shuffle_grouping("split", "side")
+    topo.bolt("echo", Echo, parallelism=2).all_grouping("feed")
+    topo.bolt("tail", Count, parallelism=2).all_grouping("echo")  # two copies each
+    with InMemoryCluster(topo, ackers=1, batch_size=4, eager_flush=False,
+                         target_latency=None) as cluster:
+        for _ in range(20):
+            cluster.step()
+            cluster.advance(0.01)
+        feed = cluster.user_object(*cluster.plan.component_tasks()["feed"])
+        assert sorted(feed.acked) == list(range(10)) and feed.failed == []
+        emitted: dict = {}
+        for s in cluster.statistics():
+            emitted[s.component] = emitted.get(s.component, 0) + s.emitted
+        # split: per sentence its first word three ways, then the two others
+        assert emitted == {"feed": 10, "split": 50, "echo": 20, "count": 0, "side": 0,
+                           "tail": 0, "__acker": 0}
+        assert cluster.exceptions == []
+
+
+class RenewingCount(Count):
+    """:class:`Count` that asks for more time for "renew" before acking it: a bolt's
+    tuple of one root (its ack value in ``ack_val``) turned into its ``{root: value}``."""
+
+    def process(self, tup):
+        if tup.values[0] == "renew":
+            self.reset_timeout(tup)
+            self.reset_timeout(tup)  # a second time: already a map
+        super().process(tup)
+
+
+@pytest.mark.parametrize("counters", [1, 2])
+def test_a_renewed_word_of_an_anchored_frame_still_completes_its_tree(counters):
+    topo = Topology("renewed")
+    topo.spout("feed", Sentences(["a renew b", "renew", "c d renew"]))
+    topo.bolt("split", Split).shuffle_grouping("feed")
+    topo.bolt("count", RenewingCount, parallelism=counters).fields_grouping(
+        "split", ["word"])
+    with InMemoryCluster(topo, ackers=1, target_latency=None) as cluster:
+        cluster.run_until_idle()
+        feed = cluster.user_object(*cluster.plan.component_tasks()["feed"])
+        assert (sorted(feed.acked), feed.failed) == ([0, 1, 2], [])
+        assert sum(s.pending for s in cluster.statistics() if s.component == "__acker") == 0
+        assert cluster.exceptions == []

@@ -212,7 +212,9 @@ def test_a_tuple_a_bolt_kept_is_never_changed_and_the_others_are_made_anew(kind)
         ids = {wire.DATA: [None] * 12, wire.RUN: [first + n for n in range(12)],
                wire.TRACKED: [{first: n + 1} for n in range(12)],
                wire.ANCHORED: [first] * 12}[kind]
-        vals = [n + 1 if kind == wire.ANCHORED else 0 for n in range(12)]  # ack_val as sent
+        # ack_val as sent; a spout tuple's only copy starts with its root (its own edge)
+        vals = [n + 1 if kind == wire.ANCHORED else ids[n] if kind == wire.RUN else 0
+                for n in range(12)]
         assert bolt.user.seen == [([n], ids[n], vals[n]) for n in range(12)]
         assert [(t.values, t.ids) for t in bolt.user.kept] == [
             ([n], ids[n]) for n in (0, 3, 6, 9)]  # as they were given, after the batch
@@ -249,7 +251,8 @@ def test_input_set_aside_while_output_waits_is_taken_up_with_its_values_and_ids(
         ids = {wire.DATA: [None] * 4, wire.RUN: [first + i for i in range(4)],
                wire.TRACKED: [{first: n} for n in (3, 4, 5, 6)],
                wire.ANCHORED: [first + n for n in (3, 4, 5, 6)]}[kind]
-        vals = [7 * n if kind == wire.ANCHORED else 0 for n in (3, 4, 5, 6)]  # as sent
+        vals = [7 * n if kind == wire.ANCHORED else i if kind == wire.RUN else 0
+                for n, i in zip((3, 4, 5, 6), ids)]  # as sent; a RUN tuple's: its root
         bolt.output_waiting = ["held"]
         bolt.on_frame(header, wire.encode_batch(body))
         assert bolt.executed == 1 and bolt.user.seen == [([3], ids[0], vals[0])]
