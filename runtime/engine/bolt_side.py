@@ -240,7 +240,9 @@ class BoltSide:
             return False
         size, entry = 3 * self.batch_size, out.entry(values, self.comp)
         copies = out.tracked_copies(values, direct)
-        out.emitted += 1 - len(copies)  # and 1 a copy as it is sent (flush_tracked)
+        if len(copies) != 1:  # one copy counts as it is sent (flush_tracked)
+            out.emitted += 1
+            out.counted += len(copies)
         for batch in copies:
             ids = _edges(tracked)
             if len(ids) == 1:  # one root: flat, ``root, edge`` (wire.ANCHORED)

@@ -74,8 +74,8 @@ class StreamOut(PendingLists):
     counts, and the tap and recorder watching it while they are on."""
 
     __slots__ = ("name", "arity", "bare", "items", "outlets", "direct", "direct_tracked",
-                 "send", "on_bad", "emitted", "transferred", "_reported", "_fixed", "tap",
-                 "recorder", "runs", "stride", "tracked_kind")
+                 "send", "on_bad", "emitted", "counted", "transferred", "_reported", "_fixed",
+                 "tap", "recorder", "runs", "stride", "tracked_kind")
 
     def __init__(self, name: str, arity: int, send: Send,
                  on_bad: Callable[[str, list, dict | None], None],
@@ -90,6 +90,7 @@ class StreamOut(PendingLists):
         self.direct: dict[int, tuple[bytes, list]] = {}  # task -> (header, pending values)
         self.direct_tracked: dict[int, tuple[bytes, list]] = {}  # the same, tracked
         self.emitted = self.transferred = 0
+        self.counted = 0  # tracked copies waiting whose tuples already count (flush_tracked)
         self._reported: set[int] = set()
         self.tap: Tap | None = None  # set while someone samples this stream
         self.recorder = None  # a runtime.recording._parquet.Recorder while this stream is recorded
@@ -177,22 +178,28 @@ class StreamOut(PendingLists):
         self._reported.clear()
 
     def flush_tracked(self) -> None:
-        """Send the tracked batches. Their tuples count as emitted now, a copy each, as
-        an untracked batch's and a run's do: the emit that sent a tuple to ``k`` tasks
-        counted ``1 - k`` (the anchored emit, one copy, counts nothing: a count per
-        child cost ~320 instructions, a 64-bit int made and freed)."""
-        stride = self.stride
+        """Send the tracked batches. Their tuples count as emitted now, as an untracked
+        batch's and a run's do: an emit of one copy counts nothing (a count per child cost
+        ~320 instructions, a 64-bit int made and freed). An emit of any other number of
+        copies counted its tuple at once and its copies in ``counted``, which the copies
+        sent here do not count again; a count never goes back (a report between an emit
+        and its flush reads no less than the one before)."""
+        stride, sent = self.stride, 0
         for outlet in self.outlets:
             for header, part in zip(outlet.tracked_headers, outlet.tracked):
                 if part:
-                    self.emitted += len(part) // stride
+                    sent += len(part) // stride
                     self.ship(header, part, tracked=True)
                     part.clear()
         for header, part in self.direct_tracked.values():
             if part:
-                self.emitted += len(part) // stride
+                sent += len(part) // stride
                 self.ship(header, part, tracked=True)
                 part.clear()
+        if sent:  # a traced call's tails go alone (send_tails): not every copy counted
+            counted = min(self.counted, sent)  # may be among them; the rest go later
+            self.counted -= counted
+            self.emitted += sent - counted
         if self.runs is not None:  # newer than any tracked batch: a tracked emit ends
             self.runs.end(self)  # them first
 

@@ -150,11 +150,12 @@ class SpoutSide:
             out.flush_tracked()  # order: the tracked batches, then the runs (newer)
         copies = out.tracked_copies(values, direct)
         entry = out.entry(values, self.comp)
-        if len(copies) == 1:
+        if len(copies) == 1:  # it counts as it is sent (flush_tracked)
             root = self._one_copy(out, copies[0], entry)
-        else:
+        else:  # it counts now, its copies not as sent (counted first: they may be at once)
+            out.emitted += 1
+            out.counted += len(copies)
             root = self._copies(out, copies, entry)
-        out.emitted += 1 - len(copies)  # and 1 a copy as it is sent (flush_tracked)
         if out.recorder is not None:
             out.recorder.tracked(values, root)
         self.tracker.emitted(root, msg_id, self.monotonic())
