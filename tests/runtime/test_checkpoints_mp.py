@@ -8,6 +8,8 @@ the chaos."""
 from __future__ import annotations
 
 import contextlib
+import math
+import os
 import random
 import signal
 import sys
@@ -36,8 +38,30 @@ pytestmark = [pytest.mark.slow, pytest.mark.timeout(180)]
 cloudpickle.register_pickle_by_value(sys.modules[__name__])
 
 WORDS = [f"w{(i * 7) % 101}" for i in range(30_000)]
-RATE = 2500  # words a second per spout task: the run lasts long enough to be hit
+RATE = 2500  # words a second per spout task, until the kills are over (then unpaced)
 INTERVAL = 0.3  # seconds between checkpoints
+GO = "go"  # a file in the run directory: once it exists the spouts are no longer paced
+
+
+def go(running) -> None:
+    """End the spouts' pace (``rate_until=GO``): the faults are over, and the rest of the
+    input only has to be read, as fast as the topology takes it."""
+    open(os.path.join(running.run_dir, GO), "w").close()  # noqa: SIM115 - closed at once
+
+
+class PacedUntilGo(PacedLogSpout):
+    """A :class:`PacedLogSpout` paced only until :func:`go`: the faults of a chaos run land
+    mid-stream, and what is left after them takes no longer than it must (what
+    ``ListSpout(rate_until=GO)`` does for a list)."""
+
+    def open(self, config, context) -> None:
+        super().open(config, context)
+        self._go = os.path.join(context.run_dir, GO)
+
+    def next_tuple(self) -> None:
+        if self._go is not None and os.path.exists(self._go):
+            self._go, self.rate = None, math.inf
+        super().next_tuple()
 
 
 def fill_log(root, words=WORDS) -> None:
@@ -50,8 +74,8 @@ def fill_log(root, words=WORDS) -> None:
 
 def word_count(root, name: str) -> Topology:
     topo = Topology(name)
-    topo.spout("words", PacedLogSpout("words", root=str(root), fields=["word"], batch_size=100,
-                                      rate=RATE), parallelism=2)
+    topo.spout("words", PacedUntilGo("words", root=str(root), fields=["word"], batch_size=100,
+                                     rate=RATE), parallelism=2)
     topo.bolt("upper", PassOn, parallelism=2).shuffle_grouping("words")
     topo.bolt("count", StatefulWordCount, parallelism=2).fields_grouping("upper", ["word"])
     return topo
@@ -104,6 +128,7 @@ def run_with_kills(root, name: str, kills: int, seed: int, tupleflow_processes, 
         victims = ["count", "__checkpoint", "words"]
         killed = kill_in_turn(running, [victims[i % 3] for i in range(kills)], rng,
                               tupleflow_processes)
+        go(running)
         wait_for(lambda: counted(running) >= len(WORDS), 120, "the whole log to be committed")
         state = running.state("count")
         checkpoint = running.checkpoint()
@@ -155,6 +180,7 @@ def test_a_killed_container_rolls_back_and_counts_each_word_once(tmp_path, tuple
         old.send_signal(signal.SIGKILL)
         wait_for(lambda: running.status()["containers"].get(1) not in (None, old.pid), 60,
                  "a new stream manager for container 1")
+        go(running)
         wait_for(lambda: counted(running) >= len(WORDS), 120, "the whole log to be committed")
         state = running.state("count")
         stats = running.statistics()
@@ -194,12 +220,14 @@ def test_a_replaying_spout_that_cannot_rewind_loses_no_update_after_kills(
     and the checkpoint spout SIGKILLed (not the spout, whose process holds its pending
     tuples), the committed state is the batch count."""
     words = WORDS[:6000]
-    spout = ListSpout([[w] for w in words], fields=["word"], replay=True, rate=150)
+    spout = ListSpout([[w] for w in words], fields=["word"], replay=True, rate=150,
+                      rate_until=GO)
     with submit_rewindless("ckpt-queue-mp", spout) as running:
         seen: list[int] = []
         killed = kill_in_turn(running, ["count", "__checkpoint", "count", "count"],
                               random.Random(5), tupleflow_processes,
                               before_kill=lambda: seen.append(counted(running)))
+        go(running)
         wait_for(lambda: counted(running) >= len(words), 120, "every word committed")
         state = running.state("count")
     print(f"\n[queue spout] killed {killed}; committed before each kill {seen}")

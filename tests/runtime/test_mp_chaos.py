@@ -12,6 +12,7 @@ Waits poll the master's statistics with deadlines; the only sleeps pace the chao
 from __future__ import annotations
 
 import contextlib
+import os
 import random
 import signal
 import sys
@@ -25,6 +26,8 @@ import pytest
 from runtime import BasicBolt, Bolt, Spout, Topology
 from runtime.testing import ListSink, read_sink, replaced
 
+from .test_checkpoints_mp import GO, go
+
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(60)]
 
 cloudpickle.register_pickle_by_value(sys.modules[__name__])
@@ -37,7 +40,7 @@ OPTIONS = {
     "max_spout_pending": 500,  # per spout task: keeps complete latency well under it
     "spout_wait": 0.005,
 }
-RATE = 1000  # messages a second per spout task: the run lasts long enough to be hit
+RATE = 1000  # messages a second per spout task until go(): the run lasts long enough to be hit
 BOLTS = ("split", "count", "sink")
 
 
@@ -49,8 +52,9 @@ def sentence(i: int) -> str:
 
 class Messages(Spout):
     """Emits its share of messages ``[i, sentence(i)]`` with ``msg_id=i``, at most ``rate``
-    a second; a failed message goes back in the queue, and a message is done only once
-    acked. ``acked`` counts distinct messages done."""
+    a second until :func:`go`, then as fast as max spout pending lets it; a failed message
+    goes back in the queue, and a message is done only once acked. ``acked`` counts
+    distinct messages done."""
 
     outputs = ["msg", "sentence"]
 
@@ -61,8 +65,11 @@ class Messages(Spout):
         self.todo = deque(range(context.task_index, self.total, context.parallelism))
         self.done: set[int] = set()
         self.emitted, self.t0 = 0, time.monotonic()
+        self.go = os.path.join(context.run_dir, GO)
 
     def next_tuple(self):
+        if self.go is not None and os.path.exists(self.go):
+            self.go, self.rate = None, float("inf")
         if self.todo and self.emitted < (time.monotonic() - self.t0) * self.rate:
             i = self.todo.popleft()
             self.emit([i, sentence(i)], msg_id=i)
@@ -202,6 +209,7 @@ def test_kill_the_ackers(record_property, tupleflow_processes):
             killed.append(task)
             running.wait_until(replaced(chosen), timeout=20)
             time.sleep(2.0)  # paces the chaos; not a synchronisation
+        go(running)
         stats, records = until_done(running)
     assert restarts(stats, ("__acker",)) == len(killed)
     assert total(stats, "messages", "timed_out") > 0  # the dead ackers' roots timed out
@@ -233,6 +241,7 @@ def test_a_bolt_stopped_past_the_heartbeat_timeout(record_property, tupleflow_pr
         finally:
             with contextlib.suppress(psutil.NoSuchProcess):
                 proc.resume()  # SIGCONT (the old incarnation, if it still exists)
+        go(running)
         stats, records = until_done(running)
         events = running.events()
     assert [e["task"] for e in events if e["kind"] == "hung"] == [chosen.task]

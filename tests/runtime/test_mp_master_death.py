@@ -19,12 +19,15 @@ import pytest
 from runtime import Topology, TopologyDead
 from runtime.testing import ListSink, ListSpout, SplitSentence, WordCount, gone, read_sink, wait_for
 
+from .test_checkpoints_mp import GO, go
+
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(240)]
 
 cloudpickle.register_pickle_by_value(sys.modules[__name__])
 
 SENTENCES = 6000
-RATE = 250  # sentences a second per spout task: the run outlives the kill and the adoption
+RATE = 250  # sentences a second per spout task until go(): the run outlives the kill and
+# the adoption; after them the rest is emitted as fast as max spout pending lets it
 OPTIONS = {"ackers": 2, "max_spout_pending": 200, "message_timeout": 10.0, "spout_wait": 0.005}
 
 
@@ -36,7 +39,7 @@ def sentence(i: int) -> list[str]:
 def word_count(name: str) -> Topology:
     topo = Topology(name, **OPTIONS)
     sentences = ListSpout([sentence(i) for i in range(SENTENCES)], ["sentence"], replay=True,
-                          rate=RATE)
+                          rate=RATE, rate_until=GO)
     topo.spout("sentences", sentences, parallelism=2)
     topo.bolt("split", SplitSentence, parallelism=2).shuffle_grouping("sentences")
     topo.bolt("count", WordCount, parallelism=2).fields_grouping("split", ["word"])
@@ -44,9 +47,9 @@ def word_count(name: str) -> Topology:
     return topo
 
 
-def flowing(name: str):
+def flowing(name: str, **options):
     """The word count, submitted in two containers, once some sentences are acked."""
-    running = word_count(name).submit(containers=2)
+    running = word_count(name).submit(containers=2, **options)
     running.wait_until(lambda s: acked(s) > 300, timeout=90, interval=0.1)
     return running
 
@@ -99,6 +102,7 @@ def test_a_killed_master_is_replaced_and_the_data_flow_goes_on_without_it(tuplef
         flowed.append(len(sink_words(running)) - at_death)
 
     kill_master(running, before_the_new_one=sink_grows_with_no_master)
+    go(running)
     stats = running.wait_until(all_acked, timeout=150, interval=0.2)
     status, events = running.status(), running.events()
 
@@ -117,7 +121,9 @@ def test_a_killed_master_is_replaced_and_the_data_flow_goes_on_without_it(tuplef
 
 def test_a_container_that_died_with_no_master_is_started_again_by_the_new_one(
         tupleflow_processes):
-    running = flowing("bereft")
+    # the tuples container 1 held when it died are replayed once they time out: a timeout
+    # shorter than OPTIONS' (as the chaos tests' 4 s) so that the run does not wait 10 s
+    running = flowing("bereft", message_timeout=4.0)
     containers = running.status()["containers"]
     victim = psutil.Process(containers[1])
 
@@ -126,6 +132,7 @@ def test_a_container_that_died_with_no_master_is_started_again_by_the_new_one(
         wait_for(lambda: gone(victim), 30, "container 1's stream manager to die")
 
     kill_master(running, before_the_new_one=kill_container_1)
+    go(running)
     running.wait_until(all_acked, timeout=150, interval=0.2)
     status = running.status()
     (restarted,) = [e for e in running.events() if e["kind"] == "master_restarted"]
@@ -152,6 +159,7 @@ def test_a_paused_topology_stays_paused_under_a_new_master_and_resumes(tupleflow
     assert sum(s.emitted for s in held if s.component == "sentences") == \
         sum(s.emitted for s in emitted if s.component == "sentences")  # nothing emitted
     assert running.resume() is True
+    go(running)
     running.wait_until(all_acked, timeout=150, interval=0.2)
     assert unseen(running) == []
     running.kill()

@@ -13,6 +13,7 @@ Waits poll the sinks, the broker and the master's statistics with deadlines."""
 from __future__ import annotations
 
 import json
+import os
 import sys
 import time
 from collections import Counter
@@ -138,15 +139,21 @@ def test_log_spout_rebalanced_with_a_new_number_of_containers_loses_nothing(tmp_
 
 
 class Sleepy(Bolt):
-    """Passes each tuple on after ``seconds`` asleep: a slow step that burns no CPU, so
-    that tuples are still in flight when the drain's bound is over."""
+    """Passes each tuple on after ``seconds`` asleep, until a file ``go`` appears in the
+    run directory: a slow step that burns no CPU, so that tuples are still in flight when
+    the drain's bound is over, and no slower than it must be once the rebalances are."""
 
     outputs = ["word"]
 
     def __init__(self, seconds: float) -> None:
         self.seconds = seconds
 
+    def prepare(self, config, context):
+        self._go = os.path.join(context.run_dir, "go")
+
     def process(self, tup):
+        if self._go is not None and os.path.exists(self._go):
+            self._go, self.seconds = None, 0.0
         time.sleep(self.seconds)
         self.emit([tup.values[0]], anchors=[tup])
         self.ack(tup)
@@ -163,16 +170,17 @@ def test_log_spout_tuples_in_flight_past_the_drain_are_read_again_by_the_new_own
     topo = Topology("spout-rebal-undrained")
     topo.spout("ids", PacedLogSpout("ids", root=str(tmp_path), fields=["word"], batch_size=50,
                                     rate=1500, max_uncommitted=window), parallelism=2)
-    topo.bolt("slow", Sleepy(0.02), parallelism=2).shuffle_grouping("ids")  # 100 a second
+    topo.bolt("slow", Sleepy(0.01), parallelism=2).shuffle_grouping("ids")  # 200 a second
     topo.bolt("sink", ListSink).shuffle_grouping("slow")
     with topo.submit(ackers=1, max_spout_pending=400) as running:
         running.wait_active(60)
-        # 400 in flight take the slow bolts 4 s, past the drain's bound (1 s)
+        # 400 in flight take the slow bolts 2 s at least, past the drain's bound (1 s)
         wait_for(lambda: sum(s.pending for s in tasks_of(running, "ids")) >= 400, 60,
                  "400 tuples in flight")
         down = running.rebalance({"ids": 1})
         wait_for(lambda: len(sink_values(running)) > 800, 120, "half the ids")
         up = running.rebalance({"ids": 2})
+        open(os.path.join(running.run_dir, "go"), "w").close()  # noqa: SIM115 - the rest fast
         got = every_id_at_the_sink(running, ids)
         calm(running)
     duplicates = duplicates_in(got)

@@ -15,9 +15,9 @@ import sys
 import cloudpickle
 import pytest
 
-from runtime.testing import PacedLogSpout, read_sink, wait_for
+from runtime.testing import read_sink, wait_for
 
-from .test_checkpoints_mp import kill_in_turn
+from .test_checkpoints_mp import PacedUntilGo, go, kill_in_turn
 from .test_window_checkpoints import (
     FIELDS,
     batch,
@@ -31,7 +31,7 @@ pytestmark = [pytest.mark.slow, pytest.mark.timeout(300)]
 
 cloudpickle.register_pickle_by_value(sys.modules[__name__])
 
-RATE = 200  # records a second: the 30 s run lasts long enough to be hit several times
+RATE = 200  # records a second until the kills are over: 30 s of log, hit several times
 INTERVAL = 0.5  # seconds between checkpoints
 
 
@@ -46,14 +46,15 @@ def test_sigkilled_windowed_tasks_and_checkpoint_spout_keep_every_window_exact(
     rows = records(6000)
     fill_log(tmp_path, rows)
     expected = batch(rows)
-    spout = PacedLogSpout("events", root=str(tmp_path), fields=FIELDS, batch_size=50,
-                          rate=RATE)
+    spout = PacedUntilGo("events", root=str(tmp_path), fields=FIELDS, batch_size=50,
+                         rate=RATE)
     victims = ["tumble", "__checkpoint", "slide", "count", "tumble", "__checkpoint"]
     seen: list[int] = []  # the window outputs in the sink before each kill
     with windows_topology("win-ckpt-mp", spout).submit(checkpoint_interval=INTERVAL) as running:
         killed = kill_in_turn(running, victims, rng, tupleflow_processes, pause=0.4,
                               before_kill=lambda: seen.append(
                                   sum(len(w) for w in emitted(running).values())))
+        go(running)  # the rest of the log, unpaced
         with contextlib.suppress(TimeoutError):
             wait_for(lambda: emitted(running) == expected, 120, "every window, exact")
         got = emitted(running)

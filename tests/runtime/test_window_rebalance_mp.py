@@ -5,9 +5,9 @@ both rebalanced 2 -> 3 -> 2 mid-stream with a checkpoint every 0.5 s; the last e
 every window equals a batch computation over the log. Before issue 21's split the guard
 refused these rebalances (the open windows could not be split).
 
-The spout reads the log at 300 records a second, so both rebalances come while it is
-read (the test checks that windows were still to come); waits poll the sink and the
-committed checkpoint with deadlines, never sleep."""
+The spout reads the log at 300 records a second until the rebalances are over, so both
+come while it is read (the test checks that windows were still to come), then unpaced;
+waits poll the sink and the committed checkpoint with deadlines, never sleep."""
 
 from __future__ import annotations
 
@@ -18,9 +18,9 @@ import pytest
 
 from runtime import Duration, Topology, Window
 from runtime.sources import EmbeddedLog
-from runtime.testing import ListSink, PacedLogSpout, read_sink, wait_for
+from runtime.testing import ListSink, read_sink, wait_for
 
-from .test_checkpoints_mp import committed_id
+from .test_checkpoints_mp import PacedUntilGo, committed_id, go
 from .test_window_checkpoints import ByKey, last_emissions, time_windows, wire_json
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(400)]
@@ -32,7 +32,7 @@ KEYS = [f"k{i}" for i in range(12)]
 ROWS = 6000
 STEP_MS = 10  # event time: record i at i * STEP_MS ms
 FLUSH_MS = 10_000_500  # a last record per key: every watermark past every real window
-RATE = 300  # records a second
+RATE = 300  # records a second, until the rebalances are over
 TUMBLE, SLIDE_LENGTH, SLIDE = 1_000, 2_000, 1_000
 WINDOWED = ("tumble", "slide")
 
@@ -55,8 +55,8 @@ def append(root, rows: list[list], create: bool = False) -> None:
 
 def topology(root) -> Topology:
     topo = Topology("win-rebal")
-    topo.spout("events", PacedLogSpout("events", root=str(root), fields=FIELDS, batch_size=50,
-                                       rate=RATE))
+    topo.spout("events", PacedUntilGo("events", root=str(root), fields=FIELDS, batch_size=50,
+                                      rate=RATE))
     every = {"timestamp_field": "ts", "watermark_interval": Duration(0.2)}
     topo.bolt("tumble", ByKey, parallelism=2, window=Window.tumbling(
         Duration(TUMBLE / 1000), **every)).fields_grouping("events", ["k"])
@@ -121,7 +121,7 @@ def started(running) -> None:
 
 def test_windowed_components_rebalanced_2_3_2_in_place_keep_every_window_exact(tmp_path):
     rows = records()
-    append(tmp_path, rows + flush(), create=True)  # read at RATE: about 20 s
+    append(tmp_path, rows + flush(), create=True)  # read at RATE: about 20 s, if never go()
     with topology(tmp_path).submit(checkpoint_interval=0.5) as running:
         started(running)
         reached = [last_end(running, "slide")]
@@ -132,6 +132,7 @@ def test_windowed_components_rebalanced_2_3_2_in_place_keep_every_window_exact(t
         reached.append(last_end(running, "slide"))
         shrunk = running.rebalance({"tumble": 2, "slide": 2})
         assert [running_tasks(running, c) for c in WINDOWED] == [2, 2]
+        go(running)  # the rest of the log, unpaced
         exact(running, rows)
         events = [e for e in running.events() if e["kind"] == "rebalanced"]
     print(f"\n[window rebalance] slide windows emitted up to {reached} ms of "
@@ -153,6 +154,7 @@ def test_a_windowed_component_rebalanced_with_its_containers_restarted_stays_exa
         reached = last_end(running, "slide")
         moved = running.rebalance({"slide": 3}, containers=2)
         assert not moved["in_place"] and running.plan().containers == 2
+        go(running)
         exact(running, rows)
     print(f"\n[window rebalance, containers 1 -> 2, at {reached} ms] {moved}")
     assert reached < rows[-1][2] - 3 * SLIDE
