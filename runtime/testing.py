@@ -21,6 +21,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import logging
+import math
 import os
 import shutil
 import tempfile
@@ -124,8 +125,7 @@ class ListSpout(Spout):
         self.acked: set[int] = set()
         self.failed: list[int] = []
         self.sent, self._t0 = 0, None
-        self._go = None if self.rate_until is None else os.path.join(context.run_dir,
-                                                                      self.rate_until)
+        self._go = _go_file(context, self.rate_until)
         self._retries = ReplaySchedule(self.backoff)
         self._failures: dict[int, int] = {}  # msg id -> times it failed
 
@@ -161,6 +161,11 @@ class ListSpout(Spout):
             self._retries.add(msg_id, failures, self.clock())
         elif self.replay:
             self.todo.append(msg_id)
+
+
+def _go_file(context, rate_until: str | None) -> str | None:
+    """The path of a spout's ``rate_until`` file in the topology's run directory."""
+    return None if rate_until is None else os.path.join(context.run_dir, rate_until)
 
 
 class ListSink(Bolt):
@@ -275,20 +280,25 @@ class StatefulWordCount(StatefulBolt):
 
 
 class PacedLogSpout(LogSpout):
-    """A :class:`~runtime.sources.LogSpout` reading at most ``rate`` records a second (for
-    as long as it runs), so that the faults of a chaos run land mid-stream."""
+    """A :class:`~runtime.sources.LogSpout` reading at most ``rate`` records a second, so
+    that the faults of a chaos run land mid-stream: for as long as it runs, or with
+    ``rate_until`` only until that file exists in the run directory (as
+    :class:`ListSpout`'s)."""
 
-    def __init__(self, *args, rate: float, **kwargs) -> None:
+    def __init__(self, *args, rate: float, rate_until: str | None = None, **kwargs) -> None:
         super().__init__(*args, **kwargs)
-        self.rate = rate
+        self.rate, self.rate_until = rate, rate_until
 
     def open(self, config, context) -> None:
         super().open(config, context)
         self._t0, self._taken = time.monotonic(), 0
+        self._go = _go_file(context, self.rate_until)
 
     def next_tuple(self) -> None:
         if self._taking:  # partitions a rebalance gave it: their offsets were not read here
             self._take()
+        if self._go is not None and os.path.exists(self._go):
+            self._go, self.rate = None, math.inf
         if self._taken < (time.monotonic() - self._t0) * self.rate:
             before = self._position()
             super().next_tuple()

@@ -8,7 +8,6 @@ the chaos."""
 from __future__ import annotations
 
 import contextlib
-import math
 import os
 import random
 import signal
@@ -49,21 +48,6 @@ def go(running) -> None:
     open(os.path.join(running.run_dir, GO), "w").close()  # noqa: SIM115 - closed at once
 
 
-class PacedUntilGo(PacedLogSpout):
-    """A :class:`PacedLogSpout` paced only until :func:`go`: the faults of a chaos run land
-    mid-stream, and what is left after them takes no longer than it must (what
-    ``ListSpout(rate_until=GO)`` does for a list)."""
-
-    def open(self, config, context) -> None:
-        super().open(config, context)
-        self._go = os.path.join(context.run_dir, GO)
-
-    def next_tuple(self) -> None:
-        if self._go is not None and os.path.exists(self._go):
-            self._go, self.rate = None, math.inf
-        super().next_tuple()
-
-
 def fill_log(root, words=WORDS) -> None:
     with EmbeddedLog(root) as log:
         log.create_topic("words", 4)
@@ -74,8 +58,8 @@ def fill_log(root, words=WORDS) -> None:
 
 def word_count(root, name: str) -> Topology:
     topo = Topology(name)
-    topo.spout("words", PacedUntilGo("words", root=str(root), fields=["word"], batch_size=100,
-                                     rate=RATE), parallelism=2)
+    topo.spout("words", PacedLogSpout("words", root=str(root), fields=["word"], batch_size=100,
+                                      rate=RATE, rate_until=GO), parallelism=2)
     topo.bolt("upper", PassOn, parallelism=2).shuffle_grouping("words")
     topo.bolt("count", StatefulWordCount, parallelism=2).fields_grouping("upper", ["word"])
     return topo

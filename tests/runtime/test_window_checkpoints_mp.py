@@ -15,9 +15,9 @@ import sys
 import cloudpickle
 import pytest
 
-from runtime.testing import read_sink, wait_for
+from runtime.testing import PacedLogSpout, read_sink, wait_for
 
-from .test_checkpoints_mp import PacedUntilGo, go, kill_in_turn
+from .test_checkpoints_mp import GO, go, kill_in_turn
 from .test_window_checkpoints import (
     FIELDS,
     batch,
@@ -46,8 +46,8 @@ def test_sigkilled_windowed_tasks_and_checkpoint_spout_keep_every_window_exact(
     rows = records(6000)
     fill_log(tmp_path, rows)
     expected = batch(rows)
-    spout = PacedUntilGo("events", root=str(tmp_path), fields=FIELDS, batch_size=50,
-                         rate=RATE)
+    spout = PacedLogSpout("events", root=str(tmp_path), fields=FIELDS, batch_size=50,
+                          rate=RATE, rate_until=GO)
     victims = ["tumble", "__checkpoint", "slide", "count", "tumble", "__checkpoint"]
     seen: list[int] = []  # the window outputs in the sink before each kill
     with windows_topology("win-ckpt-mp", spout).submit(checkpoint_interval=INTERVAL) as running:

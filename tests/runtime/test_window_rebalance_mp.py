@@ -18,9 +18,9 @@ import pytest
 
 from runtime import Duration, Topology, Window
 from runtime.sources import EmbeddedLog
-from runtime.testing import ListSink, read_sink, wait_for
+from runtime.testing import ListSink, PacedLogSpout, read_sink, wait_for
 
-from .test_checkpoints_mp import PacedUntilGo, committed_id, go
+from .test_checkpoints_mp import GO, committed_id, go
 from .test_window_checkpoints import ByKey, last_emissions, time_windows, wire_json
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(400)]
@@ -55,8 +55,8 @@ def append(root, rows: list[list], create: bool = False) -> None:
 
 def topology(root) -> Topology:
     topo = Topology("win-rebal")
-    topo.spout("events", PacedUntilGo("events", root=str(root), fields=FIELDS, batch_size=50,
-                                      rate=RATE))
+    topo.spout("events", PacedLogSpout("events", root=str(root), fields=FIELDS, batch_size=50,
+                                       rate=RATE, rate_until=GO))
     every = {"timestamp_field": "ts", "watermark_interval": Duration(0.2)}
     topo.bolt("tumble", ByKey, parallelism=2, window=Window.tumbling(
         Duration(TUMBLE / 1000), **every)).fields_grouping("events", ["k"])
