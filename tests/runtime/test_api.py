@@ -57,7 +57,6 @@ PUBLIC_MODULES = ["runtime", "runtime.testing", "runtime.tuning", "runtime.optio
                   "kernel_ext"]
 # Names a public module defines without exporting them, on purpose.
 NOT_EXPORTED = {
-    "runtime.testing": {"START_ATTEMPTS", "log"},  # the twin's own limit; a logger
     "runtime.trident": {"STATS_DIR", "log"},  # where the bolts leave statistics; a logger
 }
 
