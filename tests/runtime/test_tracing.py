@@ -6,6 +6,7 @@ the store's bound; bad ``trace=`` values. The multiprocess cases are in
 
 from __future__ import annotations
 
+import dataclasses
 import random
 
 import pytest
@@ -295,6 +296,42 @@ def test_a_copy_lost_with_a_restarted_task_is_in_transit_else_queued_at_its_task
     t = store.lineage("m", now=106.0)
     assert t.held_by == (TRANSIT, None) and t.hops[1].parent == 0
     assert trace_from_plain(trace_to_plain(t)) == t
+
+
+def test_a_trace_made_plain_is_what_asdict_makes_and_a_copy_as_deep():
+    store = TraceStore({1: "spout", 2: "split", 3: "count"}, timeout=5.0)
+    msg_id, nested = ["m", [1, 2]], [["a", "b"], {"x": 1}]
+    store.add(1, 0, [["start", 7, msg_id, "spout", 1, [nested, "s"], 100.0, True],
+                     ["sent", 7, 70, 0, 2, "default", [nested, "s"], 100.0],
+                     ["done", 7, "failed", 3.0]], now=100.0)
+    store.add(2, 0, [["sent", 7, [71, 72], 70, 3, "default", ["w", ["v", 1]], True, 100.5],
+                     ["hop", 7, 70, 1.0, 2.0, "failed"]], now=101.0)
+    for t in (store.lineage(msg_id, now=102.0), store.traces(now=102.0)[0]):
+        plain = trace_to_plain(t)
+        assert plain == dataclasses.asdict(t) and list(plain) == list(dataclasses.asdict(t))
+        assert [list(h) for h in plain["hops"]] == [list(dataclasses.asdict(h)) for h in t.hops]
+        assert trace_from_plain(plain) == t
+        plain["msg_id"][1].append(3)  # a deep copy: the store's trees are untouched
+        plain["values"][0][0].append("c")
+        plain["hops"][2]["values"][0].append(2)
+        assert store.lineage(msg_id, now=102.0) == t
+
+
+def test_the_finished_traces_are_the_newest_but_pending_and_only_they_are_assembled(
+        monkeypatch):
+    store = TraceStore({1: "spout", 2: "bolt"})
+    for i in range(1, 11):
+        done = [["done", i, "acked", 1.0]] if i % 3 else []
+        store.add(1, 0, [started(i, f"m{i}"), ["sent", i, 10 * i, 0, 2, "default", [i], 0.0],
+                         *done], now=0.0)
+    newest = [t for t in store.traces(None, 6, now=1.0) if t.status != "pending"]
+    assembled = []
+    assemble = store._assemble
+    monkeypatch.setattr(store, "_assemble", lambda tree, st: assembled.append(st) or
+                        assemble(tree, st))
+    assert store.finished(6, now=1.0) == newest
+    assert [t.msg_id for t in newest] == ["m10", "m8", "m7", "m5"]
+    assert assembled == ["acked"] * 4  # m9 and m6, pending, were not assembled
 
 
 def test_an_untracked_tree_is_acked_when_every_hop_ran_else_it_times_out():
