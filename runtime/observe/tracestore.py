@@ -50,8 +50,11 @@ class _Tree:
         self.start: list | None = None  # the spout's start record
         self.status: str | None = None  # the spout's outcome (tracked trees)
         self.complete_ms: float | None = None
-        self.sent: dict[int, list] = {}  # hop -> [parent, dest, stream, values, emitted]
-        self.ran: dict[int, list] = {}  # hop -> [task, incarnation, queued, executed, outcome]
+        # per hop, tuples of atoms (values: a tuple), which the collector stops tracking
+        # at its first pass: a store of 10,000 trees is then ~5 tracked containers a
+        # tree, not ~40 (each full collection of the master traversed them all)
+        self.sent: dict[int, tuple] = {}  # hop -> (parent, dest, stream, values, emitted)
+        self.ran: dict[int, tuple] = {}  # hop -> (task, incarnation, queued, executed, outcome)
         self.outcomes: dict[int, str] = {}  # hop -> a later ack or fail of a held copy
         self.missing = 0  # copies sent and not (yet) processed
 
@@ -106,12 +109,13 @@ class TraceStore:
             if type(record[2]) is list:  # a frame's copies (hops, entries, bare, emitted)
                 self._sent_frame(tree, *record[2:6], _values(record), *record[7:9])
             else:  # one copy: hop, parent, dest, stream, values, emitted
-                self._sent(tree, record[2], list(record[3:8]))
+                parent, dest, stream, values, emitted = record[3:8]
+                self._sent(tree, record[2], (parent, dest, stream, tuple(values), emitted))
         elif kind == "hop":
             hop = record[2]
             if hop not in tree.ran and hop in tree.sent:
                 tree.missing -= 1
-            tree.ran[hop] = [task, incarnation, *record[3:6]]
+            tree.ran[hop] = (task, incarnation, *record[3:6])
         elif kind == "outcome":
             tree.outcomes[record[2]] = str(record[3])
         elif kind == "done":
@@ -123,7 +127,7 @@ class TraceStore:
             raise ValueError(f"unknown trace record {kind!r}")
 
     @staticmethod
-    def _sent(tree: _Tree, hop: int, rest: list) -> None:
+    def _sent(tree: _Tree, hop: int, rest: tuple) -> None:
         if hop not in tree.sent and hop not in tree.ran:
             tree.missing += 1
         tree.sent[hop] = rest
@@ -133,8 +137,8 @@ class TraceStore:
         if type(entries) is not list or len(entries) != len(hops):
             raise ValueError("a sent frame needs one entry per hop")
         for hop, entry in zip(hops, entries):
-            self._sent(tree, hop, [parent, dest, stream, [entry] if bare else entry,
-                                   emitted])
+            self._sent(tree, hop, (parent, dest, stream, (entry,) if bare else tuple(entry),
+                                   emitted))
 
     # -- queries ------------------------------------------------------------------------
     def __len__(self) -> int:

@@ -7,6 +7,7 @@ the store's bound; bad ``trace=`` values. The multiprocess cases are in
 from __future__ import annotations
 
 import dataclasses
+import gc
 import random
 
 import pytest
@@ -332,6 +333,24 @@ def test_the_finished_traces_are_the_newest_but_pending_and_only_they_are_assemb
     assert store.finished(6, now=1.0) == newest
     assert [t.msg_id for t in newest] == ["m10", "m8", "m7", "m5"]
     assert assembled == ["acked"] * 4  # m9 and m6, pending, were not assembled
+
+
+def test_a_stored_trees_hops_are_left_to_the_collector_untracked():
+    # the master keeps up to 10,000 trees: each hop's record a list was a container that
+    # every full collection traversed (~40 a sentence's tree); tuples of atoms are not
+    store = TraceStore({1: "spout", 2: "split", 3: "count"})
+    store.add(1, 0, [started(7, "m"), ["sent", 7, 70, 0, 2, "default", ["a b"], 100.0]],
+              now=100.0)
+    store.add(2, 0, [["sent", 7, [71, 72], 70, 3, "default", ["a", "b"], True, 100.5],
+                     ["hop", 7, 70, 1.0, 2.0, "acked"]], now=101.0)
+    store.add(3, 0, [["hop", 7, 71, 1.0, 2.0, "acked"], ["hop", 7, 72, 1.0, 2.0, None]],
+              now=101.0)
+    gc.collect()  # the values' tuples are let go first, the hops' at the next pass
+    gc.collect()
+    tree = store._trees[7]
+    records = [*tree.sent.values(), *tree.ran.values()]
+    assert len(records) == 6 and not any(map(gc.is_tracked, records))
+    assert [h.values for h in store.lineage("m", now=102.0).hops] == [("a b",), ("a",), ("b",)]
 
 
 def test_an_untracked_tree_is_acked_when_every_hop_ran_else_it_times_out():
