@@ -101,7 +101,13 @@ class TraceStore:
         if type(trace) is not int:
             raise TypeError("a trace id is an int")
         tree = self._tree(trace)
-        if kind == "start":  # newest first means by the spout's emit: it moves to the end
+        if kind == "hops":  # a frame's copies processed (hop, queued, executed, outcome)
+            for hop, queued, executed, outcome in record[2]:  # (a malformed one: counted)
+                self._ran(tree, hop, (task, incarnation, queued, executed, outcome))
+        elif kind == "hop":  # one copy processed (before 2026-11-27, wt-trace5: per tuple)
+            _, _, hop, queued, executed, outcome = record
+            self._ran(tree, hop, (task, incarnation, queued, executed, outcome))
+        elif kind == "start":  # newest first means by the spout's emit: it moves to the end
             tree.start = list(record[2:8])
             self._trees.move_to_end(trace)
             self._by_msg[_key(record[2])] = trace
@@ -111,11 +117,6 @@ class TraceStore:
             else:  # one copy: hop, parent, dest, stream, values, emitted
                 parent, dest, stream, values, emitted = record[3:8]
                 self._sent(tree, record[2], (parent, dest, stream, tuple(values), emitted))
-        elif kind == "hop":
-            hop = record[2]
-            if hop not in tree.ran and hop in tree.sent:
-                tree.missing -= 1
-            tree.ran[hop] = (task, incarnation, *record[3:6])
         elif kind == "outcome":
             tree.outcomes[record[2]] = str(record[3])
         elif kind == "done":
@@ -125,6 +126,12 @@ class TraceStore:
             tree.status, tree.complete_ms = status, float(record[3])
         else:
             raise ValueError(f"unknown trace record {kind!r}")
+
+    @staticmethod
+    def _ran(tree: _Tree, hop: int, ran: tuple) -> None:
+        if hop not in tree.ran and hop in tree.sent:
+            tree.missing -= 1
+        tree.ran[hop] = ran
 
     @staticmethod
     def _sent(tree: _Tree, hop: int, rest: tuple) -> None:

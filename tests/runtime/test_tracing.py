@@ -498,7 +498,7 @@ def test_a_traced_frame_is_one_sent_record_the_store_splits(monkeypatch):
         hops = r[2]
         assert hops == list(range(hops[0], hops[0] + len(hops)))
         assert type(r[6]) is bytes and len(wire.batch_values(r[9], r[6])) == len(hops)
-    assert all(type(r) is tuple for r in filed if r[0] in ("hop", "done"))
+    assert all(type(r) is tuple for r in filed if r[0] in ("hops", "done"))
     store = TraceStore({2: "split"})
     body = wire.encode_batch(["c", "d"])
     store.add(1, 0, [started(8, "n"), ["sent", 8, [80, 81], 0, 2, "default", body, True,
@@ -513,6 +513,33 @@ def test_a_traced_frame_is_one_sent_record_the_store_splits(monkeypatch):
                                                     True, 1.0]], now=1.0)
     assert [h.values for h in store.lineage("m", now=1.0).hops] == [("a",), ("b",)]
     assert store.malformed == 1  # a frame's record with fewer entries than hops
+
+
+def test_a_traced_frames_processed_tuples_are_one_hops_record(monkeypatch):
+    # one record per traced frame a task processes, not one per tuple: the trace id
+    # once, and the master files one record (docs/internals/tracing.md, wt-trace5)
+    filed: list = []
+    add = TraceStore.add
+    monkeypatch.setattr(TraceStore, "add", lambda self, task, inc, records, now: (
+        filed.extend((task, r) for r in records), add(self, task, inc, records, now))[1])
+    with InMemoryCluster(sentences(Sentences(3), count_tasks=1), ackers=1,
+                         trace=1.0) as cluster:
+        cluster.run_until_idle()
+        counter = cluster.plan.component_tasks()["count"][0]
+        for t in cluster.traces():
+            check_tree(t, 4)
+    kinds = [r[0] for _, r in filed]
+    assert "hop" not in kinds and kinds.count("hops") == 3 * 2  # split's and count's
+    for task, r in filed:
+        if r[0] == "hops" and task == counter:
+            assert [len(e) for e in r[2]] == [4] * 4  # (hop, queued, executed, outcome)
+            assert {e[3] for e in r[2]} == {"acked"}
+    store = TraceStore({2: "split"})
+    store.add(2, 0, [started(7, "m"), ["sent", 7, [70, 71], 0, 2, "default", ["a", "b"],
+                                       True, 1.0],
+                     ["hops", 7, [(70, 1.0, 2.0, "acked"), (71, 1.0)]]], now=1.0)
+    assert [h.executed_ms for h in store.lineage("m", now=1.0).hops] == [2.0, None]
+    assert store.malformed == 1  # a malformed copy: counted, the ones before it filed
 
 
 def test_a_traced_spout_tuple_cuts_its_turn_in_two_pieces_only():
