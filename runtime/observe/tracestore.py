@@ -260,22 +260,26 @@ class TraceStore:
         return (self.components.get(task, "?"), task)
 
 
-def _causal(sent: dict[int, list]) -> list[int]:
+def _causal(sent: dict[int, tuple]) -> list[int]:
     """Hop ids in causal order: the spout's copies, then each hop's children, breadth
-    first, siblings by emit time; copies whose parent is unknown go last."""
+    first, siblings by emit time; copies whose parent is unknown go last. (The master
+    orders every trace it keeps, every couple of seconds: no sort of one child, and
+    the orphans are sorted only when there are some.)"""
     children: dict[int, list[int]] = {}
-    for hop, (parent, *_rest) in sent.items():
-        children.setdefault(parent, []).append(hop)
+    for hop, copy in sent.items():
+        children.setdefault(copy[0], []).append(hop)
     for kids in children.values():
-        kids.sort(key=lambda h: sent[h][4])
+        if len(kids) > 1:
+            kids.sort(key=lambda h: sent[h][4])
     order, queue, placed = [], [0], set()
-    while queue:
-        for hop in children.get(queue.pop(0), ()):
+    for parent in queue:  # (the queue grows as it is read: breadth first)
+        for hop in children.get(parent, ()):
             if hop not in placed:
                 placed.add(hop)
                 order.append(hop)
                 queue.append(hop)
-    order += [h for h in sorted(sent, key=lambda h: sent[h][4]) if h not in placed]
+    if len(order) < len(sent):
+        order += [h for h in sorted(sent, key=lambda h: sent[h][4]) if h not in placed]
     return order
 
 
