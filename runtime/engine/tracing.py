@@ -29,7 +29,7 @@ them):
 ===========================================================================  =================
 ``["start", trace, msg_id, component, task, values, started, tracked]``        a spout traced
 ``["sent", trace, hops, parent, dest, stream, body, bare, emitted, kind]``     copies left
-``("hops", trace, [(hop, queued_ms, executed_ms, outcome), ...])``            copies processed
+``("hops", trace, ((hop, queued_ms, executed_ms, outcome), ...))``             copies processed
 ``("outcome", trace, hop, outcome)``                                           a held copy settled
 ``("done", trace, status, complete_ms)``                                       the spout's outcome
 ===========================================================================  =================
@@ -299,8 +299,9 @@ class Tracer:
         try:  # its acks go with the frame's it rode
             bolt.on_frame(h, inner, waiting, ack_now=ack_now, process=process)
         finally:
-            if done:  # one record for the frame's tuples: its trace id once, and one
-                self.records.append(("hops", trace, done))  # record for the master to file
+            if done:  # one record for the frame's tuples (its trace id once, one record
+                # for the master to file), of atoms: the collector lets it go untracked
+                self.records.append(("hops", trace, tuple(done)))
             self._close()  # the last traced input's children, its ack folded in
 
     def _traced_process(self, bolt, process, trace: int, hops, emitted: float, record):
