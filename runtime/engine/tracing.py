@@ -29,7 +29,7 @@ them):
 ===========================================================================  =================
 ``["start", trace, msg_id, component, task, values, started, tracked]``        a spout traced
 ``["sent", trace, hops, parent, dest, stream, body, bare, emitted, kind]``     copies left
-``("hop", trace, hop, queued_ms, executed_ms, outcome)``                       a copy processed
+``("hops", trace, ((hop, queued_ms, executed_ms, outcome), ...))``             copies processed
 ``("outcome", trace, hop, outcome)``                                           a held copy settled
 ``("done", trace, status, complete_ms)``                                       the spout's outcome
 ===========================================================================  =================
@@ -37,9 +37,11 @@ them):
 ``parent`` is 0 for the spout's own copies (hop ids are random, never 0). A ``sent``
 record covers one frame: ``hops``, one per copy, and the frame's ``kind`` and ``body``
 untouched (its values are read by the master's store, ``wire.batch_values``: bare values
-when ``bare``), which splits it. The records of atoms are tuples: the collector stops
-tracking such a tuple at its first pass, so the records waiting for a report (up to a
-report interval's) are not traversed again and again.
+when ``bare``), which splits it. A ``hops`` record too covers one traced frame a task
+processed, a tuple of atoms per copy (one record a tuple until 2026-11-27, wt-trace5:
+the master filed ten for a sentence's words). The records of atoms are tuples: the
+collector stops tracking such a tuple at its first pass, so the records waiting for a
+report (up to a report interval's) are not traversed again and again.
 """
 
 from __future__ import annotations
@@ -291,16 +293,22 @@ class Tracer:
         # patching it (or reading its __dict__) makes CPython 3.11 give up the inline
         # attribute loads of that object for good, and every untraced tuple after it
         # pays (its own ``self.counts``, ``self.emit``: ~40 % slower each)
-        process = self._traced_process(bolt, self.user.process, trace, iter(hops), emitted)
+        done: list[tuple] = []  # (hop, queued_ms, executed_ms, outcome) per tuple processed
+        process = self._traced_process(bolt, self.user.process, trace, iter(hops), emitted,
+                                       done.append)
         try:  # its acks go with the frame's it rode
             bolt.on_frame(h, inner, waiting, ack_now=ack_now, process=process)
         finally:
+            if done:  # one record for the frame's tuples (its trace id once, one record
+                # for the master to file), of atoms: the collector lets it go untracked
+                self.records.append(("hops", trace, tuple(done)))
             self._close()  # the last traced input's children, its ack folded in
 
-    def _traced_process(self, bolt, process, trace: int, hops, emitted: float):
+    def _traced_process(self, bolt, process, trace: int, hops, emitted: float, record):
         # called once per traced tuple (ten per sentence at a counter): what it needs is
-        # bound here, and a sink (no subscribed stream) skips the catching altogether
-        wall, counts, record, live = self.wall, bolt.counts, self.records.append, self.live
+        # bound here, and a sink (no subscribed stream) skips the catching altogether;
+        # ``record`` keeps each tuple's hop for the frame's "hops" record
+        wall, counts, live = self.wall, bolt.counts, self.live
         basic, acking = bolt.basic, self.acking
 
         def traced(tup):
@@ -327,8 +335,8 @@ class Tracer:
                 else:
                     outcome = None
                 queued = (started - emitted) * 1e3
-                record(("hop", trace, hop, queued if queued > 0.0 else 0.0,
-                        (ended - started) * 1e3, outcome))
+                record((hop, queued if queued > 0.0 else 0.0, (ended - started) * 1e3,
+                        outcome))
                 if outcome is None and tracked:
                     self._hold(tup, trace, hop)
 

@@ -29,8 +29,9 @@ newest 100 out of 10,000 costs 100 assemblies. It takes ``now`` as an argument.
 from __future__ import annotations
 
 from collections import OrderedDict
-from collections.abc import Iterable, Mapping
-from dataclasses import asdict
+from collections.abc import Iterable, Iterator, Mapping
+from copy import deepcopy
+from itertools import islice
 from typing import Any
 
 from runtime import wire
@@ -49,8 +50,11 @@ class _Tree:
         self.start: list | None = None  # the spout's start record
         self.status: str | None = None  # the spout's outcome (tracked trees)
         self.complete_ms: float | None = None
-        self.sent: dict[int, list] = {}  # hop -> [parent, dest, stream, values, emitted]
-        self.ran: dict[int, list] = {}  # hop -> [task, incarnation, queued, executed, outcome]
+        # per hop, tuples of atoms (values: a tuple), which the collector stops tracking
+        # at its first pass: a store of 10,000 trees is then ~5 tracked containers a
+        # tree, not ~40 (each full collection of the master traversed them all)
+        self.sent: dict[int, tuple] = {}  # hop -> (parent, dest, stream, values, emitted)
+        self.ran: dict[int, tuple] = {}  # hop -> (task, incarnation, queued, executed, outcome)
         self.outcomes: dict[int, str] = {}  # hop -> a later ack or fail of a held copy
         self.missing = 0  # copies sent and not (yet) processed
 
@@ -97,7 +101,13 @@ class TraceStore:
         if type(trace) is not int:
             raise TypeError("a trace id is an int")
         tree = self._tree(trace)
-        if kind == "start":  # newest first means by the spout's emit: it moves to the end
+        if kind == "hops":  # a frame's copies processed (hop, queued, executed, outcome)
+            for hop, queued, executed, outcome in record[2]:  # (a malformed one: counted)
+                self._ran(tree, hop, (task, incarnation, queued, executed, outcome))
+        elif kind == "hop":  # one copy processed (before 2026-11-27, wt-trace5: per tuple)
+            _, _, hop, queued, executed, outcome = record
+            self._ran(tree, hop, (task, incarnation, queued, executed, outcome))
+        elif kind == "start":  # newest first means by the spout's emit: it moves to the end
             tree.start = list(record[2:8])
             self._trees.move_to_end(trace)
             self._by_msg[_key(record[2])] = trace
@@ -105,12 +115,8 @@ class TraceStore:
             if type(record[2]) is list:  # a frame's copies (hops, entries, bare, emitted)
                 self._sent_frame(tree, *record[2:6], _values(record), *record[7:9])
             else:  # one copy: hop, parent, dest, stream, values, emitted
-                self._sent(tree, record[2], list(record[3:8]))
-        elif kind == "hop":
-            hop = record[2]
-            if hop not in tree.ran and hop in tree.sent:
-                tree.missing -= 1
-            tree.ran[hop] = [task, incarnation, *record[3:6]]
+                parent, dest, stream, values, emitted = record[3:8]
+                self._sent(tree, record[2], (parent, dest, stream, tuple(values), emitted))
         elif kind == "outcome":
             tree.outcomes[record[2]] = str(record[3])
         elif kind == "done":
@@ -122,7 +128,13 @@ class TraceStore:
             raise ValueError(f"unknown trace record {kind!r}")
 
     @staticmethod
-    def _sent(tree: _Tree, hop: int, rest: list) -> None:
+    def _ran(tree: _Tree, hop: int, ran: tuple) -> None:
+        if hop not in tree.ran and hop in tree.sent:
+            tree.missing -= 1
+        tree.ran[hop] = ran
+
+    @staticmethod
+    def _sent(tree: _Tree, hop: int, rest: tuple) -> None:
         if hop not in tree.sent and hop not in tree.ran:
             tree.missing += 1
         tree.sent[hop] = rest
@@ -132,8 +144,8 @@ class TraceStore:
         if type(entries) is not list or len(entries) != len(hops):
             raise ValueError("a sent frame needs one entry per hop")
         for hop, entry in zip(hops, entries):
-            self._sent(tree, hop, [parent, dest, stream, [entry] if bare else entry,
-                                   emitted])
+            self._sent(tree, hop, (parent, dest, stream, (entry,) if bare else tuple(entry),
+                                   emitted))
 
     # -- queries ------------------------------------------------------------------------
     def __len__(self) -> int:
@@ -146,16 +158,28 @@ class TraceStore:
         if status is not None and status not in TRACE_STATUSES:
             raise ValueError(f"status must be one of {TRACE_STATUSES} or None, not {status!r}")
         found = []
-        for trace in reversed(self._trees):
+        for tree, st in self._newest(now):
             if len(found) >= limit:
                 break
-            tree = self._trees[trace]
-            if tree.start is None:
-                continue
-            st = self._status(tree, now)
             if status is None or st == status:
                 found.append(self._assemble(tree, st))
         return found
+
+    def finished(self, newest: int, *, now: float) -> list[Trace]:
+        """Of the ``newest`` traces, the finished ones (not pending), newest first: what
+        ``traces(None, newest)`` holds but the pending ones, which are not assembled (the
+        master keeps these for the one that may replace it, every couple of seconds,
+        when up to half of the newest are still pending)."""
+        return [self._assemble(tree, st) for tree, st in islice(self._newest(now), newest)
+                if st != "pending"]
+
+    def _newest(self, now: float) -> Iterator[tuple[_Tree, str]]:
+        """The trees whose spout's start was filed, newest first, with their status."""
+        trees = self._trees
+        for trace in reversed(trees):
+            tree = trees[trace]
+            if tree.start is not None:
+                yield tree, self._status(tree, now)
 
     def lineage(self, msg_id: Any, *, now: float) -> Trace | None:
         """The newest trace of the spout tuple ``msg_id``, or None if none was traced."""
@@ -236,22 +260,26 @@ class TraceStore:
         return (self.components.get(task, "?"), task)
 
 
-def _causal(sent: dict[int, list]) -> list[int]:
+def _causal(sent: dict[int, tuple]) -> list[int]:
     """Hop ids in causal order: the spout's copies, then each hop's children, breadth
-    first, siblings by emit time; copies whose parent is unknown go last."""
+    first, siblings by emit time; copies whose parent is unknown go last. (The master
+    orders every trace it keeps, every couple of seconds: no sort of one child, and
+    the orphans are sorted only when there are some.)"""
     children: dict[int, list[int]] = {}
-    for hop, (parent, *_rest) in sent.items():
-        children.setdefault(parent, []).append(hop)
+    for hop, copy in sent.items():
+        children.setdefault(copy[0], []).append(hop)
     for kids in children.values():
-        kids.sort(key=lambda h: sent[h][4])
+        if len(kids) > 1:
+            kids.sort(key=lambda h: sent[h][4])
     order, queue, placed = [], [0], set()
-    while queue:
-        for hop in children.get(queue.pop(0), ()):
+    for parent in queue:  # (the queue grows as it is read: breadth first)
+        for hop in children.get(parent, ()):
             if hop not in placed:
                 placed.add(hop)
                 order.append(hop)
                 queue.append(hop)
-    order += [h for h in sorted(sent, key=lambda h: sent[h][4]) if h not in placed]
+    if len(order) < len(sent):
+        order += [h for h in sorted(sent, key=lambda h: sent[h][4]) if h not in placed]
     return order
 
 
@@ -278,8 +306,37 @@ def _key(msg_id: Any) -> Any:
 
 
 def trace_to_plain(trace: Trace) -> dict:
-    """A Trace as plain data (a Reply's value)."""
-    return asdict(trace)
+    """A Trace as plain data (a Reply's value, and what the master keeps for the one that
+    may replace it, every couple of seconds while traces come): what
+    ``dataclasses.asdict`` makes, equal and as deep a copy, but from each record's own
+    ``__dict__`` (C copies) rather than its recursion, which deep-copies every field of
+    every hop one Python call at a time: ~100 µs a sentence's trace of 11 hops against
+    ~15, and 200 traces each time the master keeps them (docs/internals/tracing.md)."""
+    plain = dict(trace.__dict__)
+    plain["msg_id"] = _copied(trace.msg_id)
+    plain["values"] = _copied(trace.values)
+    plain["held_by"] = _copied(trace.held_by)
+    plain["hops"] = tuple(map(_hop_to_plain, trace.hops))
+    return plain
+
+
+def _hop_to_plain(hop: Hop) -> dict:
+    plain = dict(hop.__dict__)
+    plain["values"] = _copied(hop.values)
+    return plain
+
+
+_ATOMS = frozenset({str, int, float, bool, bytes, type(None)})
+
+
+def _copied(value: Any) -> Any:
+    """``value`` as ``asdict`` copies a field: itself when it is an atom or a tuple of
+    atoms (immutable: a copy would be equal and no safer), else a deep copy."""
+    if type(value) in _ATOMS:
+        return value
+    if type(value) is tuple and set(map(type, value)) <= _ATOMS:
+        return value
+    return deepcopy(value)
 
 
 def trace_from_plain(data: dict) -> Trace:

@@ -81,8 +81,7 @@ class MasterTraces:
         if self.filed == self.saved or now < self.next_save:
             return
         self.saved, self.next_save = self.filed, now + SAVE_EVERY
-        finished = [trace_to_plain(t) for t in self.store.traces(None, KEEP, now=self.wall())
-                    if t.status != "pending"]
+        finished = [trace_to_plain(t) for t in self.store.finished(KEEP, now=self.wall())]
         carry.save_traces((finished + self._older(finished))[:KEEP])
 
     def carry_over(self, traces: list[dict]) -> None:

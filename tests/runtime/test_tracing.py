@@ -6,6 +6,8 @@ the store's bound; bad ``trace=`` values. The multiprocess cases are in
 
 from __future__ import annotations
 
+import dataclasses
+import gc
 import random
 
 import pytest
@@ -297,6 +299,60 @@ def test_a_copy_lost_with_a_restarted_task_is_in_transit_else_queued_at_its_task
     assert trace_from_plain(trace_to_plain(t)) == t
 
 
+def test_a_trace_made_plain_is_what_asdict_makes_and_a_copy_as_deep():
+    store = TraceStore({1: "spout", 2: "split", 3: "count"}, timeout=5.0)
+    msg_id, nested = ["m", [1, 2]], [["a", "b"], {"x": 1}]
+    store.add(1, 0, [["start", 7, msg_id, "spout", 1, [nested, "s"], 100.0, True],
+                     ["sent", 7, 70, 0, 2, "default", [nested, "s"], 100.0],
+                     ["done", 7, "failed", 3.0]], now=100.0)
+    store.add(2, 0, [["sent", 7, [71, 72], 70, 3, "default", ["w", ["v", 1]], True, 100.5],
+                     ["hop", 7, 70, 1.0, 2.0, "failed"]], now=101.0)
+    for t in (store.lineage(msg_id, now=102.0), store.traces(now=102.0)[0]):
+        plain = trace_to_plain(t)
+        assert plain == dataclasses.asdict(t) and list(plain) == list(dataclasses.asdict(t))
+        assert [list(h) for h in plain["hops"]] == [list(dataclasses.asdict(h)) for h in t.hops]
+        assert trace_from_plain(plain) == t
+        plain["msg_id"][1].append(3)  # a deep copy: the store's trees are untouched
+        plain["values"][0][0].append("c")
+        plain["hops"][2]["values"][0].append(2)
+        assert store.lineage(msg_id, now=102.0) == t
+
+
+def test_the_finished_traces_are_the_newest_but_pending_and_only_they_are_assembled(
+        monkeypatch):
+    store = TraceStore({1: "spout", 2: "bolt"})
+    for i in range(1, 11):
+        done = [["done", i, "acked", 1.0]] if i % 3 else []
+        store.add(1, 0, [started(i, f"m{i}"), ["sent", i, 10 * i, 0, 2, "default", [i], 0.0],
+                         *done], now=0.0)
+    newest = [t for t in store.traces(None, 6, now=1.0) if t.status != "pending"]
+    assembled = []
+    assemble = store._assemble
+    monkeypatch.setattr(store, "_assemble", lambda tree, st: assembled.append(st) or
+                        assemble(tree, st))
+    assert store.finished(6, now=1.0) == newest
+    assert [t.msg_id for t in newest] == ["m10", "m8", "m7", "m5"]
+    assert assembled == ["acked"] * 4  # m9 and m6, pending, were not assembled
+
+
+def test_a_stored_trees_hops_are_left_to_the_collector_untracked():
+    # the master keeps up to 10,000 trees: each hop's record a list was a container that
+    # every full collection traversed (~40 a sentence's tree); tuples of atoms are not
+    store = TraceStore({1: "spout", 2: "split", 3: "count"})
+    store.add(1, 0, [started(7, "m"), ["sent", 7, 70, 0, 2, "default", ["a b"], 100.0]],
+              now=100.0)
+    store.add(2, 0, [["sent", 7, [71, 72], 70, 3, "default", ["a", "b"], True, 100.5],
+                     ["hop", 7, 70, 1.0, 2.0, "acked"]], now=101.0)
+    store.add(3, 0, [["hop", 7, 71, 1.0, 2.0, "acked"], ["hop", 7, 72, 1.0, 2.0, None]],
+              now=101.0)
+    gc.collect()  # the values' tuples are let go first, the hops' at the next pass
+    gc.collect()
+    tree = store._trees[7]
+    records = [*tree.sent.values(), *tree.ran.values()]
+    assert len(records) == 6 and not any(map(gc.is_tracked, records))
+    assert [h.values for h in store.lineage("m", now=102.0).hops] == [("a b",), ("a",), ("b",)]
+
+
 def test_an_untracked_tree_is_acked_when_every_hop_ran_else_it_times_out():
     store = TraceStore({1: "spout", 2: "bolt"}, timeout=5.0)
     store.add(1, 0, [started(1, None, tracked=False, at=10.0),
@@ -442,7 +498,7 @@ def test_a_traced_frame_is_one_sent_record_the_store_splits(monkeypatch):
         hops = r[2]
         assert hops == list(range(hops[0], hops[0] + len(hops)))
         assert type(r[6]) is bytes and len(wire.batch_values(r[9], r[6])) == len(hops)
-    assert all(type(r) is tuple for r in filed if r[0] in ("hop", "done"))
+    assert all(type(r) is tuple for r in filed if r[0] in ("hops", "done"))
     store = TraceStore({2: "split"})
     body = wire.encode_batch(["c", "d"])
     store.add(1, 0, [started(8, "n"), ["sent", 8, [80, 81], 0, 2, "default", body, True,
@@ -457,6 +513,33 @@ def test_a_traced_frame_is_one_sent_record_the_store_splits(monkeypatch):
                                                     True, 1.0]], now=1.0)
     assert [h.values for h in store.lineage("m", now=1.0).hops] == [("a",), ("b",)]
     assert store.malformed == 1  # a frame's record with fewer entries than hops
+
+
+def test_a_traced_frames_processed_tuples_are_one_hops_record(monkeypatch):
+    # one record per traced frame a task processes, not one per tuple: the trace id
+    # once, and the master files one record (docs/internals/tracing.md, wt-trace5)
+    filed: list = []
+    add = TraceStore.add
+    monkeypatch.setattr(TraceStore, "add", lambda self, task, inc, records, now: (
+        filed.extend((task, r) for r in records), add(self, task, inc, records, now))[1])
+    with InMemoryCluster(sentences(Sentences(3), count_tasks=1), ackers=1,
+                         trace=1.0) as cluster:
+        cluster.run_until_idle()
+        counter = cluster.plan.component_tasks()["count"][0]
+        for t in cluster.traces():
+            check_tree(t, 4)
+    kinds = [r[0] for _, r in filed]
+    assert "hop" not in kinds and kinds.count("hops") == 3 * 2  # split's and count's
+    for task, r in filed:
+        if r[0] == "hops" and task == counter:
+            assert [len(e) for e in r[2]] == [4] * 4  # (hop, queued, executed, outcome)
+            assert {e[3] for e in r[2]} == {"acked"}
+    store = TraceStore({2: "split"})
+    store.add(2, 0, [started(7, "m"), ["sent", 7, [70, 71], 0, 2, "default", ["a", "b"],
+                                       True, 1.0],
+                     ["hops", 7, [(70, 1.0, 2.0, "acked"), (71, 1.0)]]], now=1.0)
+    assert [h.executed_ms for h in store.lineage("m", now=1.0).hops] == [2.0, None]
+    assert store.malformed == 1  # a malformed copy: counted, the ones before it filed
 
 
 def test_a_traced_spout_tuple_cuts_its_turn_in_two_pieces_only():
