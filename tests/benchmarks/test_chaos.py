@@ -34,8 +34,8 @@ def results(stdout: str) -> list[dict[str, str]]:
 
 @pytest.mark.slow
 @pytest.mark.timeout(180)
-@pytest.mark.parametrize("scenario", ["bolt-kill", "log-spout-kill", "stmgr-kill",
-                                      "master-kill"])
+@pytest.mark.parametrize("scenario", ["bolt-kill", "log-spout-kill", "redis-spout-kill",
+                                      "stmgr-kill", "master-kill"])
 def test_a_small_run_loses_nothing_and_bounds_its_duplicates(scenario):
     # 3 s of messages: the first fault comes 2 s in (chaos.py's floor), so it lands mid-stream
     done = run_chaos("--scenario", scenario, "--messages", "3600", "--rate", "1200",
