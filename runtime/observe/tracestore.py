@@ -1,7 +1,7 @@
 """The master's store of traces (issue 20; docs/internals/tracing.md): pure, bounded.
 
 Tasks report what they saw of traced trees as records (``runtime.engine.tracing``: start,
-sent, hop, outcome, done); the store files them by trace id, keeps the newest
+sent, hops, outcome, done); the store files them by trace id, keeps the newest
 ``capacity`` traces (the oldest are dropped and counted), and assembles a
 :class:`~runtime.observe.traces.Trace` only when one is asked for, so a query of the
 newest 100 out of 10,000 costs 100 assemblies. It takes ``now`` as an argument.
@@ -103,10 +103,9 @@ class TraceStore:
         tree = self._tree(trace)
         if kind == "hops":  # a frame's copies processed (hop, queued, executed, outcome)
             for hop, queued, executed, outcome in record[2]:  # (a malformed one: counted)
-                self._ran(tree, hop, (task, incarnation, queued, executed, outcome))
-        elif kind == "hop":  # one copy processed (before 2026-11-27, wt-trace5: per tuple)
-            _, _, hop, queued, executed, outcome = record
-            self._ran(tree, hop, (task, incarnation, queued, executed, outcome))
+                if hop not in tree.ran and hop in tree.sent:
+                    tree.missing -= 1
+                tree.ran[hop] = (task, incarnation, queued, executed, outcome)
         elif kind == "start":  # newest first means by the spout's emit: it moves to the end
             tree.start = list(record[2:8])
             self._trees.move_to_end(trace)
@@ -126,12 +125,6 @@ class TraceStore:
             tree.status, tree.complete_ms = status, float(record[3])
         else:
             raise ValueError(f"unknown trace record {kind!r}")
-
-    @staticmethod
-    def _ran(tree: _Tree, hop: int, ran: tuple) -> None:
-        if hop not in tree.ran and hop in tree.sent:
-            tree.missing -= 1
-        tree.ran[hop] = ran
 
     @staticmethod
     def _sent(tree: _Tree, hop: int, rest: tuple) -> None:

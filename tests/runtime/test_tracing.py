@@ -290,7 +290,7 @@ def test_a_copy_lost_with_a_restarted_task_is_in_transit_else_queued_at_its_task
     store.add(1, 0, [started(7, "m", at=100.0), ["sent", 7, 70, 0, 2, "default", ["s"], 100.0]],
               now=100.0)
     store.add(2, 0, [["sent", 7, 71, 70, 3, "default", ["w"], 100.5],
-                     ["hop", 7, 70, 1.0, 2.0, "acked"]], now=101.0)
+                     ["hops", 7, [(70, 1.0, 2.0, "acked")]]], now=101.0)
     store.add(1, 0, [["done", 7, "timed_out", 5000.0]], now=105.0)
     assert store.lineage("m", now=106.0).held_by == ("count", 3)  # waits in its queue
     store.restarted(3, at=101.0)
@@ -306,7 +306,7 @@ def test_a_trace_made_plain_is_what_asdict_makes_and_a_copy_as_deep():
                      ["sent", 7, 70, 0, 2, "default", [nested, "s"], 100.0],
                      ["done", 7, "failed", 3.0]], now=100.0)
     store.add(2, 0, [["sent", 7, [71, 72], 70, 3, "default", ["w", ["v", 1]], True, 100.5],
-                     ["hop", 7, 70, 1.0, 2.0, "failed"]], now=101.0)
+                     ["hops", 7, [(70, 1.0, 2.0, "failed")]]], now=101.0)
     for t in (store.lineage(msg_id, now=102.0), store.traces(now=102.0)[0]):
         plain = trace_to_plain(t)
         assert plain == dataclasses.asdict(t) and list(plain) == list(dataclasses.asdict(t))
@@ -342,8 +342,8 @@ def test_a_stored_trees_hops_are_left_to_the_collector_untracked():
     store.add(1, 0, [started(7, "m"), ["sent", 7, 70, 0, 2, "default", ["a b"], 100.0]],
               now=100.0)
     store.add(2, 0, [["sent", 7, [71, 72], 70, 3, "default", ["a", "b"], True, 100.5],
-                     ["hop", 7, 70, 1.0, 2.0, "acked"]], now=101.0)
-    store.add(3, 0, [["hop", 7, 71, 1.0, 2.0, "acked"], ["hop", 7, 72, 1.0, 2.0, None]],
+                     ["hops", 7, [(70, 1.0, 2.0, "acked")]]], now=101.0)
+    store.add(3, 0, [["hops", 7, [(71, 1.0, 2.0, "acked"), (72, 1.0, 2.0, None)]]],
               now=101.0)
     gc.collect()  # the values' tuples are let go first, the hops' at the next pass
     gc.collect()
@@ -359,7 +359,7 @@ def test_an_untracked_tree_is_acked_when_every_hop_ran_else_it_times_out():
                      ["sent", 1, 11, 0, 2, "default", ["x"], 10.0],
                      started(2, None, tracked=False, at=10.0),
                      ["sent", 2, 21, 0, 2, "default", ["y"], 10.0]], now=10.0)
-    store.add(2, 0, [["hop", 1, 11, 1.0, 1.0, None]], now=10.5)
+    store.add(2, 0, [["hops", 1, [(11, 1.0, 1.0, None)]]], now=10.5)
     first, second = store.traces(now=11.0)[::-1]
     assert (first.status, second.status) == ("acked", "pending")
     assert first.complete_ms == pytest.approx(2.0)
@@ -378,7 +378,7 @@ def test_a_copy_processed_after_its_tree_timed_out_names_the_late_task():
     store.add(1, 0, [started(7, "m", at=100.0), ["sent", 7, 70, 0, 2, "default", ["s"], 100.0],
                      ["done", 7, "timed_out", 5000.0]], now=105.0)
     assert store.lineage("m", now=105.0).held_by == ("slow", 2)  # still in its queue
-    store.add(2, 0, [["hop", 7, 70, 6000.0, 500.0, "acked"]], now=106.5)  # done at 106.5
+    store.add(2, 0, [["hops", 7, [(70, 6000.0, 500.0, "acked")]]], now=106.5)  # done at 106.5
     assert store.lineage("m", now=107.0).held_by == ("slow", 2)
 
 
