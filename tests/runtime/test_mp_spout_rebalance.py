@@ -34,6 +34,8 @@ from runtime.testing import (
     wait_for,
 )
 
+from .test_checkpoints_mp import GO, go
+
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(300)]
 
 cloudpickle.register_pickle_by_value(sys.modules[__name__])
@@ -139,8 +141,8 @@ def test_log_spout_rebalanced_with_a_new_number_of_containers_loses_nothing(tmp_
 
 
 class Sleepy(Bolt):
-    """Passes each tuple on after ``seconds`` asleep, until a file ``go`` appears in the
-    run directory: a slow step that burns no CPU, so that tuples are still in flight when
+    """Passes each tuple on after ``seconds`` asleep, until :func:`go` (a file ``GO`` in
+    the run directory): a slow step that burns no CPU, so that tuples are still in flight when
     the drain's bound is over, and no slower than it must be once the rebalances are."""
 
     outputs = ["word"]
@@ -149,7 +151,7 @@ class Sleepy(Bolt):
         self.seconds = seconds
 
     def prepare(self, config, context):
-        self._go = os.path.join(context.run_dir, "go")
+        self._go = os.path.join(context.run_dir, GO)
 
     def process(self, tup):
         if self._go is not None and os.path.exists(self._go):
@@ -180,7 +182,7 @@ def test_log_spout_tuples_in_flight_past_the_drain_are_read_again_by_the_new_own
         down = running.rebalance({"ids": 1})
         wait_for(lambda: len(sink_values(running)) > 800, 120, "half the ids")
         up = running.rebalance({"ids": 2})
-        open(os.path.join(running.run_dir, "go"), "w").close()  # noqa: SIM115 - the rest fast
+        go(running)  # the rest as fast as it can
         got = every_id_at_the_sink(running, ids)
         calm(running)
     duplicates = duplicates_in(got)
