@@ -3,8 +3,9 @@
 It receives ``ACKS`` frames (Storm's ``__ack_init``, ``__ack_ack``, ``__ack_fail`` and
 reset-timeout messages, as flat ``op, root, value`` triples) from spouts and bolts, keeps
 the XOR ledger of :class:`runtime.acking._ledger.AckLedger`, and sends each outcome back to the
-spout task that emitted the root, in ``ACKED`` frames (flat ``root, outcome`` pairs). A
-root goes to acker task ``root % ackers``.
+spout task that emitted the root, in ``ACKED`` frames (flat ``root, outcome`` pairs), or,
+for the trees a batch of acks completed, in one ``COMPLETED`` frame (``[0, 0, roots]``).
+A root goes to acker task ``root % ackers``.
 
 It is driven like an :class:`~runtime.engine.executor.Executor`, through the same
 interface (:class:`runtime.engine.driven.TaskExecutor`: ``on_frame``, ``on_timer``,
