@@ -3,8 +3,9 @@
 It receives ``ACKS`` frames (Storm's ``__ack_init``, ``__ack_ack``, ``__ack_fail`` and
 reset-timeout messages, as flat ``op, root, value`` triples) from spouts and bolts, keeps
 the XOR ledger of :class:`runtime.acking._ledger.AckLedger`, and sends each outcome back to the
-spout task that emitted the root, in ``ACKED`` frames (flat ``root, outcome`` pairs). A
-root goes to acker task ``root % ackers``.
+spout task that emitted the root, in ``ACKED`` frames (flat ``root, outcome`` pairs), or,
+for the trees a batch of acks completed, in one ``COMPLETED`` frame (``[0, 0, roots]``).
+A root goes to acker task ``root % ackers``.
 
 It is driven like an :class:`~runtime.engine.executor.Executor`, through the same
 interface (:class:`runtime.engine.driven.TaskExecutor`: ``on_frame``, ``on_timer``,
@@ -98,6 +99,7 @@ class AckerExecutor(SystemTask):
                                 task_bits=plan.root_bits())
         self.outcomes: dict[int, list] = {}  # spout task -> [root, outcome, root, ...]
         self._decisions: list[int] = []  # the ledger's outcome, root, task triples
+        self.completed: dict[int, list] = {}  # spout task -> roots the ledger completed
         self.executed = self.dropped = self.errors = 0
         self.busy_seconds = 0.0  # settling ACKS frames: what makes an acker the bottleneck
         self._next_expire = 0.0
@@ -124,7 +126,7 @@ class AckerExecutor(SystemTask):
             self.first_executed = self.wall()
         rejected, ledger = self.ledger.rejected, self.ledger
         if messages:
-            ledger.settle(messages, self.monotonic(), h.src, self._decisions)
+            ledger.settle(messages, self.monotonic(), h.src, self._decisions, self.completed)
             self._route()
         if ledger.rejected > rejected:
             self.dropped += ledger.rejected - rejected
@@ -132,7 +134,7 @@ class AckerExecutor(SystemTask):
                         ledger.rejected - rejected, h.src)
         self.executed += len(messages) // 3
         self.last_executed = self.wall()
-        self.flush()  # the outcomes go at once: one ACKED frame per ACKS frame at most
+        self.flush()  # the outcomes go at once: one ACKED (and COMPLETED) frame per ACKS frame
         self.busy_seconds += self.monotonic() - started
 
     def _route(self) -> None:
@@ -161,11 +163,19 @@ class AckerExecutor(SystemTask):
         return self._next_expire
 
     def flush(self) -> None:
+        """The outcomes to each spout task: ``ACKED`` pairs, and the roots a batch of acks
+        completed as a ``COMPLETED`` frame (``[0, 0, roots]``, what a bolt sends for its
+        leaves: the spout settles the whole list in C)."""
         for spout, outcomes in self.outcomes.items():
             if outcomes:
                 self.send(wire.data_header(wire.ACKED, 0, spout, self.task),
                           wire.encode_batch(outcomes))
                 outcomes.clear()
+        for spout, roots in self.completed.items():
+            if roots:
+                self.send(wire.data_header(wire.COMPLETED, 0, spout, self.task),
+                          wire.encode_batch([0, 0, roots]))
+                roots.clear()
 
     # -- statistics ---------------------------------------------------------------------
     def report(self) -> dict:

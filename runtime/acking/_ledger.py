@@ -19,6 +19,8 @@ import os
 import random
 from collections import deque
 from dataclasses import dataclass
+from itertools import chain, compress, islice, repeat
+from operator import and_, not_, rshift, xor
 from typing import Generic, Literal, TypeVar
 
 from runtime.wire import ACK_ACK as ACK
@@ -38,6 +40,8 @@ FailReason = Literal["fail", "timeout"]
 # One pending root is one int: bits 0-63 hold the XOR, bit 64 says a tuple of the tree
 # failed, bits 65 and up hold spout task + 1 (0: the init has not arrived yet). A Python
 # int of up to 90 bits takes 36 bytes, so a root costs one dict slot, its key and 36 bytes.
+# A self-initialising root (below) writes its spout task in the root id, so its entry is
+# the XOR alone, and bit 64 says it was decided (failed or timed out): a tombstone.
 _XOR_BITS = (1 << 64) - 1
 _FAILED_BIT = 1 << 64
 _TASK_SHIFT = 65
@@ -51,6 +55,7 @@ _KEEP_ON_INIT = _XOR_BITS | _FAILED_BIT  # what an init leaves of an early entry
 SELF_INIT = 1 << 63
 TASK_BITS = 16  # the width of the spout task field, unless the topology needs fewer
 OLDEST_REPORTED = 10  # oldest roots each acker and spout task reports (running.acker_state)
+_BULK = 12  # a batch of 4 messages or more (12 ints) is tried in C first
 
 
 _ids = random.Random(os.urandom(32))
@@ -339,19 +344,77 @@ class AckLedger:
         self.settle(messages, now, sender, out)
         return _decisions(out)
 
-    def settle(self, messages, now: float, sender: int, out: list) -> None:
+    def settle(self, messages, now: float, sender: int, out: list,
+               completed: dict[int, list] | None = None) -> None:
         """:meth:`apply`, with each decision appended to ``out`` as three ints,
         ``outcome, root, spout task`` (outcomes as on the wire: ``ACKED_OK``,
-        ``ACKED_FAILED``, ``ACKED_TIMEOUT``, ``ACKED_RENEWED``) instead of an object."""
+        ``ACKED_FAILED``, ``ACKED_TIMEOUT``, ``ACKED_RENEWED``) instead of an object.
+        A batch of acks of distinct self-initialising roots (what bolts send) is settled
+        in C (:meth:`_settle_acks`), the rest one message at a time. The roots that such
+        a batch completes go to ``completed`` (spout task -> roots) when it is given,
+        for the acker to send as ``COMPLETED`` frames, and to ``out`` when it is not."""
         self._advance(now, out)
+        if len(messages) < _BULK or not self._settle_acks(messages, out, completed):
+            self._settle_each(messages, sender, out)
+
+    def _settle_acks(self, messages: list, out: list, completed: dict | None) -> bool:
+        """Settle a batch of ``ACK`` messages by whole lists, in C, and say True; or do
+        nothing and say False when the batch is not one this does exactly as one message
+        at a time: anything but acks of distinct self-initialising roots, none held in
+        an older bucket, with int values of 2 or more (a bool, which the long way
+        rejects, equals 0 or 1; an ack value is that small by a chance of 2^-62). A root's entry
+        is its XOR alone here, and a root the ledger holds nothing about starts as the
+        root itself (its implied init), so the new entries are one ``map`` of XORs and
+        the zeros among them the completed roots (a tombstone has bit 64: never 0).
+        docs/internals/performance.md, "Issue 17, sixth pass: two counters"."""
+        roots, values = messages[1::3], messages[2::3]
         buckets = self._pending._buckets
         newest = buckets[0]
+        try:
+            lo, hi = min(roots), max(roots)
+            if (messages[0::3].count(ACK) != len(roots) or len(messages) % 3
+                    or lo < SELF_INIT or hi > _XOR_BITS or min(values) < 2):
+                return False
+            entries = list(map(xor, map(newest.get, roots, roots), values))
+        except TypeError:  # a root or a value that is no int: the long way rejects it
+            return False
+        fresh = dict(zip(roots, entries))
+        if len(fresh) != len(roots) or not all(
+                bucket.keys().isdisjoint(fresh.keys()) for bucket in islice(buckets, 1, None)):
+            return False
+        newest.update(fresh)
+        if entries.count(0):
+            done = list(compress(roots, map(not_, entries)))
+            deque(map(newest.pop, done), 0)
+            self._completed += len(done)
+            self._file_completed(done, lo >> self._shift == hi >> self._shift, out, completed)
+        return True
+
+    def _file_completed(self, roots: list, one_task: bool, out: list,
+                        completed: dict | None) -> None:
+        """The roots :meth:`_settle_acks` completed, filed by the spout task written in
+        each (``one_task``: all of one, read from the first)."""
         shift, mask = self._shift, self._task_mask
+        if completed is None:
+            tasks = map(and_, map(rshift, roots, repeat(shift)), repeat(mask))
+            out += chain.from_iterable(zip(repeat(OK), roots, tasks))
+        elif one_task:
+            completed.setdefault(roots[0] >> shift & mask, []).extend(roots)
+        else:
+            for root in roots:
+                completed.setdefault(root >> shift & mask, []).append(root)
+
+    def _settle_each(self, messages, sender: int, out: list) -> None:
+        """:meth:`settle`, one message at a time: every op, any root, malformed ones
+        skipped and counted in ``rejected``."""
+        buckets = self._pending._buckets
+        newest = buckets[0]
         if len(messages) % 3:
             self.rejected += 1
         it = iter(messages)
         for op, root, value in zip(it, it, it):
             try:
+                implied = root >> 63 == 1  # a self-initialising root
                 for holder in buckets:  # noqa: B007 - the bucket that holds root, if any
                     if root in holder:
                         entry = holder[root]
@@ -359,10 +422,12 @@ class AckLedger:
                 else:
                     holder = None
                     # a self-initialising root starts as its init would have made it
-                    entry = (root | ((root >> shift & mask) + 1) << _TASK_SHIFT
-                             if root >> 63 == 1 else 0)
+                    entry = root if implied else 0
             except TypeError:  # an unhashable or non-integer root
                 self.rejected += 1
+                continue
+            if implied:
+                self._settle_implied(op, root, value, entry, holder, out)
                 continue
             if op == ACK and type(value) is int:
                 entry ^= value
@@ -389,16 +454,43 @@ class AckLedger:
             if entry & _FAILED_BIT:
                 self._failed += 1
                 out += (FAILED, root, task - 1)
-                if root >> 63 == 1:  # a self-initialising root would start afresh if a
-                    # message of its tree came later: a tombstone (no task) stays instead
-                    (newest if holder is None else holder)[root] = _FAILED_BIT
-                elif holder is not None:
+                if holder is not None:
                     del holder[root]
             else:
                 if holder is not None:
                     del holder[root]
                 self._completed += 1
                 out += (OK, root, task - 1)
+
+    def _settle_implied(self, op: int, root: int, value, entry: int, holder: dict | None,
+                        out: list) -> None:
+        """One message about a self-initialising root, whose entry is its XOR alone (its
+        spout task is written in the root) with bit 64 set once it is decided: a
+        tombstone, which a later message of its tree cannot start afresh."""
+        newest = self._pending._buckets[0]
+        if op == ACK and type(value) is int:
+            entry ^= value
+            if entry:  # still pending, or a tombstone
+                (newest if holder is None else holder)[root] = entry
+                return
+            if holder is not None:
+                del holder[root]
+            self._completed += 1
+            out += (OK, root, root >> self._shift & self._task_mask)
+        elif op == FAIL:
+            if not entry & _FAILED_BIT:
+                self._failed += 1
+                out += (FAILED, root, root >> self._shift & self._task_mask)
+            (newest if holder is None else holder)[root] = _FAILED_BIT
+        elif op == RESET:
+            if holder is not None:
+                newest[root] = entry
+                if holder is not newest:
+                    del holder[root]
+            if not entry & _FAILED_BIT:
+                out += (RENEWED, root, root >> self._shift & self._task_mask)
+        else:  # an init (a self-initialising root takes none), or an unknown op
+            self.rejected += 1
 
     @staticmethod
     def _renew(root: int, holder: dict | None, newest: dict) -> dict | None:
@@ -448,7 +540,8 @@ class AckLedger:
         found: list[tuple[int, int, int]] = []
         buckets = list(self._pending.buckets)
         for slot in range(len(buckets) - 1, -1, -1):
-            found += _with_task(buckets[slot], slot, n - len(found))
+            found += _with_task(buckets[slot], slot, n - len(found), self._shift,
+                                self._task_mask)
             if len(found) >= n:
                 break
         return found
@@ -466,26 +559,34 @@ class AckLedger:
         """Decide the expired roots that have a spout task; the others are orphans, or
         the tombstones of decided self-initialising roots, which leave quietly (a timed
         out self-initialising root leaves a tombstone for one more timeout)."""
-        newest = self._pending._buckets[0]
+        newest, shift, mask = self._pending._buckets[0], self._shift, self._task_mask
         for root, entry in expired.items():
-            task = entry >> _TASK_SHIFT
-            if task:
-                out += (TIMEOUT, root, task - 1)
-                self._timed_out += 1
-                if root >> 63 == 1:
+            if root >> 63 == 1:  # self-initialising: pending, or a tombstone
+                if not entry & _FAILED_BIT:
+                    out += (TIMEOUT, root, root >> shift & mask)
+                    self._timed_out += 1
                     newest[root] = _FAILED_BIT
-            elif root >> 63 != 1:
+            elif entry >> _TASK_SHIFT:
+                out += (TIMEOUT, root, (entry >> _TASK_SHIFT) - 1)
+                self._timed_out += 1
+            else:
                 self._orphaned += 1
 
 
-def _with_task(bucket: dict[int, int], slot: int, n: int) -> list[tuple[int, int, int]]:
-    """The first ``n`` roots of ``bucket`` that have a spout task, with it and ``slot``."""
+def _with_task(bucket: dict[int, int], slot: int, n: int, shift: int,
+               mask: int) -> list[tuple[int, int, int]]:
+    """The first ``n`` roots of ``bucket`` that have a spout task, with it and ``slot``
+    (a self-initialising root's is in the root, ``shift`` and ``mask`` read it; a
+    tombstone has none)."""
     found: list[tuple[int, int, int]] = []
     try:
         for root, entry in bucket.items():
             if len(found) >= n:
                 break
-            if entry >> _TASK_SHIFT:
+            if root >> 63 == 1:
+                if not entry & _FAILED_BIT:
+                    found.append((root, root >> shift & mask, slot))
+            elif entry >> _TASK_SHIFT:
                 found.append((root, (entry >> _TASK_SHIFT) - 1, slot))
     except RuntimeError:  # the acker's thread changed the bucket: what was read stands
         pass

@@ -18,6 +18,7 @@ from collections import Counter, deque
 import pytest
 
 from runtime import BasicBolt, Bolt, FailedException, Spout, Topology, Tuple, wire
+from runtime.acking._ledger import RootIds, new_id
 from runtime.model.api import TupleSource
 from runtime.testing import InMemoryCluster, ListSink, ListSpout
 
@@ -547,6 +548,26 @@ def test_an_idle_acker_asks_to_be_woken_only_to_look_for_timeouts():
         executor.on_timer(now + 1.5 * TIMEOUT + 1.0)  # past its timeout
         assert [(h.kind, h.dest, body) for h, body in sent] == [
             (wire.ACKED, spout, [root, wire.ACKED_TIMEOUT])]  # in the same call
+
+
+def test_the_trees_a_batch_of_acks_completes_go_to_the_spout_as_one_completed_frame():
+    """Two counters' acks of five sentences (one message each a sentence from each): the
+    acker settles the second batch in C and sends its five roots in one ``COMPLETED``
+    frame, as a bolt sends its leaves, not as ``ACKED`` pairs."""
+    topo = feeder_into("completing-acker", ("count", Identity))
+    with InMemoryCluster(topo, ackers=1, message_timeout=TIMEOUT) as cluster:
+        (acker,), (spout,) = tasks(cluster, "__acker"), tasks(cluster, "feed")
+        executor, sent = cluster.executors[acker], []
+        executor.send = lambda header, body: sent.append(
+            (wire.parse_header(header), wire.decode_batch(body)))
+        ids, part = RootIds(spout, cluster.plan.root_bits()), new_id()
+        roots = [ids.new() for _ in range(5)]
+        for values in ([part] * 5, [root ^ part for root in roots]):
+            executor.on_frame(wire.data_header(wire.ACKS, 0, acker, spout), wire.pack(
+                [x for root, value in zip(roots, values) for x in (wire.ACK_ACK, root, value)]))
+        assert [(h.kind, h.dest, body) for h, body in sent] == [
+            (wire.COMPLETED, spout, [0, 0, roots])]
+        assert executor.report()["acked"] == 5 and acker_pending(cluster) == 0
 
 
 def test_a_big_clock_jump_times_out_at_once():
@@ -1090,11 +1111,12 @@ def recording_frames(cluster: InMemoryCluster) -> list:
 
 
 def completions_from_bolts(cluster: InMemoryCluster, sent: list) -> list[tuple[int, int]]:
-    """``(spout task, root)`` of every completion a bolt sent straight to a spout."""
-    found = []
+    """``(spout task, root)`` of every completion a bolt sent straight to a spout (an
+    acker sends the trees a batch of acks completed as COMPLETED frames too)."""
+    found, ackers = [], set(tasks(cluster, "__acker"))
     for header, body in sent:
         h = wire.parse_header(header)
-        if h.kind == wire.COMPLETED:
+        if h.kind == wire.COMPLETED and h.src not in ackers:
             first, count, others = wire.decode_batch(body)
             found += [(h.dest, root) for root in [*range(first, first + count), *others]]
     return found

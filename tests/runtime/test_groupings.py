@@ -25,6 +25,7 @@ from runtime.groupings import (
     Grouping,
     LocalOrShuffleGrouping,
     ShuffleGrouping,
+    field_hash,
     stable_hash,
 )
 from runtime.model.api import Context
@@ -92,6 +93,16 @@ def test_subclasses_hash_as_their_values():
     assert stable_hash(Colour.RED) == stable_hash("red")
     assert stable_hash(Level.HIGH) == stable_hash(3)
     assert stable_hash(bytearray(b"ab")) == stable_hash(b"ab")
+
+
+@given(st.one_of(st.text(), st.integers(), st.floats(allow_nan=False), st.binary(),
+                 st.sampled_from([Colour.RED, Level.HIGH])), st.integers(1, 7))
+def test_the_fields_pick_of_one_field_is_field_hash_of_its_key(key, n):
+    """``pick`` writes out a string's hash (one call less a tuple); every other path calls
+    ``field_hash``: the two must agree on every key, a str subclass included."""
+    grouping = FieldsGrouping(["word"], fields_of_stream=["n", "word"])
+    grouping.prepare(None, "default", list(range(10, 10 + n)))
+    assert grouping.pick([0, key]) == field_hash(key) % n == stable_hash(key) % n
 
 
 def test_different_values_usually_differ():
