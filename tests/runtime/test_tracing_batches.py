@@ -11,7 +11,7 @@ from collections import Counter
 
 import pytest
 
-from runtime import Bolt, Topology
+from runtime import Bolt, Topology, wire
 from runtime.testing import InMemoryCluster
 
 from .test_checkpoints import INTERVAL, WORDS, chaos, drain, fill_log, word_count
@@ -162,3 +162,77 @@ def test_a_rollback_drops_the_traced_tuples_waiting_with_the_rest(tmp_path, seed
         drain(c)
         assert kills > 3 and len(c.traces(limit=10_000)) > 100
         assert c.state("count") == dict(Counter(WORDS))
+
+
+def to_heard(sentences: int) -> Topology:
+    """Sentences of four words, one split, one counter that keeps every word."""
+    topo = Topology("heard")
+    topo.spout("sentences", Sentences(sentences))
+    topo.bolt("split", Split).shuffle_grouping("sentences")
+    topo.bolt("count", Heard).fields_grouping("split", ["word"])
+    return topo
+
+
+def executes_of(trace: float, ackers: int) -> tuple[dict[str, int], list]:
+    """``BoltSide.execute`` calls per bolt, and the traces, for 400 sentences driven as
+    the instances are: the spout's turns, then the flush timer."""
+    random.seed(7)
+    calls: Counter = Counter()
+    with InMemoryCluster(to_heard(400), ackers=ackers, trace=trace, eager_flush=False,
+                         target_latency=None) as cluster:
+        for comp in ("split", "count"):
+            bolt = cluster.executors[cluster.plan.component_tasks()[comp][0]].bolt
+            execute = bolt.execute
+
+            def counted(*args, comp=comp, execute=execute, **kwargs):
+                calls[comp] += 1
+                return execute(*args, **kwargs)
+
+            bolt.execute = counted
+        for _ in range(40):
+            cluster.step(25)
+            cluster.advance(0.01)
+        traces = cluster.traces(limit=1000)
+    return dict(calls), traces
+
+
+@pytest.mark.parametrize("ackers", [1, 0])
+def test_a_traced_frame_and_the_frame_it_carries_are_executed_in_one_call(ackers):
+    # a TRACED frame's traced entries run in the execute of the frame they rode, each
+    # with its own wrapper (one batch of statistics, no call per entry): a traced run
+    # makes the very execute calls an untraced one does, and every tree is whole
+    untraced, _ = executes_of(0.0, ackers)
+    traced, traces = executes_of(0.1, ackers)
+    assert len(traces) >= 20 and all(t.status == "acked" for t in traces)
+    for t in traces:
+        check_tree(t, 4)
+    assert traced == untraced
+
+
+@pytest.mark.parametrize("ackers", [1, 0])
+def test_a_traced_frame_met_by_waiting_output_sets_all_its_rest_aside(ackers):
+    # output waits (backpressure): execute stops after one tuple and sets the rest
+    # aside; the rest of a traced entry and the whole frame it rode are set aside as
+    # one, in order, none lost (each entry's own execute set its rest aside in turn,
+    # and the frame's overwrote the traced entry's, before)
+    with InMemoryCluster(to_heard(1), ackers=ackers, trace=0.0, eager_flush=False,
+                         target_latency=None) as cluster:
+        tasks = cluster.plan.component_tasks()
+        split, count = tasks["split"][0], tasks["count"][0]
+        executor = cluster.executors[count]
+        stream = cluster.plan.streams.index(("split", "default"))
+        traced = wire.encode_batch(["t1", "t2", "t3"])
+        carried = wire.encode_batch(["u1", "u2"])
+        body = wire.encode_traced([[wire.DATA, traced, 5, [51, 52, 53], 0.0],
+                                   [wire.DATA, carried, 0, [], 0.0]])
+        executor.output_waiting = ["a frame waits"]
+        executor.on_frame(wire.data_header(wire.TRACED, stream, count, split), body)
+        heard = cluster.user_object(count)
+        assert heard.words == ["t1"]
+        assert executor.leftover[0] == ["t2", "t3", "u1", "u2"]
+        executor.output_waiting = ()
+        executor.run_leftover()
+        assert heard.words == ["t1", "t2", "t3", "u1", "u2"]
+        hops = [r for r in executor.tracer.drain() if r[0] == "hops"]
+        assert [[hop for hop, *_ in r[2]] for r in hops] == [[51]]  # what ran traced
+
