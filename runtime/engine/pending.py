@@ -16,7 +16,7 @@ __all__ = ["PendingLists"]
 
 class PendingLists:
     """Needs :class:`~runtime.engine.outbound.StreamOut`'s ``items``, ``direct``,
-    ``direct_tracked``, ``outlets``, ``runs``, ``stride`` and ``flush``."""
+    ``direct_tracked``, ``outlets``, ``runs``, ``recorder``, ``stride`` and ``flush``."""
 
     __slots__ = ()
 
@@ -65,6 +65,11 @@ class PendingLists:
         list with a head is cut and its tail put in its place, then it is put back."""
         if not any(heads):
             return self.flush()
+        runs = self.runs  # a tracking spout's traced emit: only its runs have tails
+        if runs is not None and self.recorder is None:
+            k = len(lists) - 3 * len(runs.entries)  # (the runs' lists come last)
+            if list(map(len, lists[:k])) == heads[:k]:
+                return runs.send_tails(self, heads[k:])
         cut = [(i, part) for i, part in enumerate(lists) if heads[i]]
         for i, part in cut:
             tail = part[heads[i]:]

@@ -236,3 +236,39 @@ def test_a_traced_frame_met_by_waiting_output_sets_all_its_rest_aside(ackers):
         hops = [r for r in executor.tracer.drain() if r[0] == "hops"]
         assert [[hop for hop, *_ in r[2]] for r in hops] == [[51]]  # what ran traced
 
+
+class RunsSeen(InMemoryCluster):
+    """The twin, keeping the roots of every RUN frame sent, alone or in a TRACED one."""
+
+    roots: list[int] = []
+
+    def _send(self, header: bytes, body: bytes) -> None:
+        h = wire.parse_header(header)
+        frames = ([(e[0], e[1]) for e in wire.decode_traced(body)] if h.kind == wire.TRACED
+                  else [(h.kind, body)])
+        for kind, inner in frames:
+            if kind == wire.RUN:
+                first, entries = wire.decode_batch(inner)
+                self.roots += range(first, first + len(entries))
+        super()._send(header, body)
+
+
+def test_a_traced_spout_tuple_is_a_run_of_one_between_the_waiting_runs_roots():
+    # a traced emit's run (its own tail of the runs, sent alone) takes the root the
+    # waiting run would have started at, and the waiting run goes on from the next: the
+    # roots stay consecutive, none given twice, and every tree completes
+    random.seed(11)
+    RunsSeen.roots = []
+    with RunsSeen(to_heard(300), ackers=1, trace=0.2, eager_flush=False,
+                  target_latency=None) as cluster:
+        for _ in range(30):
+            cluster.step(10)
+            cluster.advance(0.01)
+        for _ in range(5):  # the last frames and acks leave with the timer
+            cluster.advance(0.01)
+        traces = cluster.traces(limit=1000)
+        acked = next(s.acked for s in cluster.statistics() if s.component == "sentences")
+    roots = sorted(RunsSeen.roots)
+    assert roots == list(range(roots[0], roots[0] + 300))
+    assert len(traces) >= 30 and all(t.status == "acked" for t in traces)
+    assert acked == 300
