@@ -17,8 +17,10 @@ that frame goes inside it, as an entry of trace id 0 (``riders.py``); what found
 frame by the executor's flush goes alone then. The untraced path, its closures and its
 decoders, is not touched.
 
-A receiving task processes each inner frame as any other, with the user's ``process``
-wrapped for that frame: each tuple's hop is timed and recorded, and what it emitted is
+A receiving task processes each inner frame as any other, in the same ``execute`` as the
+frame it rode, with the user's ``process`` wrapped for that inner frame's tuples (the
+wrapper switched per frame, ``BoltSide.on_frame``'s ``before``): each tuple's hop is
+timed and recorded, and what it emitted is
 caught as its children (under acking, only what was anchored: an unanchored emit travels
 untraced). A traced tuple a bolt keeps and acks later is watched by identity until it is
 acked, failed or forgotten (``HELD_FOR`` message timeouts).

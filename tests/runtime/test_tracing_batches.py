@@ -12,6 +12,7 @@ from collections import Counter
 import pytest
 
 from runtime import Bolt, Topology, wire
+from runtime.engine.tracing import Tracer
 from runtime.testing import InMemoryCluster
 
 from .test_checkpoints import INTERVAL, WORDS, chaos, drain, fill_log, word_count
@@ -272,3 +273,19 @@ def test_a_traced_spout_tuple_is_a_run_of_one_between_the_waiting_runs_roots():
     assert roots == list(range(roots[0], roots[0] + 300))
     assert len(traces) >= 30 and all(t.status == "acked" for t in traces)
     assert acked == 300
+
+
+def test_a_spouts_watched_roots_expire_oldest_first_and_the_look_stops_at_a_kept_one():
+    # watched longer than HELD_FOR message timeouts: forgotten, read from the oldest
+    # (roots are added in their start order) up to the first one kept, not every root
+    tracer = Tracer("sentences", 1, {}, lambda h, b: None, acking=True, rate=0.0,
+                    timeout=1.0, wall=lambda: 0.0, spout=True)
+    keep = tracer.keep
+    for root, started in ((1, 0.0), (2, 1.0), (3, 5.0), (4, 0.5)):
+        tracer.roots[root] = (root * 10, started)
+    tracer.by_msg["m"] = 1
+    tracer._expire_roots(1.5 + keep)
+    assert list(tracer.roots) == [3, 4]  # 4, stale but after 3 (a clock set back), waits
+    assert tracer.by_msg == {"m": 1}  # forgotten with the last root only
+    tracer._expire_roots(10.0 + keep)
+    assert tracer.roots == {} and tracer.by_msg == {}
