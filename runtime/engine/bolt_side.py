@@ -52,19 +52,29 @@ class BoltSide:
 
     # -- frames -------------------------------------------------------------------------
     def on_frame(self, h: wire.Header, body: bytes, waiting: Sized,
-                 ack_now: bool = True, process: Callable | None = None) -> None:
+                 ack_now: bool = True, process: Callable | None = None,
+                 before: Iterable[tuple[int, bytes, Callable, Callable]] = ()) -> None:
         """A DATA, TRACKED, RUN or ANCHORED frame: ``process`` its tuples; the acks of a
         tracked frame go at once (``ack_now`` False: with the next frame's, or at the
         flush: a traced frame's, which would otherwise cost a frame of acks of its own).
-        ``process``, if given, is called instead of the user's (the tracer's wrapper)."""
+        ``process``, if given, is called instead of the user's (the tracer's wrapper).
+        ``before``: frames that rode with this one, ``(kind, body, process, after)``
+        each (a TRACED frame's traced entries, tracing.py), processed first in the same
+        :meth:`execute`, each with its own ``process``, ``after()`` once its tuples are
+        done; their acks go with this frame's."""
         self.counts.frame_arrived()
         batch = wire.decode_batch(body)
         source = self._source(h.src, h.stream)
+        parts = []
+        for kind, inner, call, after in before:  # (a frame's traced riders: few)
+            got = wire.decode_batch(inner)
+            parts.append((got, None, None, call, after) if kind == wire.DATA
+                         else (*_PARTS[kind](got), call, after))
         if h.kind == wire.DATA:
-            return self.execute(batch, source, None, waiting, None, process)
+            return self.execute(batch, source, None, waiting, None, process, parts)
         entries, ids, vals = _PARTS[h.kind](batch)
         try:
-            return self.execute(entries, source, ids, waiting, vals, process)
+            return self.execute(entries, source, ids, waiting, vals, process, parts)
         finally:  # they are few frames, and waiting for the flush timer would add to
             if ack_now:  # complete latency
                 self.acks.flush()
@@ -88,7 +98,7 @@ class BoltSide:
 
     def execute(self, entries: list, source: TupleSource, ids: Iterable | None,
                 waiting: Sized, vals: Iterable | None = None,
-                process: Callable | None = None) -> None:
+                process: Callable | None = None, before: list[tuple] = ()) -> None:
         """``process`` each entry of a frame's batch as a Tuple from ``source`` (``ids``:
         the entries' tracking ids in order, None for untracked ones; ``vals``: their
         starting ``ack_val``, None for all 0: a tuple of one tree starts with its own edge
@@ -98,9 +108,17 @@ class BoltSide:
         traced frame's wrapper): the user's object is never touched, since reading or
         patching its ``__dict__`` would slow every attribute its own code reads.
 
+        ``before``: batches to process first, in this call, ``(entries, ids, vals,
+        process, after)`` each (the traced frames that rode with this one, each with its
+        wrapper, ``after()`` once its last tuple is done and acked, before the next
+        batch's first): one call, one batch of statistics, for the whole TRACED frame
+        (docs/internals/tracing.md, "2026-11-27, evening"). The switch between wrappers
+        is per batch, not a test per tuple.
+
         Once output waits unsent (``waiting``), the rest is set aside in ``leftover`` (a
         bolt emitting 10,000 tuples per input must not turn a whole frame of inputs into
-        output at once); :meth:`run_leftover` takes it up again.
+        output at once); :meth:`run_leftover` takes it up again (the rest of ``before``'s
+        batches too, with the user's ``process``).
 
         Each Tuple is made as its entry comes, and one that ``process`` did not keep is
         made again for the next entry: when nothing but this loop holds it (its
@@ -110,47 +128,60 @@ class BoltSide:
         (to ack later, or in a window) gets a new Tuple each time. In-process, with the
         word count's bolt: ~150-200 ns a tuple less (docs/internals/performance.md,
         "Tuples made once")."""
-        process = self.user.process if process is None else process
+        user = self.user.process if process is None else process
+        parts = [*before, (entries, ids, vals, user, None)] if before else (
+            (entries, ids, vals, user, None),)
         basic, current = self.basic, self.current
         ack_basic = self.ack_basic
         bare = len(source.fields) == 1  # its entries are bare values (runtime/wire)
         make = OneFieldTuple if bare else Tuple
-        tids = repeat(None) if ids is None else iter(ids)
-        tvals = repeat(0) if vals is None else iter(vals)
         tup, alone, done, counts = None, 0, 0, self.counts
         started = counts.started_batch(self._keyers.get((source.component, source.stream)))
         mark = counts.left  # the next sampled tuple (stats.TaskCounts.checkpoint)
+        at = first = 0  # the batch being processed, and ``done`` at its start
         try:
-            for entry, tid, val in zip(entries, tids, tvals):
-                if done == mark:
-                    mark = counts.checkpoint(done, entry)
-                if tup is not None and getrefcount(tup) == alone:  # nobody kept it
-                    tup.values = [entry] if bare else entry
-                    tup.ids, tup.ack_val = tid, val
-                else:
-                    tup = make(entry, source, tid)
-                    tup.ack_val = val
-                    alone = getrefcount(tup)
-                if basic:
-                    current[0] = tup
-                    try:
-                        process(tup)
-                    except FailedException:
-                        self.fail(tup)
+            for at, (entries, ids, vals, process, after) in enumerate(parts):  # noqa: B007 (read after it)
+                first = done
+                tids = repeat(None) if ids is None else iter(ids)
+                tvals = repeat(0) if vals is None else iter(vals)
+                for entry, tid, val in zip(entries, tids, tvals):
+                    if done == mark:
+                        mark = counts.checkpoint(done, entry)
+                    if tup is not None and getrefcount(tup) == alone:  # nobody kept it
+                        tup.values = [entry] if bare else entry
+                        tup.ids, tup.ack_val = tid, val
                     else:
-                        ack_basic(tup)
-                    current[0] = None
+                        tup = make(entry, source, tid)
+                        tup.ack_val = val
+                        alone = getrefcount(tup)
+                    if basic:
+                        current[0] = tup
+                        try:
+                            process(tup)
+                        except FailedException:
+                            self.fail(tup)
+                        else:
+                            ack_basic(tup)
+                        current[0] = None
+                    else:
+                        process(tup)
+                    done += 1
+                    if waiting:
+                        break
                 else:
-                    process(tup)
-                done += 1
-                if waiting:
-                    break
+                    if after is not None:
+                        after()
+                    continue
+                break
         except Exception as exc:
             raise UserCodeError(f"{self.name}.process", exc) from exc
         finally:
             current[0] = None
             counts.ended_batch(started, done, mark)
-        self._set_aside(entries, source, (ids, tids), (vals, tvals), done)
+        if at + 1 < len(parts):  # stopped in a batch before the last: the rest as one
+            entries, ids, vals = _rest(parts, at, done - first, tids, tvals)
+            tids, tvals, first = iter(ids), iter(vals), done
+        self._set_aside(entries, source, (ids, tids), (vals, tvals), done - first)
 
     def _set_aside(self, entries: list, source: TupleSource, ids: tuple, vals: tuple,
                    done: int) -> None:
@@ -255,6 +286,21 @@ class BoltSide:
         if out.recorder is not None:  # a tuple of several trees is recorded with its first
             out.recorder.tracked(values, next(iter(roots_of(tracked[0].ids))))
         return True
+
+
+def _rest(parts: list[tuple], at: int, done: int, tids: Iterator,
+          tvals: Iterator) -> tuple[list, list, list]:
+    """What is left of ``parts`` (execute's batches) as one batch, its entries, ids and
+    starting ``ack_val``: the ``at``-th from its ``done``-th tuple on (``tids`` and
+    ``tvals``: the iterators execute took its ids and vals from, past that tuple's),
+    and every later one whole."""
+    rest = len(parts[at][0]) - done
+    entries, ids, vals = parts[at][0][done:], [*islice(tids, rest)], [*islice(tvals, rest)]
+    for more, more_ids, more_vals, _, _ in parts[at + 1:]:
+        entries += more
+        ids += islice(repeat(None) if more_ids is None else more_ids, len(more))
+        vals += islice(repeat(0) if more_vals is None else more_vals, len(more))
+    return entries, ids, vals
 
 
 def _keyer(grouping, fields: tuple) -> Callable[[object], object] | None:

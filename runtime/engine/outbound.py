@@ -67,6 +67,10 @@ class Runs(Protocol):
     def put(self, i: int, part: list) -> None:
         """Put ``part`` where the ``i``-th of :meth:`pending`'s lists sits."""
 
+    def send_tails(self, out: StreamOut, heads: list[int]) -> None:
+        """Send what each run holds past its length in ``heads`` (entries' lengths
+        first, as :meth:`pending`), a traced emit's tuples, as a run of its own."""
+
 
 class StreamOut(PendingLists):
     """One declared stream of this component: its pending batches (untracked, tracked,

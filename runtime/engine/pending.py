@@ -16,7 +16,7 @@ __all__ = ["PendingLists"]
 
 class PendingLists:
     """Needs :class:`~runtime.engine.outbound.StreamOut`'s ``items``, ``direct``,
-    ``direct_tracked``, ``outlets``, ``runs``, ``stride`` and ``flush``."""
+    ``direct_tracked``, ``outlets``, ``runs``, ``recorder``, ``stride`` and ``flush``."""
 
     __slots__ = ()
 
@@ -62,9 +62,18 @@ class PendingLists:
         """Send only what each of :meth:`pending`'s ``lists`` holds past its length in
         ``heads`` (a traced call's tuples), as :meth:`flush` sends a batch; what was
         there before stays in place, uncopied, for the usual flush. For the flush, a
-        list with a head is cut and its tail put in its place, then it is put back."""
+        list with a head is cut and its tail put in its place, then it is put back;
+        a tail only in the runs (:meth:`Runs.send_tails`) or only in the untracked
+        batch is sent without."""
         if not any(heads):
             return self.flush()
+        runs = self.runs  # a tracking spout's traced emit: only its runs have tails
+        if runs is not None and self.recorder is None:
+            k = len(lists) - 3 * len(runs.entries)  # (the runs' lists come last)
+            if list(map(len, lists[:k])) == heads[:k]:
+                return runs.send_tails(self, heads[k:])
+        if self.recorder is None and list(map(len, lists[1:])) == heads[1:]:
+            return self._send_untracked_tail(lists[0], heads[0])
         cut = [(i, part) for i, part in enumerate(lists) if heads[i]]
         for i, part in cut:
             tail = part[heads[i]:]
@@ -75,6 +84,18 @@ class PendingLists:
         finally:
             for i, part in cut:
                 self._put(i, part)
+
+    def _send_untracked_tail(self, items: list, head: int) -> None:
+        """Only the untracked batch has a tail (a spout's untracked traced emit, a bolt's
+        traced call acking off): it goes as :meth:`flush` sends that batch, split by
+        the outlets' groupings, without the list put in place and back nor the other
+        lists looked at (~7 k instructions of a traced sentence at the spout)."""
+        tail = items[head:]
+        del items[head:]
+        for outlet in self.outlets:
+            outlet.take(tail, self)
+        self.emitted += len(tail)
+        self._reported.clear()
 
     def _put(self, i: int, part: list) -> None:
         """Put ``part`` where the ``i``-th of :meth:`pending`'s lists sits (the emit

@@ -85,12 +85,25 @@ class Runs:
             if run:
                 self._end_one(out, i, run)
 
-    def _end_one(self, out: StreamOut, i: int, run: list) -> None:
-        base, k = self._bases[i], len(run)
-        out.ship_run(*self._headers[i], base, run)
-        run.clear()  # before add_run counts them in flight: a report read between
+    def send_tails(self, out: StreamOut, heads: list[int]) -> None:
+        """Send what each run holds past its length in ``heads`` (a traced emit's tuples,
+        ``StreamOut.send_tails``; the lengths of the entries' lists first, as
+        :meth:`pending`) as a run of its own, at the base the waiting run would have had;
+        the waiting run, left in place, is numbered from the next root when it goes.
+        The same runs as the stream's flush of the tails alone sends, without putting
+        the lists' tails in their place and back (docs/internals/tracing.md, "2026-11-27,
+        evening")."""
+        for i, run in enumerate(self.entries):
+            if len(run) > heads[i]:
+                self._end_one(out, i, run, heads[i])
+
+    def _end_one(self, out: StreamOut, i: int, run: list, head: int = 0) -> None:
+        """Send ``run`` from its ``head``-th entry on (what was before stays)."""
+        base, k = self._bases[i], len(run) - head
+        out.ship_run(*self._headers[i], base, run[head:] if head else run)
+        del run[head:]  # before add_run counts them in flight: a report read between
         ids, stamps = self.msg_ids[i], self.stamps[i]  # must not count twice
-        self._tracker.add_run(base, ids[:], stamps[:])
-        ids.clear()
-        stamps.clear()
+        self._tracker.add_run(base, ids[head:], stamps[head:])
+        del ids[head:]
+        del stamps[head:]
         self._bases[i] = base + k if base + k < self._end else self._roots.run_start()

@@ -17,8 +17,10 @@ that frame goes inside it, as an entry of trace id 0 (``riders.py``); what found
 frame by the executor's flush goes alone then. The untraced path, its closures and its
 decoders, is not touched.
 
-A receiving task processes each inner frame as any other, with the user's ``process``
-wrapped for that frame: each tuple's hop is timed and recorded, and what it emitted is
+A receiving task processes each inner frame as any other, in the same ``execute`` as the
+frame it rode, with the user's ``process`` wrapped for that inner frame's tuples (the
+wrapper switched per frame, ``BoltSide.on_frame``'s ``before``): each tuple's hop is
+timed and recorded, and what it emitted is
 caught as its children (under acking, only what was anchored: an unanchored emit travels
 untraced). A traced tuple a bolt keeps and acks later is watched by identity until it is
 acked, failed or forgotten (``HELD_FOR`` message timeouts).
@@ -46,7 +48,6 @@ report (up to a report interval's) are not traversed again and again.
 
 from __future__ import annotations
 
-import contextlib
 import random
 from collections import deque
 from collections.abc import Callable, Mapping
@@ -219,19 +220,30 @@ class Tracer:
         root = _root_of(inner)
         if root is None:
             return
-        self._expire_roots(started)
+        if self.roots:
+            self._expire_roots(started)
         self.roots[root] = (trace, started)
-        with contextlib.suppress(TypeError):  # an unhashable msg_id: its timeout is
-            self.by_msg[msg_id] = root  # not told apart from a failure
+        try:  # (not contextlib.suppress: three Python calls a traced emit)  # noqa: SIM105
+            self.by_msg[msg_id] = root
+        except TypeError:  # an unhashable msg_id: its timeout is not told apart from a
+            pass  # failure
 
     def _expire_roots(self, now: float) -> None:
-        if len(self.roots) >= MAX_WATCHED:
-            for root in list(self.roots)[:len(self.roots) // 2]:
-                del self.roots[root]
-        stale = [r for r, (_, t) in self.roots.items() if now - t > self.keep]
+        """Forget the roots watched longer than ``keep``: the oldest first, as they were
+        added (their start times ascending), so the look stops at the first kept one
+        instead of reading every root at every traced emit."""
+        roots = self.roots
+        if len(roots) >= MAX_WATCHED:
+            for root in list(roots)[:len(roots) // 2]:
+                del roots[root]
+        stale = []
+        for root, (_, started) in roots.items():
+            if now - started <= self.keep:
+                break
+            stale.append(root)
         for root in stale:
-            del self.roots[root]
-        if not self.roots:
+            del roots[root]
+        if not roots:
             self.by_msg.clear()
 
     def on_acked(self, batch: list) -> None:
@@ -273,22 +285,33 @@ class Tracer:
         """A TRACED frame: process each traced inner frame with the user's ``process``
         wrapped (each tuple's hop recorded, the children it emitted caught and marked,
         kept to ride this task's next frames), and the untraced frame they rode, if any,
-        as any other. The traced entries' acks go with that frame's; when none rode (the
-        entries found no frame by the sender's flush) each entry's go as it is done, as a
-        frame's would: such a frame may hold a flush interval's traced calls (all of them
-        at ``trace=1.0``), and acks held back for all of it would time out trees whose
+        as any other, all in one ``execute`` (``BoltSide.on_frame``'s ``before``: one
+        batch of statistics, the wrapper switched per entry, not tested per tuple). The
+        traced entries' acks go with that frame's; when none rode (the entries found no
+        frame by the sender's flush) each entry's go as it is done, as a frame's would:
+        such a frame may hold a flush interval's traced calls (all of them at
+        ``trace=1.0``), and acks held back for all of it would time out trees whose
         every hop had acked in time."""
         entries = wire.decode_traced(body)
-        alone = entries[-1][2] != 0  # a rider is last
-        for kind, inner, trace, hops, emitted in entries:
-            if trace:
+        kind, inner, trace, _, _ = entries[-1]
+        if trace:  # none rode (a rider is last, trace id 0): entry by entry, acks at once
+            for kind, inner, trace, hops, emitted in entries:
                 self._entry(bolt, wire.Header(kind, h.stream, h.dest, h.src), inner, trace,
-                            hops, emitted, waiting, alone)
-            else:  # the untraced frame they rode (last): its acks take theirs along
-                bolt.on_frame(wire.Header(kind, h.stream, h.dest, h.src), inner, waiting)
+                            hops, emitted, waiting, True)
+            return
+        done = [self._segment(bolt, *entry) for entry in entries[:-1]]
+        try:  # the frame that rode last, the traced ones before it, in one execute
+            bolt.on_frame(wire.Header(kind, h.stream, h.dest, h.src), inner, waiting,
+                          before=done)
+        finally:  # each entry's hops recorded, children caught, if execute stopped first
+            for _, _, _, after in done:
+                after()
 
-    def _entry(self, bolt, h: wire.Header, inner: bytes, trace: int, hops: list,
-               emitted: float, waiting, ack_now: bool) -> None:
+    def _segment(self, bolt, kind: int, inner: bytes, trace: int, hops: list,
+                 emitted: float) -> tuple[int, bytes, Callable, Callable[[], None]]:
+        """One traced entry of a TRACED frame as ``BoltSide.on_frame`` takes it before
+        the frame it rode: its kind and body, the user's ``process`` wrapped for it, and
+        what to do once its last tuple is done (once: the frame's end calls it again)."""
         # the wrapper is handed to this frame's execute, not set on the user's object:
         # patching it (or reading its __dict__) makes CPython 3.11 give up the inline
         # attribute loads of that object for good, and every untraced tuple after it
@@ -296,13 +319,23 @@ class Tracer:
         done: list[tuple] = []  # (hop, queued_ms, executed_ms, outcome) per tuple processed
         process = self._traced_process(bolt, self.user.process, trace, iter(hops), emitted,
                                        done.append)
-        try:  # its acks go with the frame's it rode
-            bolt.on_frame(h, inner, waiting, ack_now=ack_now, process=process)
-        finally:
-            if done:  # one record for the frame's tuples (its trace id once, one record
+
+        def after() -> None:
+            if done:  # one record for the entry's tuples (its trace id once, one record
                 # for the master to file), of atoms: the collector lets it go untracked
                 self.records.append(("hops", trace, tuple(done)))
+                done.clear()
             self._close()  # the last traced input's children, its ack folded in
+
+        return kind, inner, process, after
+
+    def _entry(self, bolt, h: wire.Header, inner: bytes, trace: int, hops: list,
+               emitted: float, waiting, ack_now: bool) -> None:
+        _, _, process, after = self._segment(bolt, h.kind, inner, trace, hops, emitted)
+        try:
+            bolt.on_frame(h, inner, waiting, ack_now=ack_now, process=process)
+        finally:
+            after()
 
     def _traced_process(self, bolt, process, trace: int, hops, emitted: float, record):
         # called once per traced tuple (ten per sentence at a counter): what it needs is

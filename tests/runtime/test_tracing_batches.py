@@ -11,7 +11,8 @@ from collections import Counter
 
 import pytest
 
-from runtime import Bolt, Topology
+from runtime import Bolt, Topology, wire
+from runtime.engine.tracing import Tracer
 from runtime.testing import InMemoryCluster
 
 from .test_checkpoints import INTERVAL, WORDS, chaos, drain, fill_log, word_count
@@ -162,3 +163,129 @@ def test_a_rollback_drops_the_traced_tuples_waiting_with_the_rest(tmp_path, seed
         drain(c)
         assert kills > 3 and len(c.traces(limit=10_000)) > 100
         assert c.state("count") == dict(Counter(WORDS))
+
+
+def to_heard(sentences: int) -> Topology:
+    """Sentences of four words, one split, one counter that keeps every word."""
+    topo = Topology("heard")
+    topo.spout("sentences", Sentences(sentences))
+    topo.bolt("split", Split).shuffle_grouping("sentences")
+    topo.bolt("count", Heard).fields_grouping("split", ["word"])
+    return topo
+
+
+def executes_of(trace: float, ackers: int) -> tuple[dict[str, int], list]:
+    """``BoltSide.execute`` calls per bolt, and the traces, for 400 sentences driven as
+    the instances are: the spout's turns, then the flush timer."""
+    random.seed(7)
+    calls: Counter = Counter()
+    with InMemoryCluster(to_heard(400), ackers=ackers, trace=trace, eager_flush=False,
+                         target_latency=None) as cluster:
+        for comp in ("split", "count"):
+            bolt = cluster.executors[cluster.plan.component_tasks()[comp][0]].bolt
+            execute = bolt.execute
+
+            def counted(*args, comp=comp, execute=execute, **kwargs):
+                calls[comp] += 1
+                return execute(*args, **kwargs)
+
+            bolt.execute = counted
+        for _ in range(40):
+            cluster.step(25)
+            cluster.advance(0.01)
+        traces = cluster.traces(limit=1000)
+    return dict(calls), traces
+
+
+@pytest.mark.parametrize("ackers", [1, 0])
+def test_a_traced_frame_and_the_frame_it_carries_are_executed_in_one_call(ackers):
+    # a TRACED frame's traced entries run in the execute of the frame they rode, each
+    # with its own wrapper (one batch of statistics, no call per entry): a traced run
+    # makes the very execute calls an untraced one does, and every tree is whole
+    untraced, _ = executes_of(0.0, ackers)
+    traced, traces = executes_of(0.1, ackers)
+    assert len(traces) >= 20 and all(t.status == "acked" for t in traces)
+    for t in traces:
+        check_tree(t, 4)
+    assert traced == untraced
+
+
+@pytest.mark.parametrize("ackers", [1, 0])
+def test_a_traced_frame_met_by_waiting_output_sets_all_its_rest_aside(ackers):
+    # output waits (backpressure): execute stops after one tuple and sets the rest
+    # aside; the rest of a traced entry and the whole frame it rode are set aside as
+    # one, in order, none lost (each entry's own execute set its rest aside in turn,
+    # and the frame's overwrote the traced entry's, before)
+    with InMemoryCluster(to_heard(1), ackers=ackers, trace=0.0, eager_flush=False,
+                         target_latency=None) as cluster:
+        tasks = cluster.plan.component_tasks()
+        split, count = tasks["split"][0], tasks["count"][0]
+        executor = cluster.executors[count]
+        stream = cluster.plan.streams.index(("split", "default"))
+        traced = wire.encode_batch(["t1", "t2", "t3"])
+        carried = wire.encode_batch(["u1", "u2"])
+        body = wire.encode_traced([[wire.DATA, traced, 5, [51, 52, 53], 0.0],
+                                   [wire.DATA, carried, 0, [], 0.0]])
+        executor.output_waiting = ["a frame waits"]
+        executor.on_frame(wire.data_header(wire.TRACED, stream, count, split), body)
+        heard = cluster.user_object(count)
+        assert heard.words == ["t1"]
+        assert executor.leftover[0] == ["t2", "t3", "u1", "u2"]
+        executor.output_waiting = ()
+        executor.run_leftover()
+        assert heard.words == ["t1", "t2", "t3", "u1", "u2"]
+        hops = [r for r in executor.tracer.drain() if r[0] == "hops"]
+        assert [[hop for hop, *_ in r[2]] for r in hops] == [[51]]  # what ran traced
+
+
+class RunsSeen(InMemoryCluster):
+    """The twin, keeping the roots of every RUN frame sent, alone or in a TRACED one."""
+
+    roots: list[int] = []
+
+    def _send(self, header: bytes, body: bytes) -> None:
+        h = wire.parse_header(header)
+        frames = ([(e[0], e[1]) for e in wire.decode_traced(body)] if h.kind == wire.TRACED
+                  else [(h.kind, body)])
+        for kind, inner in frames:
+            if kind == wire.RUN:
+                first, entries = wire.decode_batch(inner)
+                self.roots += range(first, first + len(entries))
+        super()._send(header, body)
+
+
+def test_a_traced_spout_tuple_is_a_run_of_one_between_the_waiting_runs_roots():
+    # a traced emit's run (its own tail of the runs, sent alone) takes the root the
+    # waiting run would have started at, and the waiting run goes on from the next: the
+    # roots stay consecutive, none given twice, and every tree completes
+    random.seed(11)
+    RunsSeen.roots = []
+    with RunsSeen(to_heard(300), ackers=1, trace=0.2, eager_flush=False,
+                  target_latency=None) as cluster:
+        for _ in range(30):
+            cluster.step(10)
+            cluster.advance(0.01)
+        for _ in range(5):  # the last frames and acks leave with the timer
+            cluster.advance(0.01)
+        traces = cluster.traces(limit=1000)
+        acked = next(s.acked for s in cluster.statistics() if s.component == "sentences")
+    roots = sorted(RunsSeen.roots)
+    assert roots == list(range(roots[0], roots[0] + 300))
+    assert len(traces) >= 30 and all(t.status == "acked" for t in traces)
+    assert acked == 300
+
+
+def test_a_spouts_watched_roots_expire_oldest_first_and_the_look_stops_at_a_kept_one():
+    # watched longer than HELD_FOR message timeouts: forgotten, read from the oldest
+    # (roots are added in their start order) up to the first one kept, not every root
+    tracer = Tracer("sentences", 1, {}, lambda h, b: None, acking=True, rate=0.0,
+                    timeout=1.0, wall=lambda: 0.0, spout=True)
+    keep = tracer.keep
+    for root, started in ((1, 0.0), (2, 1.0), (3, 5.0), (4, 0.5)):
+        tracer.roots[root] = (root * 10, started)
+    tracer.by_msg["m"] = 1
+    tracer._expire_roots(1.5 + keep)
+    assert list(tracer.roots) == [3, 4]  # 4, stale but after 3 (a clock set back), waits
+    assert tracer.by_msg == {"m": 1}  # forgotten with the last root only
+    tracer._expire_roots(10.0 + keep)
+    assert tracer.roots == {} and tracer.by_msg == {}
