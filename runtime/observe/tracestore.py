@@ -90,10 +90,12 @@ class TraceStore:
         if tree is None:
             tree = self._trees[trace] = _Tree()
             while len(self._trees) > self.capacity:
-                _, old = self._trees.popitem(last=False)
+                dropped, old = self._trees.popitem(last=False)
                 self.dropped += 1
-                if old.start is not None:
-                    self._by_msg.pop(_key(old.start[2]), None)
+                if old.start is not None:  # (a replayed msg_id's newer trace stays)
+                    key = _key(old.start[0])
+                    if self._by_msg.get(key) == dropped:
+                        del self._by_msg[key]
         return tree
 
     def _file(self, task: int, incarnation: int, record: list) -> None:

@@ -285,6 +285,23 @@ def test_the_store_keeps_the_newest_and_counts_what_it_dropped():
         store.traces(status="lost", now=1.0)
 
 
+def test_a_dropped_trace_leaves_the_msg_id_index_too():
+    # the oldest trace dropped takes its msg_id's entry with it, and only its own: not a
+    # replayed msg_id's newer trace, nor a msg_id equal to its spout's task id (the store
+    # popped the task's); the index stays within the store's bound
+    store = TraceStore({1: "spout", 2: "bolt"}, capacity=3)
+
+    def traced(trace, msg_id):
+        store.add(1, 0, [started(trace, msg_id), ["done", trace, "acked", 1.0]], now=0.0)
+
+    for trace, msg_id in ((1, "a"), (2, "a"), (3, 1), (4, "c")):  # 1 is dropped
+        traced(trace, msg_id)
+    assert store.lineage("a", now=1.0) is not None and store.lineage(1, now=1.0) is not None
+    for trace in range(5, 30):
+        traced(trace, f"m{trace}")
+    assert len(store._by_msg) == len(store) == 3
+
+
 def test_a_copy_lost_with_a_restarted_task_is_in_transit_else_queued_at_its_task():
     store = TraceStore({1: "spout", 2: "split", 3: "count"}, timeout=5.0)
     store.add(1, 0, [started(7, "m", at=100.0), ["sent", 7, 70, 0, 2, "default", ["s"], 100.0]],
