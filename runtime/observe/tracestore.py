@@ -49,7 +49,8 @@ class _Tree:
     a store of 10,000 trees is ~4 tracked containers a tree, and each full collection of
     the master traverses them all), read per hop only when the tree is assembled."""
 
-    __slots__ = ("start", "status", "complete_ms", "frames", "runs", "outcomes", "settled")
+    __slots__ = ("start", "status", "complete_ms", "frames", "runs", "outcomes", "settled",
+                 "restarts")
 
     def __init__(self) -> None:
         # the spout's start: (msg_id, component, task, values, started, tracked)
@@ -67,16 +68,20 @@ class _Tree:
         # whether every copy sent ran (an untracked tree's status), None until asked
         # again after a record came
         self.settled: bool | None = None
+        # a tree carried over from the master before: the restarts that master knew of
+        # its copies' tasks (None: the store's own, as it learns them)
+        self.restarts: dict[int, list[float]] | None = None
 
 
 class _Hops:
     """A tree read per hop, for its assembly: the latest record of each hop, as the store
     kept them until 2026-11-27 (wt-tracemaster) and as ``_held_by`` reads them."""
 
-    __slots__ = ("start", "complete_ms", "sent", "ran", "outcomes")
+    __slots__ = ("start", "complete_ms", "sent", "ran", "outcomes", "restarts")
 
-    def __init__(self, tree: _Tree) -> None:
+    def __init__(self, tree: _Tree, restarts: dict[int, list[float]]) -> None:
         self.start, self.complete_ms, self.outcomes = tree.start, tree.complete_ms, tree.outcomes
+        self.restarts = restarts if tree.restarts is None else tree.restarts
         # hop -> (parent, dest, stream, values, emitted)
         self.sent: dict[int, tuple] = {}
         for hops, parent, dest, stream, values, emitted in tree.frames:
@@ -100,6 +105,7 @@ class TraceStore:
         self._by_msg: dict[Any, int] = {}
         self._restarts: dict[int, list[float]] = {}  # task -> wall times it was replaced
         self.dropped = 0  # traces dropped, oldest first, to stay within capacity
+        self._carried = 0  # trees refiled from a master before (keyed -1, -2, ...)
         self.malformed = 0  # records that could not be filed
 
     # -- filing -------------------------------------------------------------------------
@@ -186,6 +192,45 @@ class TraceStore:
         return [self._assemble(tree, st) for tree, st in islice(self._newest(now), newest)
                 if st != "pending"]
 
+    def kept(self, newest: int, *, now: float) -> list[list]:
+        """Of the ``newest`` traces, the finished ones as filed, newest first, as plain
+        data (what :meth:`refile` reads): the master keeps these for the one that may
+        replace it every couple of seconds, and assembles none of them (each save
+        assembled 200 traces and copied them, ~110 M instructions; docs/internals/
+        tracing.md, wt-tracemaster)."""
+        return [self._plain(tree) for tree, st in islice(self._newest(now), newest)
+                if st != "pending"]
+
+    def _plain(self, tree: _Tree) -> list:
+        restarts = tree.restarts
+        if restarts is None:  # the ones of its copies' tasks (usually none at all)
+            mine = self._restarts
+            restarts = {frame[2]: mine[frame[2]] for frame in tree.frames
+                        if frame[2] in mine} if mine else {}
+        return [tree.start, tree.status, tree.complete_ms, tree.frames, tree.runs,
+                tree.outcomes, restarts]
+
+    def refile(self, kept: list) -> int:
+        """File the trees :meth:`kept` made (newest first; by a master before this one),
+        behind any already here; one that is not such a tree is left out. Returns how
+        many were filed."""
+        filed = 0
+        for plain in kept:
+            if len(self._trees) >= self.capacity:
+                break
+            try:
+                tree = _unplain(plain)
+                hash(_key(tree.start[0]))
+            except (TypeError, ValueError, KeyError):
+                continue
+            self._carried += 1
+            key = -self._carried  # (reported trace ids are > 0)
+            self._trees[key] = tree
+            self._trees.move_to_end(key, last=False)  # each older than the one before
+            self._by_msg.setdefault(_key(tree.start[0]), key)
+            filed += 1
+        return filed
+
     def _newest(self, now: float) -> Iterator[tuple[_Tree, str]]:
         """The trees whose spout's start was filed, newest first, with their status."""
         trees = self._trees
@@ -216,7 +261,7 @@ class TraceStore:
 
     # -- assembly -----------------------------------------------------------------------
     def _assemble(self, filed: _Tree, status: str) -> Trace:
-        tree = _Hops(filed)
+        tree = _Hops(filed, self._restarts)
         msg_id, component, task, values, started, _tracked = tree.start
         order = _causal(tree.sent)
         index = {hop: i for i, hop in enumerate(order)}
@@ -251,7 +296,7 @@ class TraceStore:
         for hop in order:
             if hop not in tree.ran:
                 _, dest, _, _, emitted = tree.sent[hop]
-                if any(at >= emitted for at in self._restarts.get(dest, ())):
+                if any(at >= emitted for at in tree.restarts.get(dest, ())):
                     return (TRANSIT, None)
                 return self._named(dest)
         return self._late(tree)
@@ -277,6 +322,29 @@ class TraceStore:
 
 
 _first = itemgetter(0)
+
+
+def _unplain(plain: list) -> _Tree:
+    """A tree back from :meth:`TraceStore.kept`'s data (msgpack made its tuples lists)."""
+    start, status, complete_ms, frames, runs, outcomes, restarts = plain
+    msg_id, component, task, values, started, tracked = start
+    if status not in TRACE_STATUSES or type(component) is not str:
+        raise ValueError("not a kept trace")
+    tree = _Tree()
+    tree.start = (msg_id, component, task, tuple(values), float(started), bool(tracked))
+    tree.status = status
+    tree.complete_ms = None if complete_ms is None else float(complete_ms)
+    tree.frames = tuple((tuple(hops), parent, dest, stream, tuple(map(tuple, values)),
+                         float(emitted))
+                        for hops, parent, dest, stream, values, emitted in frames)
+    tree.runs = tuple((task, incarnation, tuple(map(tuple, entries)))
+                      for task, incarnation, entries in runs)
+    for _, _, entries in tree.runs:
+        if set(map(len, entries)) - {4}:
+            raise ValueError("a processed copy is (hop, queued, executed, outcome)")
+    tree.outcomes = {hop: str(outcome) for hop, outcome in outcomes.items()}
+    tree.restarts = {task: [float(at) for at in ats] for task, ats in restarts.items()}
+    return tree
 
 
 def _sent_frame(tree: _Tree, hops: list, parent: int, dest: int, stream: str,
