@@ -67,7 +67,7 @@ class MasterTraces:
             raise ValueError(f"status must be one of {TRACE_STATUSES} or None, "
                              f"not {msg.status!r}")
         own = self.store.traces(msg.status, msg.limit, now=now)
-        older = _older(own, self.carried.traces(msg.status, msg.limit, now=now))
+        older = _older(own, self.carried.traces(msg.status, msg.limit, now=now), _trace_msg)
         return [trace_to_plain(t) for t in (own + older)[:msg.limit]]
 
     # -- for the master that may replace this one ----------------------------------------
@@ -81,7 +81,7 @@ class MasterTraces:
         wall = self.wall()
         own = self.store.kept(KEEP, now=wall)
         older = self.carried.kept(KEEP, now=wall) if len(self.carried) else []
-        carry.save_traces((own + _older(own, older, plain=True))[:KEEP])
+        carry.save_traces((own + _older(own, older, _tree_msg))[:KEEP])
 
     def carry_over(self, kept: list) -> None:
         """What the master before kept (newest first): each checked (one that is not a
@@ -99,16 +99,21 @@ class MasterTraces:
                 "traces_carried": len(self.carried)}
 
 
-def _older(own: list, carried: list, plain: bool = False) -> list:
-    """The carried traces (or, ``plain``, kept trees) whose spout tuple has no newer
+def _older(own: list, carried: list, msg_id: Callable[[Any], Any]) -> list:
+    """The carried traces (or kept trees) whose spout tuple, ``msg_id(t)``, has no newer
     trace in ``own``."""
     if not carried:
         return []
-    if plain:
-        mine = {_key(t[0][0]) for t in own}
-        return [t for t in carried if _key(t[0][0]) not in mine]
-    mine = {_key(t.msg_id) for t in own}
-    return [t for t in carried if _key(t.msg_id) not in mine]
+    mine = {_key(msg_id(t)) for t in own}
+    return [t for t in carried if _key(msg_id(t)) not in mine]
+
+
+def _trace_msg(trace: Any) -> Any:
+    return trace.msg_id
+
+
+def _tree_msg(tree: list) -> Any:
+    return tree[0][0]  # (its start's msg_id: TraceStore.kept)
 
 
 def _key(msg_id: Any) -> Any:
