@@ -50,7 +50,7 @@ class _Tree:
     the master traverses them all), read per hop only when the tree is assembled."""
 
     __slots__ = ("start", "status", "complete_ms", "frames", "runs", "outcomes", "settled",
-                 "restarts")
+                 "restarts", "unread")
 
     def __init__(self) -> None:
         # the spout's start: (msg_id, component, task, values, started, tracked)
@@ -59,8 +59,11 @@ class _Tree:
         self.complete_ms: float | None = None
         # copies sent, a frame's at a time: (hops, parent, dest, stream, values, emitted),
         # hops and values (one tuple of fields a copy) tuples; a tuple, not a list, grown
-        # by a copy (two or three frames a tree): the collector lets it go too
+        # by a copy (two or three frames a tree): the collector lets it go too. A frame
+        # whose values are still its body, as sent, is (hops, parent, dest, stream, body,
+        # emitted, (kind, bare)) until the tree is first read (_read)
         self.frames: tuple[tuple, ...] = ()
+        self.unread = False  # some frame's body is not read yet
         # copies processed, a traced frame's at a time:
         # (task, incarnation, ((hop, queued, executed, outcome), ...))
         self.runs: tuple[tuple, ...] = ()
@@ -150,7 +153,7 @@ class TraceStore:
             self._by_msg[_key(record[2])] = trace
         elif kind == "sent":
             if type(record[2]) is list:  # a frame's copies (hops, entries, bare, emitted)
-                _sent_frame(tree, *record[2:6], _values(record), *record[7:9])
+                _sent_frame(tree, *record[2:10])
             else:  # one copy: hop, parent, dest, stream, values, emitted
                 hop, parent, dest, stream, values, emitted = record[2:8]
                 hash(hop)
@@ -231,6 +234,27 @@ class TraceStore:
             filed += 1
         return filed
 
+    def _read(self, tree: _Tree) -> None:
+        """Read the bodies of a tree's frames not read yet, once (its values until then
+        are the frame's body as sent: the filing of a traced sentence decoded two bodies
+        and made a tuple a copy, ~35 k instructions of ~157 k, for trees most of which are
+        never asked for). A frame whose body is not one entry a hop is dropped and counted
+        malformed, now rather than when it was filed."""
+        if not tree.unread:
+            return
+        frames = []
+        for frame in tree.frames:
+            if len(frame) == 7:
+                hops, parent, dest, stream, body, emitted, (kind, bare) = frame
+                try:
+                    values = _copies(hops, wire.batch_values(kind, body), bare)
+                except (TypeError, ValueError):  # (WireError: a ValueError)
+                    self.malformed += 1
+                    continue
+                frame = (hops, parent, dest, stream, values, emitted)
+            frames.append(frame)
+        tree.frames, tree.unread = tuple(frames), False
+
     def _newest(self, now: float) -> Iterator[tuple[_Tree, str]]:
         """The trees whose spout's start was filed, newest first, with their status."""
         trees = self._trees
@@ -254,6 +278,7 @@ class TraceStore:
         if tree.start[5]:  # tracked: the spout's word
             return tree.status or "pending"
         if tree.settled is None:
+            self._read(tree)
             tree.settled = _settled(tree)
         if tree.settled:
             return "acked"
@@ -261,6 +286,7 @@ class TraceStore:
 
     # -- assembly -----------------------------------------------------------------------
     def _assemble(self, filed: _Tree, status: str) -> Trace:
+        self._read(filed)
         tree = _Hops(filed, self._restarts)
         msg_id, component, task, values, started, _tracked = tree.start
         order = _causal(tree.sent)
@@ -334,9 +360,8 @@ def _unplain(plain: list) -> _Tree:
     tree.start = (msg_id, component, task, tuple(values), float(started), bool(tracked))
     tree.status = status
     tree.complete_ms = None if complete_ms is None else float(complete_ms)
-    tree.frames = tuple((tuple(hops), parent, dest, stream, tuple(map(tuple, values)),
-                         float(emitted))
-                        for hops, parent, dest, stream, values, emitted in frames)
+    tree.frames = tuple(map(_unplain_frame, frames))
+    tree.unread = any(len(frame) == 7 for frame in tree.frames)
     tree.runs = tuple((task, incarnation, tuple(map(tuple, entries)))
                       for task, incarnation, entries in runs)
     for _, _, entries in tree.runs:
@@ -347,16 +372,37 @@ def _unplain(plain: list) -> _Tree:
     return tree
 
 
+def _unplain_frame(frame: list) -> tuple:
+    """A frame back from :meth:`TraceStore.kept`'s data: read, or its body as sent."""
+    hops, parent, dest, stream, values, emitted, *unread = frame
+    if not unread:
+        return (tuple(hops), parent, dest, stream, tuple(map(tuple, values)), float(emitted))
+    (kind, bare), = unread
+    if type(values) is not bytes:
+        raise ValueError("an unread frame holds its body")
+    return (tuple(hops), parent, dest, stream, values, float(emitted), (kind, bool(bare)))
+
+
 def _sent_frame(tree: _Tree, hops: list, parent: int, dest: int, stream: str,
-                entries: list, bare: bool, emitted: float) -> None:
-    """A frame's copies sent: its hop ids and values, one tuple of fields a copy."""
-    if type(entries) is not list or len(entries) != len(hops):
-        raise ValueError("a sent frame needs one entry per hop")
+                entries: list | bytes, bare: bool, emitted: float, kind: int = 0) -> None:
+    """A frame's copies sent: its hop ids, and its body as sent (read when the tree
+    first is, :meth:`TraceStore._read`: most trees never are), or (``entries``, a list:
+    the values themselves, before 2026-11-27) one tuple of fields a copy."""
     hops = tuple(hops)
     set(hops)  # (a hop that is no key: TypeError, nothing filed)
-    values = tuple(zip(entries)) if bare else tuple(map(tuple, entries))
-    tree.frames += ((hops, parent, dest, stream, values, emitted),)
+    if type(entries) is bytes:
+        tree.frames += ((hops, parent, dest, stream, entries, emitted, (kind, bare)),)
+        tree.unread = True
+    else:
+        tree.frames += ((hops, parent, dest, stream, _copies(hops, entries, bare), emitted),)
     tree.settled = None
+
+
+def _copies(hops: tuple, entries: Any, bare: bool) -> tuple:
+    """A frame's values, one tuple of fields a copy."""
+    if type(entries) is not list or len(entries) != len(hops):
+        raise ValueError("a sent frame needs one entry per hop")
+    return tuple(zip(entries)) if bare else tuple(map(tuple, entries))
 
 
 def _ran(tree: _Tree, task: int, incarnation: int, entries: list) -> None:
@@ -431,14 +477,6 @@ def _finished_ms(hops: tuple[Hop, ...], started: float) -> float | None:
     ends = [(h.emitted_at or started) * 1000.0 + (h.queued_ms or 0.0) + (h.executed_ms or 0.0)
             for h in hops if h.executed_ms is not None]
     return max(ends) - started * 1000.0 if ends else None
-
-
-def _values(sent: list) -> list:
-    """A ``sent`` record's values, one per copy: since 2026-11-27 it carries the frame's
-    body and kind (``[..., body, bare, emitted, kind]``), read here, once, rather than by
-    the task that sent it; before, the values themselves."""
-    entries = sent[6]
-    return wire.batch_values(sent[9], entries) if type(entries) is bytes else entries
 
 
 def _key(msg_id: Any) -> Any:

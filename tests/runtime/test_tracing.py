@@ -533,6 +533,29 @@ def test_a_traced_frame_is_one_sent_record_the_store_splits(monkeypatch):
     assert store.malformed == 1  # a frame's record with fewer entries than hops
 
 
+def test_the_store_reads_a_sent_frames_body_when_its_tree_is_first_read(monkeypatch):
+    # filing keeps a frame's body as sent: most trees are never asked for (the master
+    # decoded two bodies a traced sentence and made a tuple a copy, ~35 k instructions
+    # of ~157 k); a tree is read once, and a body that is no batch of one entry a hop is
+    # counted then
+    read = []
+    values = wire.batch_values
+    monkeypatch.setattr(wire, "batch_values", lambda kind, body: read.append(body) or
+                        values(kind, body))
+    store = TraceStore({2: "split"}, timeout=5.0)
+    body = wire.encode_batch(["c", "d"])
+    store.add(1, 0, [started(8, "n", tracked=False),
+                     ["sent", 8, [80, 81], 0, 2, "default", body, True, 1.0, wire.DATA],
+                     ["sent", 8, [82, 83], 0, 2, "default", wire.encode_batch(["e"]), True,
+                      1.0, wire.DATA]], now=1.0)
+    store.add(2, 0, [("hops", 8, ((80, 1.0, 1.0, None), (81, 1.0, 1.0, None)))], now=1.0)
+    assert read == [] and store.malformed == 0
+    assert store.traces(now=2.0)[0].status == "acked"  # the bad frame is no copy sent
+    assert len(read) == 2 and store.malformed == 1
+    assert [h.values for h in store.lineage("n", now=2.0).hops] == [("c",), ("d",)]
+    assert len(read) == 2 and store.malformed == 1  # read once
+
+
 def test_a_traced_frames_processed_tuples_are_one_hops_record(monkeypatch):
     # one record per traced frame a task processes, not one per tuple: the trace id
     # once, and the master files one record (docs/internals/tracing.md, wt-trace5)
