@@ -1,8 +1,9 @@
 """The master's store of traces (issue 20; docs/internals/tracing.md): pure, bounded.
 
 Tasks report what they saw of traced trees as records (``runtime.engine.tracing``: start,
-sent, hops, outcome, done); the store files them by trace id, as they came (a
-frame's copies are read one by one only when their tree is assembled), keeps the newest
+sent, hops, outcome, done); the store files them by trace id, as they came (a frame's
+body is decoded when its tree is first read, its copies taken one by one only when the
+tree is assembled), keeps the newest
 ``capacity`` traces (the oldest are dropped and counted), and assembles a
 :class:`~runtime.observe.traces.Trace` only when one is asked for, so a query of the
 newest 100 out of 10,000 costs 100 assemblies. It takes ``now`` as an argument.
@@ -46,7 +47,7 @@ __all__ = ["TraceStore", "trace_from_plain", "trace_to_plain"]
 class _Tree:
     """What the store knows of one traced tree, as reported: its records filed as they
     came, each a tuple (the collector stops tracking a tuple of atoms at its first pass:
-    a store of 10,000 trees is ~4 tracked containers a tree, and each full collection of
+    a store of 10,000 trees is ~2 tracked containers a tree, and each full collection of
     the master traverses them all), read per hop only when the tree is assembled."""
 
     __slots__ = ("start", "status", "complete_ms", "frames", "runs", "outcomes", "settled",
@@ -347,7 +348,7 @@ class TraceStore:
         return (self.components.get(task, "?"), task)
 
 
-_first = itemgetter(0)
+_first, _third = itemgetter(0), itemgetter(2)
 
 
 def _unplain(plain: list) -> _Tree:
@@ -444,9 +445,6 @@ def _settled(tree: _Tree) -> bool:
         ran.update(zip(map(_first, entries), map(_third, entries)))
     sent = {hop for frame in tree.frames for hop in frame[0]}
     return bool(sent) and ran.keys() >= sent and None not in ran.values()
-
-
-_third = itemgetter(2)
 
 
 def _causal(sent: dict[int, tuple]) -> list[int]:
