@@ -210,7 +210,7 @@ class TraceStore:
         if restarts is None:  # the ones of its copies' tasks (usually none at all)
             mine = self._restarts
             restarts = {frame[2]: mine[frame[2]] for frame in tree.frames
-                        if frame[2] in mine} if mine else {}
+                        if type(frame[2]) is int and frame[2] in mine} if mine else {}
         return [tree.start, tree.status, tree.complete_ms, tree.frames, tree.runs,
                 tree.outcomes, restarts]
 
@@ -390,8 +390,7 @@ def _sent_frame(tree: _Tree, hops: list, parent: int, dest: int, stream: str,
     first is, :meth:`TraceStore._read`: most trees never are), or (``entries``, a list:
     the values themselves, before 2026-11-27) one tuple of fields a copy."""
     hops = tuple(hops)
-    set(hops)  # (a hop that is no key: TypeError, nothing filed)
-    if type(entries) is bytes:
+    if type(entries) is bytes:  # (its hops are checked with its body, when read)
         tree.frames += ((hops, parent, dest, stream, entries, emitted, (kind, bare)),)
         tree.unread = True
     else:
@@ -403,6 +402,7 @@ def _copies(hops: tuple, entries: Any, bare: bool) -> tuple:
     """A frame's values, one tuple of fields a copy."""
     if type(entries) is not list or len(entries) != len(hops):
         raise ValueError("a sent frame needs one entry per hop")
+    set(hops)  # (a hop that is no key: TypeError)
     return tuple(zip(entries)) if bare else tuple(map(tuple, entries))
 
 

@@ -556,6 +556,17 @@ def test_the_store_reads_a_sent_frames_body_when_its_tree_is_first_read(monkeypa
     assert len(read) == 2 and store.malformed == 1  # read once
 
 
+def test_a_sent_frame_whose_hop_ids_are_no_keys_is_counted_when_read():
+    store = TraceStore({2: "split"})
+    body = wire.encode_batch(["c", "d"])
+    store.add(1, 0, [started(8, "n"),
+                     ["sent", 8, [[80], 81], 0, 2, "default", body, True, 1.0, wire.DATA],
+                     ["sent", 8, [82, 83], 0, 2, "default", body, True, 1.0, wire.DATA]],
+              now=1.0)
+    assert [h.values for h in store.lineage("n", now=1.0).hops] == [("c",), ("d",)]
+    assert store.malformed == 1
+
+
 def test_a_traced_frames_processed_tuples_are_one_hops_record(monkeypatch):
     # one record per traced frame a task processes, not one per tuple: the trace id
     # once, and the master files one record (docs/internals/tracing.md, wt-trace5)
