@@ -1,7 +1,9 @@
 """The master's store of traces (issue 20; docs/internals/tracing.md): pure, bounded.
 
 Tasks report what they saw of traced trees as records (``runtime.engine.tracing``: start,
-sent, hops, outcome, done); the store files them by trace id, keeps the newest
+sent, hops, outcome, done); the store files them by trace id, as they came (a frame's
+body is decoded when its tree is first read, its copies taken one by one only when the
+tree is assembled), keeps the newest
 ``capacity`` traces (the oldest are dropped and counted), and assembles a
 :class:`~runtime.observe.traces.Trace` only when one is asked for, so a query of the
 newest 100 out of 10,000 costs 100 assemblies. It takes ``now`` as an argument.
@@ -32,6 +34,7 @@ from collections import OrderedDict
 from collections.abc import Iterable, Iterator, Mapping
 from copy import deepcopy
 from itertools import islice
+from operator import itemgetter
 from typing import Any
 
 from runtime import wire
@@ -42,21 +45,57 @@ __all__ = ["TraceStore", "trace_from_plain", "trace_to_plain"]
 
 
 class _Tree:
-    """What the store knows of one traced tree, as reported."""
+    """What the store knows of one traced tree, as reported: its records filed as they
+    came, each a tuple (the collector stops tracking a tuple of atoms at its first pass:
+    a store of 10,000 trees is ~2 tracked containers a tree, and each full collection of
+    the master traverses them all), read per hop only when the tree is assembled."""
 
-    __slots__ = ("start", "status", "complete_ms", "sent", "ran", "outcomes", "missing")
+    __slots__ = ("start", "status", "complete_ms", "frames", "runs", "outcomes", "settled",
+                 "restarts", "unread")
 
     def __init__(self) -> None:
-        self.start: list | None = None  # the spout's start record
+        # the spout's start: (msg_id, component, task, values, started, tracked)
+        self.start: tuple | None = None
         self.status: str | None = None  # the spout's outcome (tracked trees)
         self.complete_ms: float | None = None
-        # per hop, tuples of atoms (values: a tuple), which the collector stops tracking
-        # at its first pass: a store of 10,000 trees is then ~5 tracked containers a
-        # tree, not ~40 (each full collection of the master traversed them all)
-        self.sent: dict[int, tuple] = {}  # hop -> (parent, dest, stream, values, emitted)
-        self.ran: dict[int, tuple] = {}  # hop -> (task, incarnation, queued, executed, outcome)
+        # copies sent, a frame's at a time: (hops, parent, dest, stream, values, emitted),
+        # hops and values (one tuple of fields a copy) tuples; a tuple, not a list, grown
+        # by a copy (two or three frames a tree): the collector lets it go too. A frame
+        # whose values are still its body, as sent, is (hops, parent, dest, stream, body,
+        # emitted, (kind, bare)) until the tree is first read (_read)
+        self.frames: tuple[tuple, ...] = ()
+        self.unread = False  # some frame's body is not read yet
+        # copies processed, a traced frame's at a time:
+        # (task, incarnation, ((hop, queued, executed, outcome), ...))
+        self.runs: tuple[tuple, ...] = ()
         self.outcomes: dict[int, str] = {}  # hop -> a later ack or fail of a held copy
-        self.missing = 0  # copies sent and not (yet) processed
+        # whether every copy sent ran (an untracked tree's status), None until asked
+        # again after a record came
+        self.settled: bool | None = None
+        # a tree carried over from the master before: the restarts that master knew of
+        # its copies' tasks (None: the store's own, as it learns them)
+        self.restarts: dict[int, list[float]] | None = None
+
+
+class _Hops:
+    """A tree read per hop, for its assembly: the latest record of each hop, as the store
+    kept them until 2026-11-27 (wt-tracemaster) and as ``_held_by`` reads them."""
+
+    __slots__ = ("start", "complete_ms", "sent", "ran", "outcomes", "restarts")
+
+    def __init__(self, tree: _Tree, restarts: dict[int, list[float]]) -> None:
+        self.start, self.complete_ms, self.outcomes = tree.start, tree.complete_ms, tree.outcomes
+        self.restarts = restarts if tree.restarts is None else tree.restarts
+        # hop -> (parent, dest, stream, values, emitted)
+        self.sent: dict[int, tuple] = {}
+        for hops, parent, dest, stream, values, emitted in tree.frames:
+            for hop, value in zip(hops, values):
+                self.sent[hop] = (parent, dest, stream, value, emitted)
+        # hop -> (task, incarnation, queued, executed, outcome)
+        self.ran: dict[int, tuple] = {}
+        for task, incarnation, entries in tree.runs:
+            for hop, queued, executed, outcome in entries:
+                self.ran[hop] = (task, incarnation, queued, executed, outcome)
 
 
 class TraceStore:
@@ -70,6 +109,7 @@ class TraceStore:
         self._by_msg: dict[Any, int] = {}
         self._restarts: dict[int, list[float]] = {}  # task -> wall times it was replaced
         self.dropped = 0  # traces dropped, oldest first, to stay within capacity
+        self._carried = 0  # trees refiled from a master before (keyed -1, -2, ...)
         self.malformed = 0  # records that could not be filed
 
     # -- filing -------------------------------------------------------------------------
@@ -90,32 +130,36 @@ class TraceStore:
         if tree is None:
             tree = self._trees[trace] = _Tree()
             while len(self._trees) > self.capacity:
-                _, old = self._trees.popitem(last=False)
+                dropped, old = self._trees.popitem(last=False)
                 self.dropped += 1
-                if old.start is not None:
-                    self._by_msg.pop(_key(old.start[2]), None)
+                if old.start is not None:  # (a replayed msg_id's newer trace stays)
+                    key = _key(old.start[0])
+                    if self._by_msg.get(key) == dropped:
+                        del self._by_msg[key]
         return tree
 
     def _file(self, task: int, incarnation: int, record: list) -> None:
+        """One record, kept as it came (a tuple): a hop's are read only when its tree is
+        assembled, not at each report (docs/internals/tracing.md, wt-tracemaster)."""
         kind, trace = record[0], record[1]
         if type(trace) is not int:
             raise TypeError("a trace id is an int")
         tree = self._tree(trace)
         if kind == "hops":  # a frame's copies processed (hop, queued, executed, outcome)
-            for hop, queued, executed, outcome in record[2]:  # (a malformed one: counted)
-                if hop not in tree.ran and hop in tree.sent:
-                    tree.missing -= 1
-                tree.ran[hop] = (task, incarnation, queued, executed, outcome)
+            _ran(tree, task, incarnation, record[2])
         elif kind == "start":  # newest first means by the spout's emit: it moves to the end
-            tree.start = list(record[2:8])
+            msg_id, component, spout, values, started, tracked = record[2:8]
+            tree.start = (msg_id, component, spout, tuple(values), started, tracked)
             self._trees.move_to_end(trace)
             self._by_msg[_key(record[2])] = trace
         elif kind == "sent":
             if type(record[2]) is list:  # a frame's copies (hops, entries, bare, emitted)
-                self._sent_frame(tree, *record[2:6], _values(record), *record[7:9])
+                _sent_frame(tree, *record[2:10])
             else:  # one copy: hop, parent, dest, stream, values, emitted
-                parent, dest, stream, values, emitted = record[3:8]
-                self._sent(tree, record[2], (parent, dest, stream, tuple(values), emitted))
+                hop, parent, dest, stream, values, emitted = record[2:8]
+                hash(hop)
+                tree.frames += (((hop,), parent, dest, stream, (tuple(values),), emitted),)
+                tree.settled = None
         elif kind == "outcome":
             tree.outcomes[record[2]] = str(record[3])
         elif kind == "done":
@@ -125,20 +169,6 @@ class TraceStore:
             tree.status, tree.complete_ms = status, float(record[3])
         else:
             raise ValueError(f"unknown trace record {kind!r}")
-
-    @staticmethod
-    def _sent(tree: _Tree, hop: int, rest: tuple) -> None:
-        if hop not in tree.sent and hop not in tree.ran:
-            tree.missing += 1
-        tree.sent[hop] = rest
-
-    def _sent_frame(self, tree: _Tree, hops: list, parent: int, dest: int, stream: str,
-                    entries: list, bare: bool, emitted: float) -> None:
-        if type(entries) is not list or len(entries) != len(hops):
-            raise ValueError("a sent frame needs one entry per hop")
-        for hop, entry in zip(hops, entries):
-            self._sent(tree, hop, (parent, dest, stream, (entry,) if bare else tuple(entry),
-                                   emitted))
 
     # -- queries ------------------------------------------------------------------------
     def __len__(self) -> int:
@@ -166,6 +196,66 @@ class TraceStore:
         return [self._assemble(tree, st) for tree, st in islice(self._newest(now), newest)
                 if st != "pending"]
 
+    def kept(self, newest: int, *, now: float) -> list[list]:
+        """Of the ``newest`` traces, the finished ones as filed, newest first, as plain
+        data (what :meth:`refile` reads): the master keeps these for the one that may
+        replace it every couple of seconds, and assembles none of them (each save
+        assembled 200 traces and copied them, ~110 M instructions; docs/internals/
+        tracing.md, wt-tracemaster)."""
+        return [self._plain(tree) for tree, st in islice(self._newest(now), newest)
+                if st != "pending"]
+
+    def _plain(self, tree: _Tree) -> list:
+        restarts = tree.restarts
+        if restarts is None:  # the ones of its copies' tasks (usually none at all)
+            mine = self._restarts
+            restarts = {frame[2]: mine[frame[2]] for frame in tree.frames
+                        if type(frame[2]) is int and frame[2] in mine} if mine else {}
+        return [tree.start, tree.status, tree.complete_ms, tree.frames, tree.runs,
+                tree.outcomes, restarts]
+
+    def refile(self, kept: list) -> int:
+        """File the trees :meth:`kept` made (newest first; by a master before this one),
+        behind any already here; one that is not such a tree is left out. Returns how
+        many were filed."""
+        filed = 0
+        for plain in kept:
+            if len(self._trees) >= self.capacity:
+                break
+            try:
+                tree = _unplain(plain)
+                hash(_key(tree.start[0]))
+            except (TypeError, ValueError, KeyError):
+                continue
+            self._carried += 1
+            key = -self._carried  # (reported trace ids are > 0)
+            self._trees[key] = tree
+            self._trees.move_to_end(key, last=False)  # each older than the one before
+            self._by_msg.setdefault(_key(tree.start[0]), key)
+            filed += 1
+        return filed
+
+    def _read(self, tree: _Tree) -> None:
+        """Read the bodies of a tree's frames not read yet, once (its values until then
+        are the frame's body as sent: the filing of a traced sentence decoded two bodies
+        and made a tuple a copy, ~35 k instructions of ~157 k, for trees most of which are
+        never asked for). A frame whose body is not one entry a hop is dropped and counted
+        malformed, now rather than when it was filed."""
+        if not tree.unread:
+            return
+        frames = []
+        for frame in tree.frames:
+            if len(frame) == 7:
+                hops, parent, dest, stream, body, emitted, (kind, bare) = frame
+                try:
+                    values = _copies(hops, wire.batch_values(kind, body), bare)
+                except (TypeError, ValueError):  # (WireError: a ValueError)
+                    self.malformed += 1
+                    continue
+                frame = (hops, parent, dest, stream, values, emitted)
+            frames.append(frame)
+        tree.frames, tree.unread = tuple(frames), False
+
     def _newest(self, now: float) -> Iterator[tuple[_Tree, str]]:
         """The trees whose spout's start was filed, newest first, with their status."""
         trees = self._trees
@@ -188,12 +278,17 @@ class TraceStore:
     def _status(self, tree: _Tree, now: float) -> str:
         if tree.start[5]:  # tracked: the spout's word
             return tree.status or "pending"
-        if tree.missing == 0 and tree.sent and all(r[3] is not None for r in tree.ran.values()):
+        if tree.settled is None:
+            self._read(tree)
+            tree.settled = _settled(tree)
+        if tree.settled:
             return "acked"
         return "timed_out" if now - tree.start[4] > self.timeout else "pending"
 
     # -- assembly -----------------------------------------------------------------------
-    def _assemble(self, tree: _Tree, status: str) -> Trace:
+    def _assemble(self, filed: _Tree, status: str) -> Trace:
+        self._read(filed)
+        tree = _Hops(filed, self._restarts)
         msg_id, component, task, values, started, _tracked = tree.start
         order = _causal(tree.sent)
         index = {hop: i for i, hop in enumerate(order)}
@@ -206,7 +301,7 @@ class TraceStore:
                      held_by=self._held_by(tree, status) if status in ("failed", "timed_out")
                      else None, started=started, values=tuple(values))
 
-    def _hop(self, tree: _Tree, hop: int, index: dict[int, int]) -> Hop:
+    def _hop(self, tree: _Hops, hop: int, index: dict[int, int]) -> Hop:
         parent, dest, stream, values, emitted = tree.sent[hop]
         ran = tree.ran.get(hop)
         queued, executed, outcome = ran[2:5] if ran is not None else (None, None, None)
@@ -215,7 +310,7 @@ class TraceStore:
                    values=tuple(values), parent=index.get(parent), queued_ms=queued,
                    executed_ms=executed, outcome=outcome, emitted_at=emitted)
 
-    def _held_by(self, tree: _Tree, status: str) -> tuple[str, int | None] | None:
+    def _held_by(self, tree: _Hops, status: str) -> tuple[str, int | None] | None:
         order = _causal(tree.sent)
         outcomes = {hop: tree.outcomes.get(hop, ran[4]) for hop, ran in tree.ran.items()}
         for hop in order:
@@ -228,12 +323,12 @@ class TraceStore:
         for hop in order:
             if hop not in tree.ran:
                 _, dest, _, _, emitted = tree.sent[hop]
-                if any(at >= emitted for at in self._restarts.get(dest, ())):
+                if any(at >= emitted for at in tree.restarts.get(dest, ())):
                     return (TRANSIT, None)
                 return self._named(dest)
         return self._late(tree)
 
-    def _late(self, tree: _Tree) -> tuple[str, int] | None:
+    def _late(self, tree: _Hops) -> tuple[str, int] | None:
         """The task whose hop ended last, if after the tree's end (a slow bolt that had
         it when it timed out, and acked it too late)."""
         if tree.complete_ms is None:
@@ -245,12 +340,111 @@ class TraceStore:
         return self._named(task) if end is not None and end > deadline else None
 
     @staticmethod
-    def _end(tree: _Tree, hop: int) -> float:
+    def _end(tree: _Hops, hop: int) -> float:
         queued, executed = tree.ran[hop][2:4]
         return tree.sent[hop][4] + ((queued or 0.0) + (executed or 0.0)) / 1000.0
 
     def _named(self, task: int) -> tuple[str, int]:
         return (self.components.get(task, "?"), task)
+
+
+_first, _third = itemgetter(0), itemgetter(2)
+
+
+def _unplain(plain: list) -> _Tree:
+    """A tree back from :meth:`TraceStore.kept`'s data (msgpack made its tuples lists)."""
+    start, status, complete_ms, frames, runs, outcomes, restarts = plain
+    msg_id, component, task, values, started, tracked = start
+    if status not in TRACE_STATUSES or type(component) is not str:
+        raise ValueError("not a kept trace")
+    tree = _Tree()
+    tree.start = (msg_id, component, task, tuple(values), float(started), bool(tracked))
+    tree.status = status
+    tree.complete_ms = None if complete_ms is None else float(complete_ms)
+    tree.frames = tuple(map(_unplain_frame, frames))
+    tree.unread = any(len(frame) == 7 for frame in tree.frames)
+    tree.runs = tuple((task, incarnation, tuple(map(tuple, entries)))
+                      for task, incarnation, entries in runs)
+    for _, _, entries in tree.runs:
+        if set(map(len, entries)) - {4}:
+            raise ValueError("a processed copy is (hop, queued, executed, outcome)")
+    tree.outcomes = {hop: str(outcome) for hop, outcome in outcomes.items()}
+    tree.restarts = {task: [float(at) for at in ats] for task, ats in restarts.items()}
+    return tree
+
+
+def _unplain_frame(frame: list) -> tuple:
+    """A frame back from :meth:`TraceStore.kept`'s data: read, or its body as sent."""
+    hops, parent, dest, stream, values, emitted, *unread = frame
+    if not unread:
+        return (tuple(hops), parent, dest, stream, tuple(map(tuple, values)), float(emitted))
+    (kind, bare), = unread
+    if type(values) is not bytes:
+        raise ValueError("an unread frame holds its body")
+    return (tuple(hops), parent, dest, stream, values, float(emitted), (kind, bool(bare)))
+
+
+def _sent_frame(tree: _Tree, hops: list, parent: int, dest: int, stream: str,
+                entries: list | bytes, bare: bool, emitted: float, kind: int = 0) -> None:
+    """A frame's copies sent: its hop ids, and its body as sent (read when the tree
+    first is, :meth:`TraceStore._read`: most trees never are), or (``entries``, a list:
+    the values themselves, before 2026-11-27) one tuple of fields a copy."""
+    hops = tuple(hops)
+    if type(entries) is bytes:  # (its hops are checked with its body, when read)
+        tree.frames += ((hops, parent, dest, stream, entries, emitted, (kind, bare)),)
+        tree.unread = True
+    else:
+        tree.frames += ((hops, parent, dest, stream, _copies(hops, entries, bare), emitted),)
+    tree.settled = None
+
+
+def _copies(hops: tuple, entries: Any, bare: bool) -> tuple:
+    """A frame's values, one tuple of fields a copy."""
+    if type(entries) is not list or len(entries) != len(hops):
+        raise ValueError("a sent frame needs one entry per hop")
+    set(hops)  # (a hop that is no key: TypeError)
+    return tuple(zip(entries)) if bare else tuple(map(tuple, entries))
+
+
+def _ran(tree: _Tree, task: int, incarnation: int, entries: list) -> None:
+    """A frame's copies processed; a malformed copy is an error once the ones before it
+    are filed (as when each copy was filed in turn)."""
+    try:
+        runs = tuple(map(tuple, entries))
+        well = set(map(len, runs)) == {4}
+        if well:
+            set(map(_first, runs))  # (a hop that is no key: TypeError)
+    except TypeError:
+        well = False
+    if not well:
+        runs = _good(entries)
+    if runs:
+        tree.runs += ((task, incarnation, runs),)
+        tree.settled = None
+    if len(runs) < len(entries):
+        raise ValueError("a processed copy is (hop, queued, executed, outcome)")
+
+
+def _good(entries: list) -> tuple:
+    """The copies processed before the first malformed one."""
+    good = []
+    for entry in entries:
+        try:
+            hop, queued, executed, outcome = entry
+            hash(hop)
+        except (TypeError, ValueError):
+            break
+        good.append((hop, queued, executed, outcome))
+    return tuple(good)
+
+
+def _settled(tree: _Tree) -> bool:
+    """Whether every copy of an untracked tree that was sent ran, and ran to its end."""
+    ran: dict[int, Any] = {}
+    for _, _, entries in tree.runs:
+        ran.update(zip(map(_first, entries), map(_third, entries)))
+    sent = {hop for frame in tree.frames for hop in frame[0]}
+    return bool(sent) and ran.keys() >= sent and None not in ran.values()
 
 
 def _causal(sent: dict[int, tuple]) -> list[int]:
@@ -281,14 +475,6 @@ def _finished_ms(hops: tuple[Hop, ...], started: float) -> float | None:
     ends = [(h.emitted_at or started) * 1000.0 + (h.queued_ms or 0.0) + (h.executed_ms or 0.0)
             for h in hops if h.executed_ms is not None]
     return max(ends) - started * 1000.0 if ends else None
-
-
-def _values(sent: list) -> list:
-    """A ``sent`` record's values, one per copy: since 2026-11-27 it carries the frame's
-    body and kind (``[..., body, bare, emitted, kind]``), read here, once, rather than by
-    the task that sent it; before, the values themselves."""
-    entries = sent[6]
-    return wire.batch_values(sent[9], entries) if type(entries) is bytes else entries
 
 
 def _key(msg_id: Any) -> Any:

@@ -16,9 +16,10 @@ nor what happened before: so every master keeps, in ``run_dir/master/``,
 - ``plan.msgpack``: the plan the containers were last started on (``TopologyMaster.replan``,
   ``take_plan``): after a rebalance to a new number of containers the boot's plan is not
   the one that runs;
-- ``traces.msgpack``: the newest finished traces (at most ``tracing.KEEP``), rewritten
-  whole every ``tracing.SAVE_EVERY`` seconds while new trace records come, msgpack
-  through :mod:`runtime.wire`.
+- ``traces.msgpack``: the newest finished traces (at most ``tracing.KEEP``), as the
+  master's store filed them (``TraceStore.kept``: the records, not assembled traces),
+  rewritten whole every ``tracing.SAVE_EVERY`` seconds while new trace records come,
+  msgpack through :mod:`runtime.wire`.
 
 A new master reads them before it adopts anyone: a restarted instance is told the same
 settings, ``running.events()`` and ``exceptions()`` go on from where they were (events
@@ -47,7 +48,7 @@ EVENTS = "events.jsonl"
 EXCEPTIONS = "exceptions.jsonl"
 REBALANCE = "rebalance.json"  # a rebalance is running (from the epoch it started on)
 PLAN = "plan.msgpack"  # the plan the containers were last started on
-TRACES = "traces.msgpack"  # the newest finished traces (tracing.KEEP at most), newest first
+TRACES = "traces.msgpack"  # the newest finished trees as filed (tracing.KEEP at most), newest first
 
 
 class Carry:
@@ -141,15 +142,16 @@ class Carry:
             return None
 
     # -- traces -------------------------------------------------------------------------------
-    def save_traces(self, traces: list[dict]) -> None:
-        """The newest finished traces as plain data (``trace_to_plain``), msgpack through
-        :mod:`runtime.wire` (never pickle), rewritten whole."""
+    def save_traces(self, traces: list[list]) -> None:
+        """The newest finished trees as the store filed them (``TraceStore.kept``),
+        msgpack through :mod:`runtime.wire` (never pickle), rewritten whole."""
         self._save_packed(TRACES, traces, "traces")
 
-    def traces(self) -> list[dict]:
-        """What the last master saved ([] if nothing, or unreadable: logged)."""
+    def traces(self) -> list[list]:
+        """What the last master saved ([] if nothing, or unreadable: logged); each
+        entry is checked as it is filed again (``TraceStore.refile``)."""
         data = self._load_packed(TRACES, "traces")
-        return [t for t in data if isinstance(t, dict)] if isinstance(data, list) else []
+        return data if isinstance(data, list) else []
 
     # -- journals ---------------------------------------------------------------------------
     def event(self, record: dict) -> None:

@@ -4,7 +4,9 @@ the restarts that lose copies in transit, and answers ``running.traces()`` and
 
 It may die (issue 23): every :data:`SAVE_EVERY` seconds while new records come, it keeps
 the newest :data:`KEEP` finished traces in ``run_dir/master/`` (:mod:`~runtime.processes.
-carry`); a master that replaces it answers those after the ones it collected itself.
+carry`), as its store filed them (``TraceStore.kept``: nothing assembled); a master that
+replaces it files them in a store of their own and answers them after the ones it
+collected itself.
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ from runtime import wire
 from runtime.model.constants import MESSAGE_TIMEOUT, TRACE_STORE
 from runtime.model.plan import PhysicalPlan
 from runtime.observe.traces import TRACE_STATUSES
-from runtime.observe.tracestore import TraceStore, trace_from_plain, trace_to_plain
+from runtime.observe.tracestore import TraceStore, trace_to_plain
 
 from .tasks import TaskTable
 
@@ -26,18 +28,20 @@ SAVE_EVERY = 2.0  # seconds between two saves, and only when new records came
 
 
 class MasterTraces:
-    """Owns the store, the traces carried over from the master before (plain, newest
-    first, finished) and when they were last saved; ``current(task, incarnation)`` says
-    whether a report is from a live incarnation (a late one from a dead incarnation is
-    filed all the same: what it held is what "who held it" is about)."""
+    """Owns the store, the traces carried over from the master before (a store of their
+    own, finished, as that master filed them) and when they were last saved;
+    ``current(task, incarnation)`` says whether a report is from a live incarnation (a
+    late one from a dead incarnation is filed all the same: what it held is what "who
+    held it" is about)."""
 
     def __init__(self, plan: PhysicalPlan, tasks: TaskTable,
                  wall: Callable[[], float] = time.time) -> None:
         self.tasks, self.wall = tasks, wall
-        self.store = TraceStore({t.task: t.component for t in plan.tasks},
-                                capacity=int(plan.config[TRACE_STORE]),
-                                timeout=float(plan.config[MESSAGE_TIMEOUT]))
-        self.carried: list[dict] = []
+        components = {t.task: t.component for t in plan.tasks}
+        timeout = float(plan.config[MESSAGE_TIMEOUT])
+        self.store = TraceStore(components, capacity=int(plan.config[TRACE_STORE]),
+                                timeout=timeout)
+        self.carried = TraceStore(components, capacity=KEEP, timeout=timeout)
         self.filed = self.saved = 0  # reports filed, and how many when last saved
         self.next_save = 0.0
 
@@ -57,42 +61,34 @@ class MasterTraces:
         if msg.by_msg:
             trace = self.store.lineage(msg.msg_id, now=now)
             if trace is None:
-                return next((t for t in self.carried if _same(t["msg_id"], msg.msg_id)), None)
-            return trace_to_plain(trace)
+                trace = self.carried.lineage(msg.msg_id, now=now)
+            return None if trace is None else trace_to_plain(trace)
         if msg.status is not None and msg.status not in TRACE_STATUSES:
             raise ValueError(f"status must be one of {TRACE_STATUSES} or None, "
                              f"not {msg.status!r}")
-        own = [trace_to_plain(t) for t in self.store.traces(msg.status, msg.limit, now=now)]
-        older = [t for t in self._older(own) if msg.status in (None, t["status"])]
-        return (own + older)[:msg.limit]
-
-    def _older(self, own: list[dict]) -> list[dict]:
-        """The carried traces whose spout tuple has no newer trace in ``own``."""
-        if not self.carried:
-            return []
-        mine = {_key(t["msg_id"]) for t in own}
-        return [t for t in self.carried if _key(t["msg_id"]) not in mine]
+        own = self.store.traces(msg.status, msg.limit, now=now)
+        older = _older(own, self.carried.traces(msg.status, msg.limit, now=now), _trace_msg)
+        return [trace_to_plain(t) for t in (own + older)[:msg.limit]]
 
     # -- for the master that may replace this one ----------------------------------------
     def keep(self, carry: Any, now: float) -> None:
-        """Save the newest finished traces (``carry`` a :class:`~runtime.processes.carry.
-        Carry`; ``now`` the master's clock), if records came since the last save and
-        :data:`SAVE_EVERY` has passed."""
+        """Save the newest finished traces, as filed (``carry`` a :class:`~runtime.
+        processes.carry.Carry`; ``now`` the master's clock), if records came since the
+        last save and :data:`SAVE_EVERY` has passed."""
         if self.filed == self.saved or now < self.next_save:
             return
         self.saved, self.next_save = self.filed, now + SAVE_EVERY
-        finished = [trace_to_plain(t) for t in self.store.finished(KEEP, now=self.wall())]
-        carry.save_traces((finished + self._older(finished))[:KEEP])
+        wall = self.wall()
+        own = self.store.kept(KEEP, now=wall)
+        older = self.carried.kept(KEEP, now=wall) if len(self.carried) else []
+        carry.save_traces((own + _older(own, older, _tree_msg))[:KEEP])
 
-    def carry_over(self, traces: list[dict]) -> None:
-        """What the master before kept: each checked (one that does not make a Trace is
-        left out), newest first."""
-        self.carried = []
-        for plain in traces[:KEEP]:
-            try:
-                self.carried.append(trace_to_plain(trace_from_plain(plain)))
-            except (TypeError, KeyError, ValueError):
-                continue
+    def carry_over(self, kept: list) -> None:
+        """What the master before kept (newest first): each checked (one that is not a
+        kept tree is left out)."""
+        self.carried = TraceStore(self.carried.components, capacity=KEEP,
+                                  timeout=self.carried.timeout)
+        self.carried.refile(kept[:KEEP])
 
     def counts(self) -> dict:
         """For the status: traces kept, dropped (oldest first), malformed records, and
@@ -103,13 +99,26 @@ class MasterTraces:
                 "traces_carried": len(self.carried)}
 
 
+def _older(own: list, carried: list, msg_id: Callable[[Any], Any]) -> list:
+    """The carried traces (or kept trees) whose spout tuple, ``msg_id(t)``, has no newer
+    trace in ``own``."""
+    if not carried:
+        return []
+    mine = {_key(msg_id(t)) for t in own}
+    return [t for t in carried if _key(msg_id(t)) not in mine]
+
+
+def _trace_msg(trace: Any) -> Any:
+    return trace.msg_id
+
+
+def _tree_msg(tree: list) -> Any:
+    return tree[0][0]  # (its start's msg_id: TraceStore.kept)
+
+
 def _key(msg_id: Any) -> Any:
     """A msg_id as a set member (msgpack made its tuples lists; a map is taken by its
     text)."""
     if isinstance(msg_id, list | tuple):
         return tuple(_key(v) for v in msg_id)
     return repr(msg_id) if isinstance(msg_id, dict) else msg_id
-
-
-def _same(a: Any, b: Any) -> bool:
-    return _key(a) == _key(b)

@@ -12,6 +12,7 @@ import sys
 import pytest
 
 from runtime import Topology, wire
+from runtime.observe.tracestore import TraceStore
 from runtime.processes import adoption, carry, detached
 from runtime.processes.master import TopologyMaster
 from runtime.testing import ListSink, ListSpout
@@ -91,10 +92,13 @@ def test_the_newest_finished_traces_outlive_the_master(tmp_path):
     traced(first, 13, 3, done=None)  # pending: not kept
     traced(first, 14, [4, "x"], done="failed")  # a msg_id that msgpack makes a list
     first.tick(first.clock())
-    saved = first.carry.traces()
-    assert [(t["msg_id"], t["status"]) for t in saved] == [
+    saved = first.carry.traces()  # the trees as filed, read again as a new master does
+    kept = TraceStore(first.traces.store.components)
+    assert kept.refile(saved) == 4
+    assert [(t.msg_id, t.status) for t in kept.traces(now=0.0)] == [
         ([4, "x"], "failed"), (2, "acked"), (1, "acked"), (0, "acked")]
-    assert saved[0]["hops"][0]["task"] == first.plan.component_tasks()["sink"][0]
+    assert kept.traces(now=0.0)[0].hops[0].task == first.plan.component_tasks()["sink"][0]
+    assert kept.traces(now=0.0) == first.traces.store.finished(5, now=0.0)  # the same
     with open(os.path.join(first.carry.folder, carry.TRACES), "rb") as f:
         assert wire.unpack(f.read()) == saved  # msgpack, never pickle
     closed(first)
@@ -109,7 +113,43 @@ def test_the_newest_finished_traces_outlive_the_master(tmp_path):
     assert tm.answer_status(wire.AskStatus(id=4))["traces_carried"] == 4
     # and the next master still has them, behind the second one's
     tm.traces.keep(tm.carry, tm.clock() + 10)
-    assert [t["msg_id"] for t in tm.carry.traces()] == [9, [4, "x"], 2, 1, 0]
+    assert [start[0] for start, *_ in tm.carry.traces()] == [9, [4, "x"], 2, 1, 0]
+
+
+def test_a_save_assembles_no_trace_and_the_next_master_names_the_same_holders(
+        tmp_path, monkeypatch):
+    # the master keeps its trees as filed (no trace assembled at each save); who held a
+    # carried tree is decided with the restarts the master before knew, not later ones
+    first = TopologyMaster(boot(tmp_path))
+    spout, sink = (first.plan.component_tasks()[c][0] for c in ("numbers", "sink"))
+    first.traces.wall = lambda: 50.0
+    first.traces.restarted(sink)  # at 50.0: a copy sent at 40.0 died with it
+    for trace, emitted in ((1, 40.0), (2, 100.0)):
+        first.handle(b"i", wire.TraceReport(task=spout, incarnation=0, records=[
+            ["start", trace, trace, "numbers", spout, [trace], emitted, True],
+            ["sent", trace, [10 * trace], 0, sink, "default", wire.encode_batch([trace]),
+             True, emitted, wire.DATA],
+            ["done", trace, "timed_out", 30_000.0]]))
+    held = {t.msg_id: t.held_by for t in first.traces.store.traces(now=200.0)}
+    assert held == {1: ("<transit>", None), 2: ("sink", sink)}
+    with monkeypatch.context() as m:
+        m.setattr(TraceStore, "_assemble", lambda *a: pytest.fail("assembled to be kept"))
+        first.tick(first.clock())
+    closed(first)
+    tm = closed(TopologyMaster({**boot(tmp_path), "adopt": True, "master_restarts": 1}))
+    tm.traces.wall = lambda: 200.0
+    tm.traces.restarted(sink)  # at 200.0: after both copies were sent
+    answered = tm.traces.answer(wire.AskTraces(id=1, status=None, limit=10))
+    assert {t["msg_id"]: t["held_by"] for t in answered} == held
+    tm.handle(b"i", wire.TraceReport(task=spout, incarnation=0, records=[
+        ["start", 3, 3, "numbers", spout, [3], 250.0, True], ["done", 3, "acked", 1.0]]))
+    with monkeypatch.context() as m:  # and saved again by this master, as filed
+        m.setattr(TraceStore, "_assemble", lambda *a: pytest.fail("assembled to be kept"))
+        tm.traces.keep(tm.carry, tm.clock() + 10)
+    again = TraceStore({})
+    assert again.refile(tm.carry.traces()) == 3
+    assert [(t.msg_id, t.held_by) for t in again.traces(now=300.0)] == [
+        (3, None), (2, ("?", sink)), (1, ("<transit>", None))]
 
 
 def test_a_torn_traces_file_is_read_as_none(tmp_path):
@@ -117,6 +157,15 @@ def test_a_torn_traces_file_is_read_as_none(tmp_path):
     with open(os.path.join(kept.folder, carry.TRACES), "wb") as f:
         f.write(wire.pack([{"msg_id": 1}])[:-3])
     assert kept.traces() == []
+
+
+def test_a_kept_tree_that_is_not_one_is_left_out():
+    # the file of an older master (assembled traces) or a damaged entry: left out
+    store = TraceStore({1: "spout"})
+    good = ([7, "numbers", 1, [7], 100.0, True], "acked", 4.0, [], [], {}, {})
+    assert store.refile([{"msg_id": 1, "hops": []}, [1, 2], good, [good[0], "lost", *good[2:]],
+                         [[{"a": 1}, *good[0][1:]], *good[1:]]]) == 1
+    assert [t.msg_id for t in store.traces(now=0.0)] == [7] and len(store) == 1
 
 
 def test_tuner_turns_already_recorded_are_not_recorded_again(tmp_path):

@@ -21,11 +21,14 @@ from __future__ import annotations
 import os
 import signal
 import sys
+import time
 
 import cloudpickle
 import pytest
 
 from runtime import Topology, wire
+from runtime.observe.traces import Trace
+from runtime.observe.tracestore import TraceStore
 from runtime.processes import faults
 from runtime.testing import ListSink, ListSpout, wait_for
 
@@ -54,9 +57,14 @@ def tuner_events(running) -> list[tuple[int, int]]:
     return [(e["task"], e["turns"]) for e in running.events() if e["kind"] == "tuner"]
 
 
-def saved_traces(run_dir: str) -> list[dict]:
+def saved_traces(run_dir: str) -> list[Trace]:
+    """The traces the master kept, read as a new master reads them (the trees as its
+    store filed them, filed again)."""
     with open(os.path.join(run_dir, "master", "traces.msgpack"), "rb") as f:
-        return wire.unpack(f.read())
+        kept = wire.unpack(f.read())
+    store = TraceStore({})
+    store.refile(kept)
+    return store.traces(limit=len(kept) or 1, now=time.time())
 
 
 def test_what_the_dead_master_never_delivered_reaches_the_survivors(
@@ -106,8 +114,8 @@ def test_what_the_dead_master_never_delivered_reaches_the_survivors(
     # the finished traces the dead master kept are answered after the new master's own
     assert running.status()["traces_carried"] == len(saved) >= 50
     for kept in (saved[0], saved[len(saved) // 2], saved[-1]):
-        trace = running.lineage(kept["msg_id"])
-        assert trace is not None and trace.status == kept["status"] != "pending"
-        assert [h.task for h in trace.hops] == [h["task"] for h in kept["hops"]]
+        trace = running.lineage(kept.msg_id)
+        assert trace is not None and trace.status == kept.status != "pending"
+        assert [h.task for h in trace.hops] == [h.task for h in kept.hops]
     running.kill()
     assert tupleflow_processes() == []

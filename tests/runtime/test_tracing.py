@@ -285,6 +285,23 @@ def test_the_store_keeps_the_newest_and_counts_what_it_dropped():
         store.traces(status="lost", now=1.0)
 
 
+def test_a_dropped_trace_leaves_the_msg_id_index_too():
+    # the oldest trace dropped takes its msg_id's entry with it, and only its own: not a
+    # replayed msg_id's newer trace, nor a msg_id equal to its spout's task id (the store
+    # popped the task's); the index stays within the store's bound
+    store = TraceStore({1: "spout", 2: "bolt"}, capacity=3)
+
+    def traced(trace, msg_id):
+        store.add(1, 0, [started(trace, msg_id), ["done", trace, "acked", 1.0]], now=0.0)
+
+    for trace, msg_id in ((1, "a"), (2, "a"), (3, 1), (4, "c")):  # 1 is dropped
+        traced(trace, msg_id)
+    assert store.lineage("a", now=1.0) is not None and store.lineage(1, now=1.0) is not None
+    for trace in range(5, 30):
+        traced(trace, f"m{trace}")
+    assert len(store._by_msg) == len(store) == 3
+
+
 def test_a_copy_lost_with_a_restarted_task_is_in_transit_else_queued_at_its_task():
     store = TraceStore({1: "spout", 2: "split", 3: "count"}, timeout=5.0)
     store.add(1, 0, [started(7, "m", at=100.0), ["sent", 7, 70, 0, 2, "default", ["s"], 100.0]],
@@ -345,11 +362,12 @@ def test_a_stored_trees_hops_are_left_to_the_collector_untracked():
                      ["hops", 7, [(70, 1.0, 2.0, "acked")]]], now=101.0)
     store.add(3, 0, [["hops", 7, [(71, 1.0, 2.0, "acked"), (72, 1.0, 2.0, None)]]],
               now=101.0)
-    gc.collect()  # the values' tuples are let go first, the hops' at the next pass
+    gc.collect()  # the values' tuples are let go first, the records' at the next passes
+    gc.collect()
     gc.collect()
     tree = store._trees[7]
-    records = [*tree.sent.values(), *tree.ran.values()]
-    assert len(records) == 6 and not any(map(gc.is_tracked, records))
+    records = [*tree.frames, *tree.runs]  # as filed: one a frame sent or processed
+    assert len(records) == 4 and not any(map(gc.is_tracked, records))
     assert [h.values for h in store.lineage("m", now=102.0).hops] == [("a b",), ("a",), ("b",)]
 
 
@@ -513,6 +531,40 @@ def test_a_traced_frame_is_one_sent_record_the_store_splits(monkeypatch):
                                                     True, 1.0]], now=1.0)
     assert [h.values for h in store.lineage("m", now=1.0).hops] == [("a",), ("b",)]
     assert store.malformed == 1  # a frame's record with fewer entries than hops
+
+
+def test_the_store_reads_a_sent_frames_body_when_its_tree_is_first_read(monkeypatch):
+    # filing keeps a frame's body as sent: most trees are never asked for (the master
+    # decoded two bodies a traced sentence and made a tuple a copy, ~35 k instructions
+    # of ~157 k); a tree is read once, and a body that is no batch of one entry a hop is
+    # counted then
+    read = []
+    values = wire.batch_values
+    monkeypatch.setattr(wire, "batch_values", lambda kind, body: read.append(body) or
+                        values(kind, body))
+    store = TraceStore({2: "split"}, timeout=5.0)
+    body = wire.encode_batch(["c", "d"])
+    store.add(1, 0, [started(8, "n", tracked=False),
+                     ["sent", 8, [80, 81], 0, 2, "default", body, True, 1.0, wire.DATA],
+                     ["sent", 8, [82, 83], 0, 2, "default", wire.encode_batch(["e"]), True,
+                      1.0, wire.DATA]], now=1.0)
+    store.add(2, 0, [("hops", 8, ((80, 1.0, 1.0, None), (81, 1.0, 1.0, None)))], now=1.0)
+    assert read == [] and store.malformed == 0
+    assert store.traces(now=2.0)[0].status == "acked"  # the bad frame is no copy sent
+    assert len(read) == 2 and store.malformed == 1
+    assert [h.values for h in store.lineage("n", now=2.0).hops] == [("c",), ("d",)]
+    assert len(read) == 2 and store.malformed == 1  # read once
+
+
+def test_a_sent_frame_whose_hop_ids_are_no_keys_is_counted_when_read():
+    store = TraceStore({2: "split"})
+    body = wire.encode_batch(["c", "d"])
+    store.add(1, 0, [started(8, "n"),
+                     ["sent", 8, [[80], 81], 0, 2, "default", body, True, 1.0, wire.DATA],
+                     ["sent", 8, [82, 83], 0, 2, "default", body, True, 1.0, wire.DATA]],
+              now=1.0)
+    assert [h.values for h in store.lineage("n", now=1.0).hops] == [("c",), ("d",)]
+    assert store.malformed == 1
 
 
 def test_a_traced_frames_processed_tuples_are_one_hops_record(monkeypatch):
