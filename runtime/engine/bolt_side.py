@@ -192,6 +192,22 @@ class BoltSide:
             self.leftover = (entries[done:], source, *(
                 None if given is None else list(islice(it, rest)) for given, it in (ids, vals)))
 
+    def set_aside_after(self, frames: list[tuple[int, bytes]]) -> None:
+        """Add whole frames, ``(kind, body)`` each, after the input already set aside,
+        in order (a TRACED frame's traced entries not yet begun when output started to
+        wait: each entry has an ``execute`` of its own, whose rest must not take the
+        place of the one before's). They run with the user's ``process``, untraced."""
+        entries, source, ids, vals = self.leftover
+        parts = [(entries, ids, vals, None, None)]
+        for kind, body in frames:
+            batch = wire.decode_batch(body)
+            parts.append((batch, None, None, None, None) if kind == wire.DATA
+                         else (*_PARTS[kind](batch), None, None))
+        tids = repeat(None) if ids is None else iter(ids)
+        tvals = repeat(0) if vals is None else iter(vals)
+        entries, ids, vals = _rest(parts, 0, 0, tids, tvals)
+        self.leftover = (entries, source, ids, vals)
+
     def run_leftover(self, waiting: Sized) -> None:
         """Process the input set aside while output waited (the driver calls this once
         nothing waits any more, before it reads another frame)."""

@@ -22,10 +22,10 @@ ROLES = {"off": ["spout", "split", "count", "stmgr", "master", "benchmark", "tot
 pytestmark = pytest.mark.slow
 
 
-def run_benchmark(*options: str) -> subprocess.CompletedProcess:
+def run_benchmark(*options: str, script: str = SCRIPT.name) -> subprocess.CompletedProcess:
     env = dict(os.environ, PYTHONPATH=str(ROOT))  # runtime from this tree
-    return subprocess.run([sys.executable, str(SCRIPT), *options], capture_output=True,
-                          text=True, env=env, timeout=GUARD_SECONDS)
+    return subprocess.run([sys.executable, str(SCRIPT.parent / script), *options],
+                          capture_output=True, text=True, env=env, timeout=GUARD_SECONDS)
 
 
 def fields(line: str) -> dict[str, str]:

@@ -238,6 +238,33 @@ def test_a_traced_frame_met_by_waiting_output_sets_all_its_rest_aside(ackers):
         assert [[hop for hop, *_ in r[2]] for r in hops] == [[51]]  # what ran traced
 
 
+def test_a_traced_frame_of_traced_entries_only_met_by_waiting_output_loses_nothing():
+    # a TRACED frame no untraced frame rode (every entry traced: at trace=1.0, or what
+    # found no frame by the sender's flush), met by waiting output: execute stops after
+    # one tuple, and the rest of every entry is set aside as one, in order (each entry's
+    # own execute set its rest aside over the one before's, and two words of each
+    # three-word sentence were lost: the count never ran them and their trees timed out)
+    with InMemoryCluster(to_heard(1), ackers=0, trace=0.0, eager_flush=False,
+                         target_latency=None) as cluster:
+        tasks = cluster.plan.component_tasks()
+        split, count = tasks["split"][0], tasks["count"][0]
+        executor = cluster.executors[count]
+        stream = cluster.plan.streams.index(("split", "default"))
+        body = wire.encode_traced([
+            [wire.DATA, wire.encode_batch(["a1", "a2", "a3"]), 5, [51, 52, 53], 0.0],
+            [wire.DATA, wire.encode_batch(["b1", "b2", "b3"]), 6, [61, 62, 63], 0.0]])
+        executor.output_waiting = ["a frame waits"]
+        executor.on_frame(wire.data_header(wire.TRACED, stream, count, split), body)
+        heard = cluster.user_object(count)
+        assert heard.words == ["a1"]
+        assert executor.leftover[0] == ["a2", "a3", "b1", "b2", "b3"]
+        executor.output_waiting = ()
+        executor.run_leftover()
+        assert heard.words == ["a1", "a2", "a3", "b1", "b2", "b3"]
+        hops = [r for r in executor.tracer.drain() if r[0] == "hops"]
+        assert [[hop for hop, *_ in r[2]] for r in hops] == [[51]]  # what ran traced
+
+
 class RunsSeen(InMemoryCluster):
     """The twin, keeping the roots of every RUN frame sent, alone or in a TRACED one."""
 
