@@ -148,8 +148,12 @@ class AckerExecutor(SystemTask):
     def drained(self) -> None:
         """The driver's drain of its input ended: the outcomes of the ACKS frames it
         handled go now, one frame of each kind per spout task for the whole drain
-        (``drains``; docs/internals/performance.md, "Issue 17, seventh pass")."""
+        (``drains``; docs/internals/performance.md, "Issue 17, seventh pass"). Timed
+        with the settling: sending them was in ``busy_seconds`` when each frame sent
+        its own."""
+        started = self.monotonic()
         self.flush()
+        self.busy_seconds += self.monotonic() - started
 
     def _route(self) -> None:
         """File the ledger's decisions under the spout task each goes to."""
