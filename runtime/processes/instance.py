@@ -230,8 +230,9 @@ class Instance:
                 ex.busy_seconds += took
                 held = emitted < calls and ex.spout_held()  # (only asked when it matters)
                 calls, wait = next_run(calls, emitted, held, took, budget, wait_ms)
-            elif clear and ex.leftover:  # input set aside while held
+            elif clear and ex.leftover:  # input set aside while held (or by checkpoints)
                 ex.run_leftover()
+                ex.drained()  # its acks go now, as a drain's do
                 wait = 0
             now = time.monotonic()
             timeout = sleep_ms(wait, ex.on_timer(now) - now)
