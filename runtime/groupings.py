@@ -147,6 +147,18 @@ class FieldsGrouping(_Keyed):
         self.pick = _fields_picker(self.indexes, len(self.target_tasks), self.keyed,
                                    self.key_groups)
 
+    def str_key(self) -> tuple[int, int] | None:
+        """``(index, n)`` when ``pick`` is the key's :func:`field_hash` modulo ``n``
+        tasks, the key at ``index`` (one field, no key groups; after ``prepare``), else
+        None. A hot path may then hash a str key itself, ``crc32`` of its UTF-8 as
+        ``pick`` does, a call less a tuple, and call ``pick`` for any other key
+        (``runtime.engine.wiring``; ``tests/runtime/test_groupings.py`` pins the two
+        equal)."""
+        n = len(self.target_tasks)
+        if len(self.indexes) != 1 or (self.keyed and n <= self.key_groups):
+            return None
+        return self.indexes[0], n
+
 
 def _fields_picker(indexes: tuple[int, ...], n: int, keyed: bool = False,
                    groups: int = KEY_GROUPS):

@@ -55,6 +55,9 @@ class SystemTask:
     def run_leftover(self) -> None:
         pass
 
+    def drained(self) -> None:
+        pass  # it sends each message at once
+
     def activate(self, active: bool) -> None:
         pass
 
@@ -90,8 +93,12 @@ class AckerExecutor(SystemTask):
     kind = "acker"
 
     def __init__(self, plan: PhysicalPlan, task: int, send: Send, *, run_dir: str = "",
-                 monotonic=time.monotonic, wall=time.time) -> None:
+                 monotonic=time.monotonic, wall=time.time, drains: bool = False) -> None:
+        """``drains``: the driver calls :meth:`drained` after each drain of its input
+        (the instance process does), so the outcomes wait for it: one COMPLETED (and
+        ACKED) frame per spout task a drain, not one per ACKS frame."""
         self.plan, self.task, self.send = plan, task, send
+        self.drains = drains
         self.info = plan.task(task)
         self.config = dict(plan.config)
         self.monotonic, self.wall = monotonic, wall
@@ -134,7 +141,18 @@ class AckerExecutor(SystemTask):
                         ledger.rejected - rejected, h.src)
         self.executed += len(messages) // 3
         self.last_executed = self.wall()
-        self.flush()  # the outcomes go at once: one ACKED (and COMPLETED) frame per ACKS frame
+        if not self.drains:  # else they go once the driver's drain ends (drained)
+            self.flush()  # one ACKED (and COMPLETED) frame per ACKS frame
+        self.busy_seconds += self.monotonic() - started
+
+    def drained(self) -> None:
+        """The driver's drain of its input ended: the outcomes of the ACKS frames it
+        handled go now, one frame of each kind per spout task for the whole drain
+        (``drains``; docs/internals/performance.md, "Issue 17, seventh pass"). Timed
+        with the settling: sending them was in ``busy_seconds`` when each frame sent
+        its own."""
+        started = self.monotonic()
+        self.flush()
         self.busy_seconds += self.monotonic() - started
 
     def _route(self) -> None:
@@ -151,7 +169,8 @@ class AckerExecutor(SystemTask):
     # -- timers -------------------------------------------------------------------------
     def on_timer(self, now: float) -> float:
         """Look for timed-out roots every ``EXPIRE_EVERY`` and send their outcomes at once.
-        Nothing else waits for a timer (each ACKS frame's outcomes go as it is settled),
+        Nothing else waits for a timer (each ACKS frame's outcomes go as it is settled,
+        or once the driver's drain ends),
         so the acker asks to be woken only for the next look: woken every flush interval,
         an idle one was put on a CPU ~340 times a second for nothing, beside the
         processes that had work (docs/internals/performance.md, "The half-rate tail")."""

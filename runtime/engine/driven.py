@@ -47,6 +47,12 @@ class TaskExecutor(Protocol):
 
     def on_frame(self, header: bytes, body: bytes) -> None: ...
 
+    def drained(self) -> None:
+        """The driver handled every frame it could read without blocking (or stopped
+        early): what those frames owe and waited for it goes now. A driver that calls
+        it builds its executors with ``drains=True``."""
+        ...
+
     def on_timer(self, now: float) -> float:
         """Due work done; when it next wants to be called."""
         ...

@@ -90,8 +90,12 @@ class Executor:
 
     def __init__(self, plan: PhysicalPlan, specs: Mapping[str, ComponentSpec], task: int,
                  send: Send, *, run_dir: str = "", monotonic=time.monotonic, wall=time.time,
-                 user: Any = None) -> None:
+                 user: Any = None, drains: bool = False) -> None:
+        """``drains``: the driver calls :meth:`drained` after each drain of its input
+        (the instance process does), so a bolt's acks wait for it: one ACKS frame a
+        drain, not one a frame."""
         info = plan.task(task)
+        self.drains = drains
         self.plan, self.task, self.info = plan, task, info
         self.spec = spec = specs[info.component]
         self.specs = specs  # a rebalance wires the streams again (retarget)
@@ -305,7 +309,7 @@ class Executor:
             return self.tracer.on_traced(self.bolt, h, body, self.output_waiting)
         if h.kind not in _TUPLE_KINDS or self.bolt is None:
             raise wire.WireError(f"frame kind {h.kind} is not for a {self.kind}")
-        return self.bolt.on_frame(h, body, self.output_waiting)
+        return self.bolt.on_frame(h, body, self.output_waiting, ack_now=not self.drains)
 
     def _spout(self, what: str) -> SpoutSide:
         if self.spout is None or self.spout.tracker is None:
@@ -363,9 +367,13 @@ class Executor:
         return (self.acks.waiting() or bool(self.tracer.riders.riding)
                 or any(out.queued() for out in self.streams.values()))
 
-    def send_acks(self) -> None:
-        """Send the ack messages waiting (to the ackers, and leaves to spout tasks)."""
-        self.acks.flush()
+    def drained(self) -> None:
+        """The driver's drain of its input ended: a bolt's acks of the frames it handled
+        go now, one ACKS frame per acker task (and one COMPLETED per spout task) for the
+        whole drain, not one a frame (``drains``; docs/internals/performance.md, "Issue
+        17, seventh pass"). A spout's acker messages wait for its flush, as before."""
+        if self.bolt is not None:
+            self.acks.flush()
 
     # -- taps and recordings ------------------------------------------------------------
     def tap(self, stream: str, n: int, seconds: float) -> None:

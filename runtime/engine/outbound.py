@@ -293,8 +293,8 @@ def _pairs(part: list, first: int) -> list:
 class Outlet:
     """One subscriber of a stream: its tasks, and how a batch is split among them."""
 
-    __slots__ = ("tasks", "headers", "take", "targets", "fixed", "pick", "tracked",
-                 "tracked_headers", "run_headers")
+    __slots__ = ("tasks", "headers", "take", "targets", "fixed", "pick", "str_key",
+                 "tracked", "tracked_headers", "run_headers")
 
     def __init__(self, grouping, tasks, stream_id: int, src: int, bare: bool = False,
                  tracked_kind: int = wire.TRACKED) -> None:
@@ -302,6 +302,8 @@ class Outlet:
         self.headers = [wire.data_header(wire.DATA, stream_id, t, src) for t in self.tasks]
         self.take = _splitter(grouping, self, bare)
         self.pick = _picker(grouping, self.tasks)
+        # (index, n) when pick hashes the key at index modulo n (FieldsGrouping.str_key)
+        self.str_key = grouping.str_key() if type(grouping) is FieldsGrouping else None
         self.targets = _targets(grouping, self.tasks, self.pick)
         self.fixed = _fixed_targets(grouping, self.tasks)
         self.tracked: list[list] = [[] for _ in self.tasks]

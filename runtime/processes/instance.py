@@ -128,7 +128,8 @@ class Instance:
         self.config = plan.config  # the topology options (checkpoints: runtime.state.started)
         ex: TaskExecutor
         if plan.task(self.task).component == ACKER:
-            ex = AckerExecutor(plan, self.task, self._send, run_dir=self.boot["run_dir"])
+            ex = AckerExecutor(plan, self.task, self._send, run_dir=self.boot["run_dir"],
+                               drains=True)
         else:
             specs = cloudpickle.loads(welcome.bundle)  # verified: sealed with our secret
             ex = self._user_executor(plan, specs)
@@ -143,7 +144,8 @@ class Instance:
         """The task's executor; with checkpoints on, inside its side of the protocol (or
         the checkpoint spout's own)."""
         def build() -> Executor:
-            return Executor(plan, specs, self.task, self._send, run_dir=self.boot["run_dir"])
+            return Executor(plan, specs, self.task, self._send, run_dir=self.boot["run_dir"],
+                            drains=True)  # drain_data calls drained()
         if not checkpointing(plan.config):
             return build()
         return executor_for(plan, specs, self.task, self._send, self.boot["run_dir"],
@@ -228,8 +230,9 @@ class Instance:
                 ex.busy_seconds += took
                 held = emitted < calls and ex.spout_held()  # (only asked when it matters)
                 calls, wait = next_run(calls, emitted, held, took, budget, wait_ms)
-            elif clear and ex.leftover:  # input set aside while held
+            elif clear and ex.leftover:  # input set aside while held (or by checkpoints)
                 ex.run_leftover()
+                ex.drained()  # its acks go now, as a drain's do
                 wait = 0
             now = time.monotonic()
             timeout = sleep_ms(wait, ex.on_timer(now) - now)
@@ -256,24 +259,31 @@ class Instance:
                 "pending_emits": len(self.pending_emits)}
 
     def drain_data(self, ex: TaskExecutor, budget: float) -> None:
-        """Handle waiting frames: at most ``MAX_DRAIN``, and no longer than ``budget``
-        seconds, so that flushes, ticks and reports (the heartbeat) stay on time. A bolt
+        """Handle waiting frames (:meth:`read_data`), then tell the executor the drain
+        ended: the acks those frames owe go now, one frame for the drain, not one a frame
+        (``drained``; docs/internals/performance.md, "Issue 17, seventh pass"). A bolt
         that read all its input flushes what it made: nothing more will join the batches
         before the next frame, and waiting for the timer would cost a wake-up of its own
         and up to a flush interval of latency (docs/internals/performance.md, "Issue 17,
         fourth pass")."""
-        deadline = time.monotonic() + budget
         bolt = ex.kind == "bolt"
         if bolt and (self.pending_emits or ex.leftover):
             return  # read no more input until what it caused has been sent
+        if self.read_data(ex, bolt, time.monotonic() + budget):
+            ex.flush()
+        ex.drained()
+
+    def read_data(self, ex: TaskExecutor, bolt: bool, deadline: float) -> bool:
+        """Handle waiting frames: at most ``MAX_DRAIN``, and none after ``deadline``, so
+        that flushes, ticks and reports (the heartbeat) stay on time; a bolt stops once
+        output waits. True when a bolt read all its input."""
         for frames in messages(self.data, MAX_DRAIN):
             self.on_data(ex, frames)
             if bolt and (self.pending_emits or ex.leftover):
-                return
+                return False
             if time.monotonic() > deadline:
-                return
-        if bolt and not self.data.get(zmq.EVENTS) & zmq.POLLIN:
-            ex.flush()
+                return False
+        return bolt and not self.data.get(zmq.EVENTS) & zmq.POLLIN
 
     def on_data(self, ex: TaskExecutor, frames: list[zmq.Frame]) -> None:
         """One message from the stream manager: ``[header, body]``, or dropped."""

@@ -369,3 +369,83 @@ def test_a_renewed_word_of_an_anchored_frame_still_completes_its_tree(counters):
         assert (sorted(feed.acked), feed.failed) == ([0, 1, 2], [])
         assert sum(s.pending for s in cluster.statistics() if s.component == "__acker") == 0
         assert cluster.exceptions == []
+
+
+class _Red(str):
+    """A str subclass as a key: it hashes as its str, through ``field_hash``."""
+
+
+# keys of every kind a fields grouping hashes: str (written out in the BasicBolt's emit),
+# a str subclass and every other type (through ``pick`` itself); equal values, equal hash
+KEYS = ["storm", "", "naïve", "w7", _Red("red"), "red", 7, 7.0, True, 1, -3, 1.5, b"ab",
+        None, [1, "a"], (1, "a")]
+
+
+class Indexes(Spout):
+    """Emits each index of ``KEYS`` once, tracked (its index as msg_id)."""
+
+    outputs = ["i"]
+
+    def open(self, config, context):
+        self.n, self.acked = 0, []
+
+    def next_tuple(self):
+        if self.n < len(KEYS):
+            self.emit([self.n], msg_id=self.n)
+            self.n += 1
+
+    def ack(self, msg_id):
+        self.acked.append(msg_id)
+
+
+class Keys(BasicBolt):
+    """Emits ``KEYS[i]`` on its default stream (alone, or after ``i`` when ``fields``
+    has two), so that a tracked child takes the written-out emit."""
+
+    outputs = ["key"]
+
+    def process(self, tup):
+        i = tup.values[0]
+        self.emit([KEYS[i]] if len(self.outputs) == 1 else [i, KEYS[i]])
+
+
+class Where(Bolt):
+    """Keeps each key it gets with its task index, and acks it."""
+
+    outputs: list[str] = []
+
+    def prepare(self, config, context):
+        self.got, self.index = [], context.task_index
+
+    def process(self, tup):
+        self.got.append((tup.values[-1], self.index))
+        self.ack(tup)
+
+
+@pytest.mark.parametrize("fields", [["key"], ["i", "key"]])
+@pytest.mark.parametrize("ackers", [1, 0])
+def test_a_basic_bolts_children_reach_the_fields_task_of_their_key_tracked_or_not(
+        fields, ackers):
+    """The written-out emit hashes a str key itself (FieldsGrouping.str_key); a str
+    subclass and any other key go through the grouping's ``pick``, and untracked tuples
+    through the batch split at the flush: every key, tracked (``ackers=1``) or not, reaches
+    the task ``field_hash(key) % n``, and every tree completes."""
+    from runtime.groupings import field_hash
+
+    topo = Topology("keys")
+    topo.spout("feed", Indexes())
+    keys = type("TwoKeys" if len(fields) == 2 else "OneKey", (Keys,), {"outputs": fields})
+    topo.bolt("keys", keys).shuffle_grouping("feed")
+    topo.bolt("where", Where, parallelism=3).fields_grouping("keys", ["key"])
+    with InMemoryCluster(topo, ackers=ackers, batch_size=4, target_latency=None) as cluster:
+        cluster.run_until_idle()
+        got = [pair for task in cluster.plan.component_tasks()["where"]
+               for pair in cluster.user_object(task).got]
+        assert sorted(map(repr, (key for key, _ in got))) == sorted(
+            repr(list(k) if type(k) is tuple else str(k) if type(k) is _Red else k)
+            for k in KEYS)  # (msgpack carries a tuple as a list, a str subclass as str)
+        assert [index for _, index in got] == [field_hash(key) % 3 for key, _ in got]
+        assert len({index for _, index in got}) == 3  # the keys are spread over the tasks
+        feed = cluster.user_object(*cluster.plan.component_tasks()["feed"])
+        assert sorted(feed.acked) == list(range(len(KEYS)))
+        assert cluster.exceptions == []

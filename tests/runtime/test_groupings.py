@@ -7,6 +7,7 @@ import enum
 import os
 import subprocess
 import sys
+import zlib
 from collections import Counter
 from pathlib import Path
 
@@ -103,6 +104,24 @@ def test_the_fields_pick_of_one_field_is_field_hash_of_its_key(key, n):
     grouping = FieldsGrouping(["word"], fields_of_stream=["n", "word"])
     grouping.prepare(None, "default", list(range(10, 10 + n)))
     assert grouping.pick([0, key]) == field_hash(key) % n == stable_hash(key) % n
+
+
+@given(st.text(), st.integers(1, 7))
+def test_str_key_offers_where_a_str_key_is_hashed_as_pick_does(key, n):
+    """``str_key``: the key's place and the number of tasks, for a caller that hashes a
+    str key itself (the BasicBolt's written-out emit); none with several fields or key
+    groups, whose pick is another function."""
+    grouping = FieldsGrouping(["word"], fields_of_stream=["n", "word"])
+    grouping.prepare(None, "default", list(range(10, 10 + n)))
+    at, tasks = grouping.str_key()
+    assert (at, tasks) == (1, n)
+    assert zlib.crc32(key.encode()) % tasks == grouping.pick([0, key])
+    two = FieldsGrouping(["n", "word"], fields_of_stream=["n", "word"])
+    two.prepare(None, "default", [1, 2])
+    keyed = FieldsGrouping(["word"], fields_of_stream=["word"])
+    keyed.keyed = True
+    keyed.prepare(None, "default", [1, 2])
+    assert two.str_key() is None and keyed.str_key() is None
 
 
 def test_different_values_usually_differ():
