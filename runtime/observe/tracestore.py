@@ -109,6 +109,11 @@ class TraceStore:
         self._by_msg: dict[Any, int] = {}
         self._restarts: dict[int, list[float]] = {}  # task -> wall times it was replaced
         self.dropped = 0  # traces dropped, oldest first, to stay within capacity
+        # the last ``capacity`` trace ids dropped: a record of one filed later (its copies
+        # were still on their way) is not filed, else it would make a tree without a
+        # start that takes a real tree's place and is never shown
+        self._gone: dict[int, None] = {}
+        self.late = 0  # records of a dropped trace, not filed
         self._carried = 0  # trees refiled from a master before (keyed -1, -2, ...)
         self.malformed = 0  # records that could not be filed
 
@@ -125,13 +130,20 @@ class TraceStore:
         """``task`` was replaced at wall time ``at``: copies sent to it before are lost."""
         self._restarts.setdefault(task, []).append(at)
 
-    def _tree(self, trace: int) -> _Tree:
+    def _tree(self, trace: int) -> _Tree | None:
+        """The tree of ``trace``, made if new; None if it was dropped already."""
         tree = self._trees.get(trace)
         if tree is None:
+            if trace in self._gone:
+                return None
             tree = self._trees[trace] = _Tree()
+            gone = self._gone
             while len(self._trees) > self.capacity:
                 dropped, old = self._trees.popitem(last=False)
                 self.dropped += 1
+                gone[dropped] = None
+                if len(gone) > self.capacity:  # (a dict keeps its keys in insertion order)
+                    del gone[next(iter(gone))]
                 if old.start is not None:  # (a replayed msg_id's newer trace stays)
                     key = _key(old.start[0])
                     if self._by_msg.get(key) == dropped:
@@ -145,6 +157,9 @@ class TraceStore:
         if type(trace) is not int:
             raise TypeError("a trace id is an int")
         tree = self._tree(trace)
+        if tree is None:
+            self.late += 1
+            return
         if kind == "hops":  # a frame's copies processed (hop, queued, executed, outcome)
             _ran(tree, task, incarnation, record[2])
         elif kind == "start":  # newest first means by the spout's emit: it moves to the end

@@ -302,6 +302,27 @@ def test_a_dropped_trace_leaves_the_msg_id_index_too():
     assert len(store._by_msg) == len(store) == 3
 
 
+def test_a_late_record_of_a_dropped_trace_does_not_bring_it_back_headless():
+    # a full store drops its oldest tree while its copies are still being processed
+    # elsewhere; their records, filed later, must not make a tree without a start: it
+    # would take a real tree's place and never be shown (at trace=1.0, acking off, 20,000
+    # sentences into a store of 10,000: traces() answered 0 of 10,000 stored, and
+    # "dropped" counted 22,607, more than were traced)
+    store = TraceStore({1: "spout", 2: "bolt"}, capacity=3)
+    for trace in range(1, 6):  # 1 and 2 dropped
+        store.add(1, 0, [started(trace, f"m{trace}", tracked=False),
+                         ["sent", trace, 10 * trace, 0, 2, "default", ["w"], 0.0]], now=0.0)
+    store.add(2, 0, [["hops", trace, [(10 * trace, 1.0, 1.0, None)]] for trace in (1, 2)],
+              now=0.5)
+    assert [t.msg_id for t in store.traces(now=1.0)] == ["m5", "m4", "m3"]
+    assert len(store) == 3 and store.dropped == 2
+    store.add(2, 0, [["hops", 6, [(60, 1.0, 1.0, None)]]], now=1.5)  # before its start
+    store.add(1, 0, [started(6, "m6", tracked=False),
+                     ["sent", 6, 60, 0, 2, "default", ["w"], 0.0]], now=1.5)
+    assert [t.msg_id for t in store.traces(now=2.0)] == ["m6", "m5", "m4"]
+    assert store.lineage("m6", now=2.0).status == "acked"
+
+
 def test_a_copy_lost_with_a_restarted_task_is_in_transit_else_queued_at_its_task():
     store = TraceStore({1: "spout", 2: "split", 3: "count"}, timeout=5.0)
     store.add(1, 0, [started(7, "m", at=100.0), ["sent", 7, 70, 0, 2, "default", ["s"], 100.0]],
