@@ -91,11 +91,13 @@ class MasterTraces:
         self.carried.refile(kept[:KEEP])
 
     def counts(self) -> dict:
-        """For the status: traces kept, dropped (oldest first), malformed records, and
-        carried over from the master before."""
+        """For the status: traces kept, dropped (oldest first), malformed records,
+        records of a trace dropped before they came, and traces carried over from the
+        master before."""
         store = self.store
         return {"traces": len(store), "traces_dropped": store.dropped,
                 "trace_records_malformed": store.malformed,
+                "trace_records_late": store.late,
                 "traces_carried": len(self.carried)}
 
 

@@ -315,7 +315,7 @@ def test_a_late_record_of_a_dropped_trace_does_not_bring_it_back_headless():
     store.add(2, 0, [["hops", trace, [(10 * trace, 1.0, 1.0, None)]] for trace in (1, 2)],
               now=0.5)
     assert [t.msg_id for t in store.traces(now=1.0)] == ["m5", "m4", "m3"]
-    assert len(store) == 3 and store.dropped == 2
+    assert len(store) == 3 and store.dropped == 2 and store.late == 2
     store.add(2, 0, [["hops", 6, [(60, 1.0, 1.0, None)]]], now=1.5)  # before its start
     store.add(1, 0, [started(6, "m6", tracked=False),
                      ["sent", 6, 60, 0, 2, "default", ["w"], 0.0]], now=1.5)
