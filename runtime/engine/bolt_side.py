@@ -65,11 +65,8 @@ class BoltSide:
         self.counts.frame_arrived()
         batch = wire.decode_batch(body)
         source = self._source(h.src, h.stream)
-        parts = []
-        for kind, inner, call, after in before:  # (a frame's traced riders: few)
-            got = wire.decode_batch(inner)
-            parts.append((got, None, None, call, after) if kind == wire.DATA
-                         else (*_PARTS[kind](got), call, after))
+        parts = [(*_parts(kind, wire.decode_batch(inner)), call, after)
+                 for kind, inner, call, after in before]  # (a frame's traced riders: few)
         if h.kind == wire.DATA:
             return self.execute(batch, source, None, waiting, None, process, parts)
         entries, ids, vals = _PARTS[h.kind](batch)
@@ -118,7 +115,10 @@ class BoltSide:
         Once output waits unsent (``waiting``), the rest is set aside in ``leftover`` (a
         bolt emitting 10,000 tuples per input must not turn a whole frame of inputs into
         output at once); :meth:`run_leftover` takes it up again (the rest of ``before``'s
-        batches too, with the user's ``process``).
+        batches too, with the user's ``process``). Called while input is set aside (the
+        next entry of a TRACED frame no untraced frame rode: each entry has an
+        ``execute`` of its own, so that its acks go as it ends), it processes nothing
+        and sets its batches aside after that input, in order.
 
         Each Tuple is made as its entry comes, and one that ``process`` did not keep is
         made again for the next entry: when nothing but this loop holds it (its
@@ -131,6 +131,8 @@ class BoltSide:
         user = self.user.process if process is None else process
         parts = [*before, (entries, ids, vals, user, None)] if before else (
             (entries, ids, vals, user, None),)
+        if self.leftover:  # (before 2026-11-27 its rest took the place of the one before's)
+            return self._set_aside_after(parts)
         basic, current = self.basic, self.current
         ack_basic = self.ack_basic
         bare = len(source.fields) == 1  # its entries are bare values (runtime/wire)
@@ -192,20 +194,14 @@ class BoltSide:
             self.leftover = (entries[done:], source, *(
                 None if given is None else list(islice(it, rest)) for given, it in (ids, vals)))
 
-    def set_aside_after(self, frames: list[tuple[int, bytes]]) -> None:
-        """Add whole frames, ``(kind, body)`` each, after the input already set aside,
-        in order (a TRACED frame's traced entries not yet begun when output started to
-        wait: each entry has an ``execute`` of its own, whose rest must not take the
-        place of the one before's). They run with the user's ``process``, untraced."""
+    def _set_aside_after(self, parts: list[tuple]) -> None:
+        """Set ``execute``'s batches aside whole after the input set aside already (of
+        the same frame): they run with the user's ``process``, untraced."""
         entries, source, ids, vals = self.leftover
-        parts = [(entries, ids, vals, None, None)]
-        for kind, body in frames:
-            batch = wire.decode_batch(body)
-            parts.append((batch, None, None, None, None) if kind == wire.DATA
-                         else (*_PARTS[kind](batch), None, None))
         tids = repeat(None) if ids is None else iter(ids)
         tvals = repeat(0) if vals is None else iter(vals)
-        entries, ids, vals = _rest(parts, 0, 0, tids, tvals)
+        entries, ids, vals = _rest([(entries, ids, vals, None, None), *parts], 0, 0, tids,
+                                   tvals)
         self.leftover = (entries, source, ids, vals)
 
     def run_leftover(self, waiting: Sized) -> None:
@@ -381,3 +377,9 @@ def _run_parts(batch: list) -> tuple[list, Iterator, Iterator]:
 
 # a tracked frame's batch as its entries, their ids and their starting ack_val, by kind
 _PARTS = {wire.RUN: _run_parts, wire.TRACKED: _tracked_parts, wire.ANCHORED: _anchored_parts}
+
+
+def _parts(kind: int, batch: list) -> tuple[list, Iterable | None, Iterable | None]:
+    """Any tuple frame's batch as its entries, ids and starting ``ack_val`` (None, None
+    for a DATA frame's)."""
+    return (batch, None, None) if kind == wire.DATA else _PARTS[kind](batch)

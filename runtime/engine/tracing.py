@@ -295,12 +295,9 @@ class Tracer:
         entries = wire.decode_traced(body)
         kind, inner, trace, _, _ = entries[-1]
         if trace:  # none rode (a rider is last, trace id 0): entry by entry, acks at once
-            for i, (kind, inner, trace, hops, emitted) in enumerate(entries):
-                self._entry(bolt, wire.Header(kind, h.stream, h.dest, h.src), inner, trace,
-                            hops, emitted, waiting, True)
-                if bolt.leftover:  # output waits: the entries not begun go after its rest
-                    bolt.set_aside_after([(e[0], e[1]) for e in entries[i + 1:]])
-                    return
+            for kind, inner, trace, hops, emitted in entries:  # (once output waits, the
+                self._entry(bolt, wire.Header(kind, h.stream, h.dest, h.src), inner,
+                            trace, hops, emitted, waiting, True)  # rest are set aside)
             return
         done = [self._segment(bolt, *entry) for entry in entries[:-1]]
         try:  # the frame that rode last, the traced ones before it, in one execute
