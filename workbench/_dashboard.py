@@ -415,8 +415,8 @@ class Dashboard(widgets.VBox):
         if self.rebalancing:
             return self._ask_rebalance(what, asked, containers, self._parts.message)
         now = self.running.plan.parallelism()
+        self._parts.rebalancing(True)  # the controls off before the line says "moving"
         self._parts.moving.value = f"{what}: {_esc(moving(asked, now, containers))}"
-        self._parts.rebalancing(True)
         self._moving = self._ask_rebalance(what, asked, containers, self._parts.moving,
                                            after=self._rebalanced)
         return self._moving
@@ -432,10 +432,11 @@ class Dashboard(widgets.VBox):
         """Ask in a thread of its own (a rebalance lasts seconds: the widget thread must
         not wait), write the outcome to ``line``, and refresh at once."""
         def ask() -> None:
-            line.value = outcome(what, lambda: rebalanced(
+            said = outcome(what, lambda: rebalanced(
                 self.running.rebalance(asked, containers=containers)))
             if after is not None:
-                after()
+                after()  # the controls on again before the line says how it ended
+            line.value = said
             self.poke()  # the graph's × N and the physical plan, now
 
         thread = threading.Thread(target=ask, daemon=True,

@@ -12,6 +12,7 @@ from __future__ import annotations
 import re
 
 import pytest
+from playwright.sync_api import expect
 
 from . import test_jupyterlab as notebook
 
@@ -82,17 +83,19 @@ def test_the_rebalance_control_shows_what_moves_then_what_it_did_or_why_not(
 
     rebalance(page, "double=3")
     line_says(page, "rebalance double=3", "moving: double 2 → 3 tasks", timeout=KERNEL_WORK)
-    assert button(page).is_disabled()  # the added task waits for the gate: still moving
+    # The widgets' updates reach the page model by model: wait for the button's (the
+    # added task waits for the gate, so the rebalance cannot end meanwhile).
+    expect(button(page)).to_be_disabled(timeout=REFRESH)
     notebook.refreshes(page, 2)  # the dashboard refreshes meanwhile
     assert button(page).is_disabled()
     notebook.scroll_to(page, LINE)
     page.screenshot(path=str(notebook.SHOTS / "rebalancing.png"))
 
     (lab.root / GATE).touch()
-    done = line_says(page, "rebalance double=3: done in", "spouts paused", "double → 3 tasks",
-                     "tasks added", "keys moved", timeout=KERNEL_WORK)
+    line_says(page, "rebalance double=3: done in", "spouts paused", "double → 3 tasks",
+              "tasks added", "keys moved", timeout=KERNEL_WORK)
     page.wait_for_function(GRAPH_SAYS, arg=["double", 3], timeout=REFRESH)
-    assert not button(page).is_disabled(), done
+    expect(button(page)).to_be_enabled(timeout=REFRESH)
     notebook.scroll_to(page, f"{notebook.GRAPH} svg")
     page.screenshot(path=str(notebook.SHOTS / "rebalanced.png"))
 

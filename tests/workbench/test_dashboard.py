@@ -191,6 +191,10 @@ def test_the_rebalance_control_runs_in_the_background_and_shows_what_moves():
     with gated().submit() as running:
         running.wait_active()
         board = Dashboard(running, interval=0.2, topology=gated())
+        seen = []  # the button's state as the line changed: a page applies them in order
+        board._parts.moving.observe(
+            lambda change: seen.append((change["new"], board._parts.rebalance.disabled)),
+            names="value")
         thread = board.rebalance(" sink=2 ")
         assert thread is not None and board.rebalancing
         parts = board._parts
@@ -211,6 +215,7 @@ def test_the_rebalance_control_runs_in_the_background_and_shows_what_moves():
         assert "rebalance sink=2: done in" in line and "spouts paused" in line, line
         assert "sink → 2 tasks" in line and "tasks added" in line, line
         assert "keys moved: none" in line, line
+        assert [disabled for _, disabled in seen] == [True, False], seen
         wait_for(lambda: graph_tasks(board, "sink") == "2", 30, "the graph to say × 2")
         wait_for(lambda: parts.plan.value.count("sink[") == 2, 30, "the plan's two sinks")
         board.rebalance("sink=4").join(30)
