@@ -27,7 +27,8 @@ import argparse
 import gc
 import tracemalloc
 
-from runtime.acking._ledger import AckLedger, new_id
+from runtime.acking._ids import new_id
+from runtime.acking._ledger import AckLedger
 
 SPOUT_TASKS = 16  # roots are spread over this many spout tasks
 

@@ -27,7 +27,8 @@ from __future__ import annotations
 import argparse
 import timeit
 
-from runtime.acking._ledger import AckLedger, RootIds
+from runtime.acking._ids import RootIds
+from runtime.acking._ledger import AckLedger
 from runtime.acking._tracking import SpoutTracker
 
 

@@ -26,16 +26,8 @@ can tell what the init would have said (``docs/internals/acker.md``):
 [Completed(root_id=..., spout_task=3)]
 """
 
-from ._ledger import (
-    AckLedger,
-    Completed,
-    Failed,
-    LedgerStatistics,
-    Renewed,
-    RootIds,
-    new_id,
-    root_task,
-)
+from ._ids import RootIds, new_id, root_task
+from ._ledger import AckLedger, Completed, Failed, LedgerStatistics, Renewed
 
 __all__ = ["AckLedger", "Completed", "Failed", "LedgerStatistics", "Renewed", "RootIds",
            "new_id", "root_task"]

@@ -15,13 +15,11 @@ the spout task it names. See ``docs/internals/acker.md``.
 from __future__ import annotations
 
 import math
-import os
-import random
 from collections import deque
 from dataclasses import dataclass
 from itertools import chain, compress, islice, repeat
 from operator import and_, not_, rshift, xor
-from typing import Generic, Literal, TypeVar
+from typing import Literal
 
 from runtime.wire import ACK_ACK as ACK
 from runtime.wire import ACK_FAIL as FAIL
@@ -32,8 +30,8 @@ from runtime.wire import ACKED_OK as OK
 from runtime.wire import ACKED_RENEWED as RENEWED
 from runtime.wire import ACKED_TIMEOUT as TIMEOUT
 
-K = TypeVar("K")
-V = TypeVar("V")
+from ._ids import SELF_INIT, TASK_BITS
+from ._rotating import RotatingMap
 
 FailReason = Literal["fail", "timeout"]
 
@@ -47,182 +45,8 @@ _FAILED_BIT = 1 << 64
 _TASK_SHIFT = 65
 _KEEP_ON_INIT = _XOR_BITS | _FAILED_BIT  # what an init leaves of an early entry
 
-# A *self-initialising* root (what the runtime's spouts draw when a tuple goes to exactly
-# one task) has bit 63 set and its spout task in the bits below it; the rest is random.
-# Its first edge id is the root id itself, so its init would say "xor = root, spout =
-# the task in the id": the ledger knows that without being told, and the spout sends no
-# init at all (docs/internals/acker.md, "Self-initialising roots").
-SELF_INIT = 1 << 63
-TASK_BITS = 16  # the width of the spout task field, unless the topology needs fewer
 OLDEST_REPORTED = 10  # oldest roots each acker and spout task reports (running.acker_state)
 _BULK = 12  # a batch of 4 messages or more (12 ints) is tried in C first
-
-
-_ids = random.Random(os.urandom(32))
-
-
-def new_id() -> int:
-    """A random, nonzero id of 63 bits for a root or an edge.
-
-    Zero is excluded because XORing zero changes nothing: a zero edge id would make
-    its tuple invisible to the ledger. Bit 63 stays clear so that an id drawn here is
-    never taken for a self-initialising root (:data:`SELF_INIT`). The generator is a module-level
-    ``random.Random`` seeded from ``os.urandom`` and reseeded in every forked child,
-    so sibling processes never draw the same ids.
-
-    >>> 0 < new_id() < 2**63
-    True
-    """
-    return _ids.getrandbits(63) or new_id()
-
-
-def id_bits():
-    """``getrandbits`` of the generator :func:`new_id` draws from, for a hot loop that
-    draws its own edge ids: ``bits(63) or new_id()`` is :func:`new_id` without a call
-    of its own (the generator is reseeded in place in a forked child, so the bound
-    method stays right)."""
-    return _ids.getrandbits
-
-
-def task_bits(tasks: int) -> int:
-    """The width of the task field that holds task ids up to ``tasks``.
-
-    >>> task_bits(3), task_bits(4), task_bits(1)
-    (2, 3, 1)
-    """
-    return max(1, tasks.bit_length())
-
-
-def root_task(root: int, bits: int = TASK_BITS) -> int | None:
-    """The spout task written in a self-initialising root, or None for any other root.
-
-    >>> root_task(RootIds(task=5, bits=4).new(), bits=4), root_task(12345)
-    (5, None)
-    """
-    if not root & SELF_INIT:
-        return None
-    shift = 63 - bits
-    return (root >> shift) & ((1 << bits) - 1)
-
-
-class RootIds:
-    """The self-initialising root ids of one spout task: ``SELF_INIT | task | random``.
-
-    ``bits`` is the width of the task field (every reader of the ids must use the same:
-    the runtime takes :func:`task_bits` of the topology's task count); the remaining
-    ``63 - bits`` bits are random and never all zero.
-    """
-
-    __slots__ = ("prefix", "random_bits")
-
-    def __init__(self, task: int, bits: int = TASK_BITS) -> None:
-        if not 0 <= task < 1 << bits or not 1 <= bits <= 32:
-            raise ValueError(f"task {task} does not fit a {bits}-bit task field")
-        self.random_bits = 63 - bits
-        self.prefix = SELF_INIT | task << self.random_bits
-
-    def new(self) -> int:
-        return self.prefix | (_ids.getrandbits(self.random_bits) or 1)
-
-    def run_start(self) -> int:
-        """The first root of a run of consecutive roots (the spout's fast path numbers its
-        tuples this way: docs/internals/acker.md, "Runs of roots"). It is drawn at random
-        in the lower half of the random field, so 2 ** (random_bits - 1) roots fit after
-        it before :attr:`run_end`.
-
-        >>> ids = RootIds(task=5, bits=4)
-        >>> start = ids.run_start()
-        >>> root_task(start, bits=4), root_task(ids.run_end - 1, bits=4)
-        (5, 5)
-        """
-        return self.prefix | (_ids.getrandbits(self.random_bits - 1) + 1)
-
-    @property
-    def run_end(self) -> int:
-        """The first id past this task's field: a run must start again before it."""
-        return self.prefix + (1 << self.random_bits)
-
-
-def _reseed_ids() -> None:
-    _ids.seed(os.urandom(32))
-
-
-if hasattr(os, "register_at_fork"):
-    os.register_at_fork(after_in_child=_reseed_ids)
-
-
-class RotatingMap(Generic[K, V]):
-    """Storm's ``RotatingMap``: a map whose keys expire by age, in ``buckets`` steps.
-
-    New keys go to the newest bucket; :meth:`rotate` drops the oldest bucket and
-    returns it. A key is dropped by the ``buckets``-th rotation after its last
-    :meth:`put`: rotating every ``p`` seconds, it lives between
-    ``(buckets - 1) * p`` and ``buckets * p`` seconds.
-
-    >>> m = RotatingMap(2)
-    >>> m.put("a", 1)
-    >>> m.rotate(), m.get("a")
-    ({}, 1)
-    >>> m.rotate(), "a" in m
-    ({'a': 1}, False)
-    """
-
-    def __init__(self, buckets: int = 3) -> None:
-        if buckets < 2:
-            raise ValueError(f"RotatingMap needs at least 2 buckets, not {buckets}")
-        self._buckets: deque[dict[K, V]] = deque({} for _ in range(buckets))
-
-    def get(self, key: K, default: V | None = None) -> V | None:
-        """The value stored under ``key``, from whichever bucket holds it."""
-        for bucket in self._buckets:
-            if key in bucket:
-                return bucket[key]
-        return default
-
-    def put(self, key: K, value: V) -> None:
-        """Store ``value`` in the newest bucket: ``key`` becomes the youngest key."""
-        self.remove(key)
-        self._buckets[0][key] = value
-
-    def replace(self, key: K, value: V) -> None:
-        """Store ``value`` without changing ``key``'s age (a new key starts newest)."""
-        self._holder(key)[key] = value
-
-    @property
-    def newest(self) -> dict[K, V]:
-        """The newest bucket, where new keys go (a new dict after each :meth:`rotate`)."""
-        return self._buckets[0]
-
-    @property
-    def buckets(self) -> deque[dict[K, V]]:
-        """The buckets, newest first (for moving keys between two maps rotated together,
-        keeping their age: change them only that way)."""
-        return self._buckets
-
-    def remove(self, key: K) -> V | None:
-        """Remove ``key`` and return its value (``None`` when absent)."""
-        return self._holder(key).pop(key, None)
-
-    def contains(self, key: K) -> bool:
-        """Whether any bucket holds ``key``."""
-        return any(key in bucket for bucket in self._buckets)
-
-    __contains__ = contains
-
-    def __len__(self) -> int:
-        return sum(map(len, self._buckets))
-
-    def rotate(self) -> dict[K, V]:
-        """Drop the oldest bucket, open a new empty one, and return what was dropped."""
-        self._buckets.appendleft({})
-        return self._buckets.pop()
-
-    def _holder(self, key: K) -> dict[K, V]:
-        """The bucket that holds ``key``, or the newest one when none does."""
-        for bucket in self._buckets:
-            if key in bucket:
-                return bucket
-        return self._buckets[0]
 
 
 @dataclass(frozen=True, slots=True)
@@ -282,6 +106,7 @@ class AckLedger:
     ``rotation_secs`` late and never early; every method first expires what is due at
     ``now``, so any call may return timeouts.
 
+    >>> from runtime.acking import RootIds, new_id
     >>> ledger = AckLedger(30.0)
     >>> a, b = new_id(), new_id()               # the two tuples a spout emitted
     >>> ledger.init(root_id=7, spout_task=3, xor_val=a ^ b, now=0.0)

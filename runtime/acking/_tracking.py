@@ -25,7 +25,8 @@ from runtime.observe.metrics import LatencyHistogram
 from runtime.wire import ACKED_OK, ACKED_RENEWED, ACKED_TIMEOUT
 
 from ._bound import BIG_CHANGE, LatencyBound
-from ._ledger import OLDEST_REPORTED, RotatingMap
+from ._ledger import OLDEST_REPORTED
+from ._rotating import RotatingMap
 from ._tuner import MaxSpoutPendingTuner
 
 BUCKETS = 3  # a root times out between timeout and 1.5 x timeout after it was emitted

@@ -11,7 +11,7 @@ from itertools import islice
 from operator import lt
 
 from runtime import wire
-from runtime.acking._ledger import root_task
+from runtime.acking._ids import root_task
 from runtime.model.constants import ACKER
 from runtime.model.plan import PhysicalPlan
 

@@ -9,7 +9,7 @@ from operator import itemgetter
 from sys import getrefcount
 
 from runtime import wire
-from runtime.acking._ledger import SELF_INIT, new_id
+from runtime.acking._ids import SELF_INIT, new_id
 from runtime.model.api import BasicBolt, Bolt, FailedException, OneFieldTuple, Tuple, TupleSource
 from runtime.model.constants import SYSTEM, TICK
 from runtime.model.plan import PhysicalPlan

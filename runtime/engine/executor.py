@@ -41,7 +41,7 @@ from typing import Any
 
 from runtime import wire
 from runtime.acking._bound import floor_for
-from runtime.acking._ledger import RootIds
+from runtime.acking._ids import RootIds
 from runtime.acking._tracking import SpoutTracker
 from runtime.model.constants import (
     ACKERS,

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 
-from runtime.acking._ledger import RootIds
+from runtime.acking._ids import RootIds
 from runtime.acking._tracking import SpoutTracker
 from runtime.model.constants import DEFAULT_STREAM
 

@@ -8,7 +8,7 @@ from collections.abc import Callable, Mapping, Sized
 from itertools import repeat
 
 from runtime import wire
-from runtime.acking._ledger import RootIds, new_id
+from runtime.acking._ids import RootIds, new_id
 from runtime.acking._tracking import SpoutTracker
 from runtime.model.api import Spout
 from runtime.model.topology import ComponentSpec

@@ -18,7 +18,7 @@ import zlib
 from collections.abc import Callable, Mapping
 
 from runtime import wire
-from runtime.acking._ledger import id_bits, new_id
+from runtime.acking._ids import id_bits, new_id
 from runtime.groupings import DirectGrouping, FieldsGrouping
 from runtime.model.api import Context, OneFieldTuple, Tuple
 from runtime.model.constants import DEFAULT_STREAM

@@ -28,7 +28,7 @@ from types import SimpleNamespace
 from typing import Any
 
 from runtime import wire
-from runtime.acking._ledger import new_id
+from runtime.acking._ids import new_id
 from runtime.groupings import stable_hash
 from runtime.model.api import Spout
 

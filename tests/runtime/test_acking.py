@@ -18,7 +18,7 @@ from collections import Counter, deque
 import pytest
 
 from runtime import BasicBolt, Bolt, FailedException, Spout, Topology, Tuple, wire
-from runtime.acking._ledger import RootIds, new_id
+from runtime.acking._ids import RootIds, new_id
 from runtime.model.api import TupleSource
 from runtime.testing import InMemoryCluster, ListSink, ListSpout
 

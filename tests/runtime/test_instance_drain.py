@@ -14,7 +14,7 @@ import pytest
 import zmq
 
 from runtime import Bolt, Topology, wire
-from runtime.acking._ledger import RootIds
+from runtime.acking._ids import RootIds
 from runtime.model.constants import ACKER
 from runtime.processes.instance import Instance
 from runtime.testing import ListSpout

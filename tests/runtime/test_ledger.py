@@ -23,6 +23,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from runtime.acking._ids import RootIds, new_id, root_task
 from runtime.acking._ledger import (
     ACK,
     FAIL,
@@ -33,12 +34,9 @@ from runtime.acking._ledger import (
     Failed,
     LedgerStatistics,
     Renewed,
-    RootIds,
-    RotatingMap,
     _decisions,
-    new_id,
-    root_task,
 )
+from runtime.acking._rotating import RotatingMap
 
 # --- a model of Storm's collectors -------------------------------------------------------
 

@@ -7,7 +7,7 @@ import random
 
 import pytest
 
-from runtime.acking._ledger import RootIds
+from runtime.acking._ids import RootIds
 from runtime.acking._tracking import SpoutTracker
 from runtime.wire import ACKED_FAILED, ACKED_OK, ACKED_RENEWED, ACKED_TIMEOUT
 
