@@ -13,6 +13,7 @@ The notebooks are kept in git without outputs: what a learner reads with outputs
 from __future__ import annotations
 
 import os
+import re
 from pathlib import Path
 
 import nbformat
@@ -30,6 +31,15 @@ WIDGET_VIEW = "application/vnd.jupyter.widget-view+json"
 
 def test_the_tutorials_are_here():
     assert len(NOTEBOOKS) >= 1, f"no tutorials found in {TUTORIALS}"
+
+
+def test_the_readme_lists_every_tutorial_in_order():
+    """The README's table is where a learner finds the tutorials: one row a notebook, by
+    its number, and no row for a notebook that is not there."""
+    readme = (TUTORIALS.parent / "README.md").read_text()
+    rows = re.findall(r"^\| (\d+) \| `(\d\d-[\w-]+)` \|", readme, flags=re.M)
+    assert [name for _, name in rows] == [p.stem for p in NOTEBOOKS], rows
+    assert all(int(number) == int(name[:2]) for number, name in rows), rows
 
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=[p.stem for p in NOTEBOOKS])
