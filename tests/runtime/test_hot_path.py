@@ -122,6 +122,7 @@ def test_every_kind_of_emit_still_works_beside_the_fast_one():
     (["one", "two"], "emitted 2 values but the stream declares 1"),
     (5, "emitted a int"),
     ([], "emitted 0 values"),
+    ({"w"}, "emitted a set"),  # one value, but no positions: refused, never unpacked
 ])
 def test_a_wrong_emit_on_the_default_stream_names_the_component(values, message):
     with _cluster() as cluster:
