@@ -10,6 +10,7 @@ from __future__ import annotations
 import pytest
 
 from runtime import Bolt, Spout, Topology, wire
+from runtime.engine.outbound import StreamOut
 from runtime.testing import InMemoryCluster
 
 FLUSH = 0.002
@@ -108,3 +109,29 @@ def test_at_full_rate_every_frame_is_full_and_no_tuple_waits_longer_than_the_int
         assert {n for _, n in sent} == {SIZE}
         at = [t for t, n in sent for _ in range(n)]
         assert max(b - a for a, b in zip(emitted_at, at)) <= FLUSH * 1.0001
+
+
+def test_a_traced_calls_tails_sent_alone_leave_the_heads_time():
+    # a traced call's tuples go in frames of their own (send_tails: the lists are cut,
+    # flushed, and the heads put back): the heads are as old as before, so the stream
+    # keeps the time its lists were last all emptied, or the timer would hold them on
+    now, sent = [1.0], []
+    out = StreamOut("default", 1, lambda header, body: sent.append(wire.decode_batch(body)),
+                    lambda *bad: None)
+    out.clock = lambda: now[0]
+    out.direct[7] = (wire.data_header(wire.DATA, 0, 7, 1), [])
+    out.direct_tracked[7] = (wire.data_header(wire.TRACKED, 0, 7, 1), [])
+    out.flush()
+    assert out.emptied_at == 1.0
+    now[0] = 2.0
+    out.items.append("a")  # heads: emitted before the traced call
+    out.direct[7][1].append("b")
+    lists = out.pending()
+    heads = list(map(len, lists))
+    out.items.append("t1")  # the traced call's tuples
+    out.direct[7][1].append("t2")
+    out.send_tails(lists, heads)
+    assert sent == [["t2"]] and out.items == ["a"] and out.direct[7][1] == ["b"]
+    assert out.emptied_at == 1.0
+    out.flush()
+    assert out.emptied_at == 2.0
