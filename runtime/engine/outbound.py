@@ -79,7 +79,7 @@ class StreamOut(PendingLists):
 
     __slots__ = ("name", "arity", "bare", "items", "outlets", "direct", "direct_tracked",
                  "send", "on_bad", "emitted", "counted", "transferred", "_reported", "_fixed",
-                 "tap", "recorder", "runs", "stride", "tracked_kind")
+                 "tap", "recorder", "runs", "stride", "tracked_kind", "clock", "emptied_at")
 
     def __init__(self, name: str, arity: int, send: Send,
                  on_bad: Callable[[str, list, dict | None], None],
@@ -101,6 +101,11 @@ class StreamOut(PendingLists):
         # a spout's tracked tuples numbered by consecutive roots, one run per target
         # task, which flush_tracked sends (runtime/engine/runs.py); None: not numbered
         self.runs: Runs | None = None
+        # the executor's clock (None: not read), and when it last found every pending
+        # list empty: every tuple waiting now was emitted since (the flush timer's
+        # ``Executor.flush_due`` sends a batch only once that is a flush interval ago)
+        self.clock: Callable[[], float] | None = None
+        self.emptied_at = float("-inf")
 
     def unwire(self) -> None:
         """Forget the subscribers' tasks (a rebalance wires them again; flush first)."""
@@ -206,6 +211,12 @@ class StreamOut(PendingLists):
             self.emitted += sent - counted
         if self.runs is not None:  # newer than any tracked batch: a tracked emit ends
             self.runs.end(self)  # them first
+        if self.clock is not None and not self.items and not self._direct_waiting():
+            self.emptied_at = self.clock()  # (a full batch's flush, or the timer's)
+
+    def _direct_waiting(self) -> bool:
+        """Whether an untracked direct batch holds a tuple (what flush_tracked leaves)."""
+        return bool(self.direct) and any(pending for _, pending in self.direct.values())
 
     def ship_run(self, header: bytes, tracked_header: bytes, first: int, part: list) -> None:
         """Send a run as one RUN frame: ``[first, part]``. A run holding a value msgpack

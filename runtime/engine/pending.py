@@ -16,7 +16,8 @@ __all__ = ["PendingLists"]
 
 class PendingLists:
     """Needs :class:`~runtime.engine.outbound.StreamOut`'s ``items``, ``direct``,
-    ``direct_tracked``, ``outlets``, ``runs``, ``recorder``, ``stride`` and ``flush``."""
+    ``direct_tracked``, ``outlets``, ``runs``, ``recorder``, ``stride``, ``emptied_at``
+    and ``flush``."""
 
     __slots__ = ()
 
@@ -79,11 +80,13 @@ class PendingLists:
             tail = part[heads[i]:]
             del part[heads[i]:]
             self._put(i, tail)
+        emptied_at = self.emptied_at  # the heads put back are as old as they were
         try:
             self.flush()
         finally:
             for i, part in cut:
                 self._put(i, part)
+            self.emptied_at = emptied_at
 
     def _send_untracked_tail(self, items: list, head: int) -> None:
         """Only the untracked batch has a tail (a spout's untracked traced emit, a bolt's

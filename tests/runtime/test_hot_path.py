@@ -122,6 +122,7 @@ def test_every_kind_of_emit_still_works_beside_the_fast_one():
     (["one", "two"], "emitted 2 values but the stream declares 1"),
     (5, "emitted a int"),
     ([], "emitted 0 values"),
+    ({"w"}, "emitted a set"),  # one value, but no positions: refused, never unpacked
 ])
 def test_a_wrong_emit_on_the_default_stream_names_the_component(values, message):
     with _cluster() as cluster:
@@ -304,3 +305,37 @@ def test_tracked_input_to_a_sink_is_acked_and_failed_once_each():
         assert (spout.acked, spout.failed) == (50, 1)  # the spout's ack and fail, once each
         assert sum(ex.user.counted for ex in sinks) == 50
         assert sum(ex.executed for ex in sinks) == 51
+
+
+class Pairs(Bolt):
+    """A sink of a two-field stream that keeps what it was given, as values."""
+
+    outputs = []
+
+    def prepare(self, config, context):
+        self.seen = []
+
+    def process(self, tup):
+        self.seen.append((tup["a"], tup[1]))
+
+
+@pytest.mark.parametrize("metrics", [True, False])
+def test_an_untracked_frame_counts_and_times_every_tuple_across_its_samples(metrics):
+    # execute_data runs from one sampled tuple to the next without counting each: a
+    # frame of many samples (one in at most MAX_STRIDE) still counts every tuple, in
+    # the statistics and in the latency histograms, and processes them in order
+    topo = Topology("pairs")
+    topo.spout("pairs", ListSpout([[1, 2]], fields=["a", "b"]))
+    topo.bolt("b", Pairs).shuffle_grouping("pairs")
+    with InMemoryCluster(topo, metrics=metrics) as cluster:
+        tasks, streams = cluster.plan.component_tasks(), cluster.plan.stream_ids()
+        header = wire.data_header(wire.DATA, streams[("pairs", "default")], tasks["b"][0],
+                                  tasks["pairs"][0])
+        bolt = cluster.executors[tasks["b"][0]]
+        for start in (0, 5000):
+            bolt.on_frame(header, wire.encode_batch([[n, -n] for n in range(start,
+                                                                              start + 5000)]))
+        assert bolt.executed == 10_000
+        assert bolt.user.seen == [(n, -n) for n in range(10_000)]
+        histogram = bolt.counts.execute_latency
+        assert histogram is None if not metrics else histogram.count == 10_000
