@@ -130,51 +130,23 @@ def encode_traced(entries: list) -> bytes:
     emitted]``: a frame of that kind holding only tuples of one trace (kind and body
     untouched), the trace id, a hop id per tuple, in order, and when it left. The inner
     frame keeps its own decoder; only traced tuples pay for the wrap. An entry of trace
-    id 0, last, is an ordinary frame for the same task the traced entries rode in (its hop
-    ids and time are not read): it is processed as if it had come alone.
-
-    The body is the msgpack array of the entries, then that ordinary frame's body as it
-    is, then its length (4 bytes, little-endian; 0 when none rode): in the array its
-    entry holds an empty body. So the frame that rode, most of the bytes, is copied once
-    into the TRACED body and not at all out of it (:func:`decode_traced` gives it as a
-    view); packed inside the array it was copied twice at the send (msgpack's buffer,
-    then the bytes) and once at the receipt (docs/internals/tracing.md, "2026-11-27,
-    night").
+    id 0 is an ordinary frame for the same task the traced entries rode in (its hop ids
+    and time are not read): it is processed as if it had come alone.
 
     >>> decode_traced(encode_traced([[DATA, encode_batch([["a"]]), 7, [9], 1.5]]))
     [(1, b'\\x91\\x91\\xa1a', 7, [9], 1.5)]
     """
-    last = entries[-1] if entries else None
-    if last is None or last[2] != 0 or type(last[1]) is not bytes:
-        return b"".join((_pack(entries), _TAIL.pack(0)))
-    kind, rider = last[0], last[1]
-    return b"".join((_pack([*entries[:-1], [kind, b"", 0, [], 0.0]]), rider,
-                     _TAIL.pack(len(rider))))
+    return _pack(entries)
 
 
-def decode_traced(body: bytes) -> list[tuple[int, bytes | memoryview, int, list, float]]:
+def decode_traced(body: bytes) -> list[tuple[int, bytes, int, list, float]]:
     """Each entry's kind, inner body, trace id, hop ids and emit time (wall seconds);
-    WireError if any is malformed. The body of a frame that rode (trace id 0, last) is a
-    memoryview of ``body`` (a bytes-like object the decoders read as they read bytes)."""
-    view = memoryview(body)
-    rider = _TAIL.unpack_from(view, len(view) - 4)[0] if len(view) >= 4 else -1
-    end = len(view) - 4 - rider
-    if rider < 0 or end < 0:
-        raise WireError("a traced frame must end with the length of the frame that rode")
-    entries = decode_batch(view[:end])
+    WireError if any is malformed."""
+    entries = decode_batch(body)
     if not entries or not all(map(_traced_entry, entries)):
         raise WireError("a traced frame must hold [kind, body, trace id, hop ids, emit time] "
                         "entries")
-    out = [(e[0], e[1], e[2], e[3], float(e[4])) for e in entries]
-    if rider:
-        kind, inner, trace, _, _ = out[-1]
-        if trace != 0 or inner:
-            raise WireError("the frame that rode a traced frame must be its last entry")
-        out[-1] = (kind, view[end:end + rider], 0, [], 0.0)
-    return out
-
-
-_TAIL = struct.Struct("<I")  # a TRACED body's last 4 bytes: the length of the frame that rode
+    return [(e[0], e[1], e[2], e[3], float(e[4])) for e in entries]
 
 
 def _traced_entry(e: Any) -> bool:

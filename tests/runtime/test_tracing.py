@@ -263,30 +263,7 @@ def test_a_malformed_traced_frame_is_refused():
         ex = cluster.executors[2]
         header = wire.data_header(wire.TRACED, 1, 2, 1)
         with pytest.raises(wire.WireError, match="a traced frame must hold"):
-            ex.on_frame(header, wire.encode_traced([[wire.ACKS, b"", 1, 2, 0.0]]))
-        rode = [wire.DATA, wire.encode_batch([1]), 0, [], 0.0]
-        for body in [wire.encode_batch([wire.ACKS, b"", 1, 2, 0.0]), b"\x01\x00",  # no tail
-                     wire.encode_traced([rode])[:-1] + b"\x09"]:  # it rode past the start
-            with pytest.raises(wire.WireError):
-                ex.on_frame(header, body)
-
-
-def test_the_frame_a_traced_frame_carries_is_copied_once_in_and_never_out():
-    # the frame that rode (most of a TRACED frame's bytes: a flush interval's tuples)
-    # follows the entries as it is, with its length last: packed inside msgpack's array
-    # it was copied twice at the send and once more at the receipt
-    rode = wire.encode_batch([f"word{i}" for i in range(2000)])
-    traced = [wire.DATA, wire.encode_batch(["one"]), 7, [9], 1.5]
-    body = wire.encode_traced([traced, [wire.DATA, rode, 0, [], 0.0]])
-    assert body.endswith(rode + len(rode).to_bytes(4, "little"))
-    first, last = wire.decode_traced(body)
-    assert first == tuple(traced)
-    kind, inner, trace, hops, _ = last
-    assert (kind, trace, hops) == (wire.DATA, 0, [])
-    assert type(inner) is memoryview and inner.obj is body and inner == rode
-    assert wire.decode_batch(inner) == wire.decode_batch(rode)
-    alone = wire.encode_traced([traced])  # nothing rode: the length is 0
-    assert alone.endswith(b"\x00" * 4) and wire.decode_traced(alone) == [tuple(traced)]
+            ex.on_frame(header, wire.encode_batch([wire.ACKS, b"", 1, 2, 0.0]))
 
 
 # -- the store, pure ------------------------------------------------------------------------
