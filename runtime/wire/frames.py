@@ -168,10 +168,9 @@ def batch_count(kind: int, body: bytes) -> int:
     batch does.
 
     The headers are read by hand (:func:`_array_at`). ``msgpack.Unpacker`` read them
-    until 2026-11-27: making one zeroes its ~41 KB of parsing stack, which cost ~1 µs
-    where a loop keeps the cache warm, but in an instance between two batches it wrote
-    over most of the core's 48 KB L1 data cache twice a traced sentence (the spout's
-    frame and the split's), ~45,000 instructions each (docs/internals/tracing.md,
+    until 2026-11-27: making one zeroes its ~41 KB of parsing stack, twice a traced
+    sentence (the spout's frame and the split's): 1.9-2.4 µs a call against 1.0-1.2 by
+    hand, and ~45,000 instructions as callgrind counts them (docs/internals/tracing.md,
     "2026-11-27, night").
 
     >>> batch_count(RUN, encode_batch([1 << 60, [["a"], ["b"]]]))

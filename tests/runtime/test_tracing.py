@@ -654,9 +654,9 @@ def test_a_traced_frames_tuples_are_counted_from_its_headers_as_decoding_would(n
 
 
 def test_a_traced_frames_tuples_are_counted_without_a_msgpack_unpacker(monkeypatch):
-    # making a msgpack.Unpacker zeroes ~41 KB (its parsing stack): twice a traced
-    # sentence it wrote over most of a core's L1 data cache between two batches
-    # (docs/internals/tracing.md, "2026-11-27, night"); the headers are read by hand
+    # making a msgpack.Unpacker zeroes ~41 KB (its parsing stack), twice a traced
+    # sentence (docs/internals/tracing.md, "2026-11-27, night"); the headers are read
+    # by hand
     import msgpack
 
     def refused(*args, **kwargs):
