@@ -151,3 +151,58 @@ def test_runs_and_single_roots_together_keep_the_count_right():
         left -= set(take)
     assert sorted(settled) == list(range(n))
     assert t.in_flight == 0 and t.stale == 0 and len(t.pending) == 0 and len(t.runs) == 0
+
+
+def test_a_long_list_of_whole_runs_settles_them_whole_in_root_order(monkeypatch):
+    """An acker's completions (two count tasks and more: the trees it completes are whole
+    runs, in its own order) settle each run in one step, as a range does: no run is taken
+    apart root by root (docs/internals/performance.md, "Issue 17, eighth pass")."""
+    t, first = tracker_with_runs(20, 20)
+    taken_apart = []
+    monkeypatch.setattr(t, "_explode_where", taken_apart.append)
+    roots = list(range(first, first + 40))
+    random.Random(3).shuffle(roots)
+    assert t.complete(roots, now=0.004) == list(range(40))
+    assert taken_apart == []
+    assert (t.in_flight, t.acked, t.stale, len(t.runs), len(t.pending)) == (0, 40, 0, 0, 0)
+    assert t.latency.count == 40
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_a_list_settled_by_stretches_has_the_effect_of_settling_it_root_by_root(seed):
+    """Runs and single roots, some settled before (a run taken apart), then a list of
+    stretches with gaps, repeats and strays, long or short: settled by stretches
+    (``complete``) and root by root (``_complete_each``), two trackers end the same."""
+    rng = random.Random(seed)
+    start = RootIds(task=2, bits=4).prefix | 1000  # the same roots in both trackers
+
+    def built() -> tuple[SpoutTracker, int]:
+        r = random.Random(seed)
+        t = SpoutTracker(TIMEOUT)
+        first, n = start, 0
+        for _ in range(r.randint(1, 12)):
+            length = r.randint(1, 60)
+            t.add_run(first, list(range(n, n + length)), [0.0] * length)
+            first, n = first + length, n + length
+            if r.random() < 0.3:  # a single root, among the runs' (as a retried emit's)
+                t.emitted(first + 10**9 + r.randrange(10**6), n, 0.0)
+                n += 1
+        return t, first
+
+    (a, end), (b, _) = built(), built()
+    early = [rng.randrange(start, end) for _ in range(rng.randint(0, 5))]
+    assert a._complete_each(early, 0.5) == b._complete_each(early, 0.5)
+    roots = [r for r in range(start, end) if rng.random() < 0.9]
+    roots += [rng.randrange(start, end) for _ in range(rng.randint(0, 3))]  # repeats
+    roots += [end + 5, start - 7]  # strays: never emitted
+    rng.shuffle(roots)
+    if rng.random() < 0.3:
+        roots = roots[:rng.randint(1, 20)]
+    assert sorted(a.complete(roots, 1.0)) == sorted(b._complete_each(roots, 1.0))
+    for field in ("in_flight", "acked", "stale"):
+        assert getattr(a, field) == getattr(b, field)
+    assert a.latency.count == b.latency.count
+    held = [{r for bucket in t.pending.buckets for r in bucket}
+            | {f + i for bucket in t.runs.buckets for f, (m, _) in bucket.items()
+               for i in range(len(m))} for t in (a, b)]
+    assert held[0] == held[1]
