@@ -174,10 +174,9 @@ def to_heard(sentences: int) -> Topology:
     return topo
 
 
-def executes_of(trace: float, ackers: int) -> tuple[dict[str, int], list]:
-    """``BoltSide.execute`` calls per bolt (``execute_data``'s, an untracked frame's,
-    among them), and the traces, for 400 sentences driven as the instances are: the
-    spout's turns, then the flush timer."""
+def executes_of(trace: float, ackers: int) -> tuple[dict[tuple[str, str], int], list]:
+    """``BoltSide.execute`` and ``execute_data`` calls per bolt, and the traces, for 400
+    sentences driven as the instances are: the spout's turns, then the flush timer."""
     random.seed(7)
     calls: Counter = Counter()
     with InMemoryCluster(to_heard(400), ackers=ackers, trace=trace, eager_flush=False,
@@ -187,8 +186,8 @@ def executes_of(trace: float, ackers: int) -> tuple[dict[str, int], list]:
             for name in ("execute", "execute_data"):
                 execute = getattr(bolt, name)
 
-                def counted(*args, comp=comp, execute=execute, **kwargs):
-                    calls[comp] += 1
+                def counted(*args, comp=comp, name=name, execute=execute, **kwargs):
+                    calls[comp, name] += 1
                     return execute(*args, **kwargs)
 
                 setattr(bolt, name, counted)
@@ -203,13 +202,22 @@ def executes_of(trace: float, ackers: int) -> tuple[dict[str, int], list]:
 def test_a_traced_frame_and_the_frame_it_carries_are_executed_in_one_call(ackers):
     # a TRACED frame's traced entries run in the execute of the frame they rode, each
     # with its own wrapper (one batch of statistics, no call per entry): a traced run
-    # makes the very execute calls an untraced one does, and every tree is whole
+    # makes the very execute calls an untraced one does, and every tree is whole; but
+    # the untracked frame (acking off) a plain bolt's traced entries rode runs in the
+    # data loop after them, as in an untraced run: one execute for the riders, and the
+    # very execute_data calls of the untraced run
     untraced, _ = executes_of(0.0, ackers)
     traced, traces = executes_of(0.1, ackers)
     assert len(traces) >= 20 and all(t.status == "acked" for t in traces)
     for t in traces:
         check_tree(t, 4)
-    assert traced == untraced
+    assert traced["split", "execute"] == untraced["split", "execute"]  # a BasicBolt
+    if ackers:  # the count's frames are ANCHORED: no data loop
+        assert traced == untraced
+    else:
+        assert traced["count", "execute_data"] == untraced["count", "execute_data"] > 0
+        assert 0 < traced["count", "execute"] <= traced["count", "execute_data"]
+        assert ("count", "execute") not in untraced
 
 
 @pytest.mark.parametrize("ackers", [1, 0])
