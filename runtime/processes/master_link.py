@@ -70,10 +70,22 @@ class MasterLink:
     def alive(self) -> bool:
         """Whether the topology runs: its master process does, or a dead one will be
         replaced (it did not stop cleanly, and this end has not given up)."""
-        return self.process.poll() is None or self._revivable()
+        return self._code() is None or self._revivable()
+
+    def _code(self) -> int | None:
+        """The master's exit code, None while it runs. ``Popen.poll`` answers None while
+        another thread waits on the process (the watcher, ``_watch``, holds its waitpid
+        lock), and so also in the moment after the process ended before that thread has
+        read its code (a whole scheduling slice on a loaded machine: CI saw ``alive``
+        true after every process had exited). A master found ended, exited or a zombie,
+        is waited for, which lasts that moment."""
+        code = self.process.poll()
+        if code is None and _ended(self.process.pid):
+            code = self.process.wait()
+        return code
 
     def _revivable(self) -> bool:
-        code = self.process.poll()
+        code = self._code()
         return (self.relaunch is not None and not self.closed and not self.given_up
                 and code is not None and code != 0)
 
@@ -186,6 +198,16 @@ class MasterLink:
             _procs.kill_group(group, timeout=1.0)
         with contextlib.suppress(subprocess.TimeoutExpired):
             self.process.wait(1.0)
+
+
+def _ended(pid: int) -> bool:
+    """Whether process ``pid`` has exited (a zombie, not yet waited for, has)."""
+    import psutil
+
+    try:
+        return psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return True
 
 
 class _Died(Exception):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import threading
 
 import zmq
@@ -14,9 +15,9 @@ SECRET = b"s" * 32
 
 
 class Alive:
-    """A stand-in for the master's Popen: always running."""
+    """A stand-in for the master's Popen: always running (its pid is this process's)."""
 
-    pid = 0
+    pid = os.getpid()
 
     def poll(self) -> None:
         return None
