@@ -105,7 +105,8 @@ def check_a_restarted_spout_is_told(running, timeout: float) -> None:
         lambda s: any(x.task == victim.task and x.incarnation == restarted.incarnation
                       and x.max_spout_pending == 7 and x.recording == ["default"]
                       for x in s), timeout=timeout, interval=0.1)
-    assert all(s.max_spout_pending == 7 and s.pending <= 7 for s in spouts(restarted))
+    assert all(s.max_spout_pending == 7 and s.pending <= 7 for s in spouts(restarted)), [
+        (s.task, s.incarnation, s.max_spout_pending, s.pending) for s in spouts(restarted)]
 
 
 def test_settings_taps_events_and_exceptions_outlive_the_master(tupleflow_processes):
