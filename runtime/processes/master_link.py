@@ -70,7 +70,8 @@ class MasterLink:
     def alive(self) -> bool:
         """Whether the topology runs: its master process does, or a dead one will be
         replaced (it did not stop cleanly, and this end has not given up)."""
-        return self._code() is None or self._revivable()
+        code = self._code()
+        return code is None or self._revivable(code)
 
     def _code(self) -> int | None:
         """The master's exit code, None while it runs. ``Popen.poll`` answers None while
@@ -78,14 +79,14 @@ class MasterLink:
         lock), and so also in the moment after the process ended before that thread has
         read its code (a whole scheduling slice on a loaded machine: CI saw ``alive``
         true after every process had exited). A master found ended, exited or a zombie,
-        is waited for, which lasts that moment."""
+        is waited for, which lasts that moment. Only ``alive`` asks this (a read of
+        /proc): a question finds a dead master by its own wait for the answer."""
         code = self.process.poll()
         if code is None and _ended(self.process.pid):
             code = self.process.wait()
         return code
 
-    def _revivable(self) -> bool:
-        code = self._code()
+    def _revivable(self, code: int | None) -> bool:
         return (self.relaunch is not None and not self.closed and not self.given_up
                 and code is not None and code != 0)
 
@@ -95,7 +96,7 @@ class MasterLink:
         master found dead is replaced first (not for a kill) and asked again."""
         with self.lock:
             while True:
-                if question is not wire.AskKill and self._revivable():
+                if question is not wire.AskKill and self._revivable(self.process.poll()):
                     self._revive()
                 deadline = time.monotonic() + timeout  # a new master may have taken a while
                 if self.closed or self.process.poll() is not None:
@@ -105,7 +106,7 @@ class MasterLink:
                 self.sock.send_multipart(wire.seal(self.secret, msg))
                 with contextlib.suppress(_Died):
                     return self._await_reply(msg, deadline)
-                if question is wire.AskKill or not self._revivable():
+                if question is wire.AskKill or not self._revivable(self.process.poll()):
                     raise TopologyDead(f"topology {self.name!r} died")
                 if question in NOT_ASKED_AGAIN:
                     self._revive()
@@ -123,7 +124,7 @@ class MasterLink:
             proc = self.process
             proc.wait()
             with self.lock:
-                if self.closed or (proc is self.process and not self._revivable()):
+                if self.closed or (proc is self.process and not self._revivable(proc.returncode)):
                     return
                 if proc is self.process:
                     with contextlib.suppress(TopologyDead):
