@@ -21,7 +21,8 @@ The executor is a facade over rooms, one phrase each:
 ``wiring.py``      the task's streams, and the collector bound onto the user
 ``spout_side.py``  the spout's turns, its tracked roots and their outcomes
 ``runs.py``        a tracking spout's default stream, in runs of roots
-``bolt_side.py``   the bolt's input: frames to ``process``, acks, anchoring
+``bolt_side.py``   the bolt's input: frames to ``process``
+``bolt_acks.py``   the bolt's acks and fails of its input, and anchored emits
 ``acks.py``        the ack messages the task owes ackers and spouts
 ``taps.py``        the taps and recordings on the task's streams
 ``stats.py``       what the task counted, and its report

@@ -295,9 +295,10 @@ class Tracer:
         entries = wire.decode_traced(body)
         kind, inner, trace, _, _ = entries[-1]
         if trace:  # none rode (a rider is last, trace id 0): entry by entry, acks at once
-            for kind, inner, trace, hops, emitted in entries:  # (once output waits, the
+            # (once output waits, the entries after are set aside by the bolt's execute)
+            for kind, inner, trace, hops, emitted in entries:
                 self._entry(bolt, wire.Header(kind, h.stream, h.dest, h.src), inner,
-                            trace, hops, emitted, waiting, True)  # rest are set aside)
+                            trace, hops, emitted, waiting, True)
             return
         done = [self._segment(bolt, *entry) for entry in entries[:-1]]
         try:  # the frame that rode last, the traced ones before it, in one execute

@@ -46,8 +46,7 @@ def burst(tracked: bool, n: int) -> InMemoryCluster:
     topo.spout("burst", Burst)
     topo.bolt("sink", Sink).shuffle_grouping("burst")
     return InMemoryCluster(topo, eager_flush=False, batch_size=SIZE, flush_interval=FLUSH,
-                           ackers=1 if tracked else 0, burst=n, tracked=tracked,
-                           )
+                           ackers=1 if tracked else 0, burst=n, tracked=tracked)
 
 
 def spout_frames(cluster: InMemoryCluster) -> list[int]:
