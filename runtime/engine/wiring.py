@@ -241,16 +241,15 @@ class Collector:
 
         def ack(tup) -> None:
             ids = tup.ids
-            if type(ids) is int:  # one root: its ack value is ack_val (acker.md)
+            if ids is tup.ack_val:  # a spout tuple's only copy, untouched: a leaf,
+                tup.ids = None  # counted as acked at the flush (AckOut); a second ack
+                leaves.append(ids)  # of the same tuple changes nothing
+            elif type(ids) is int:  # one root: its ack value is ack_val (acker.md)
                 counts.acked += 1
-                tup.ids = None  # a second ack of the same tuple changes nothing
-                value = tup.ack_val
-                if value is not ids:  # XORed into the task's other acks of the root (AckOut)
-                    acked[ids] = get(ids, 0) ^ value
-                else:  # a spout tuple's only copy, untouched (its ack_val is its ids)
-                    leaves.append(ids)
-                return
-            slow(tup)
+                tup.ids = None
+                acked[ids] = get(ids, 0) ^ tup.ack_val  # XORed into the task's other acks
+            else:  # of the root (AckOut); several roots, untracked, acked already
+                slow(tup)
 
         return ack
 
