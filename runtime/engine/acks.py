@@ -15,25 +15,33 @@ from runtime.acking._ids import root_task
 from runtime.model.constants import ACKER
 from runtime.model.plan import PhysicalPlan
 
+from .stats import TaskCounts
+
 Send = Callable[[bytes, bytes], None]
 
 
 class AckOut:
     """The ack messages waiting to be sent: one ACKS body per acker task, and the leaves
-    (roots of one-tuple trees acked here). It owns them and their headers."""
+    (roots of one-tuple trees acked here). It owns them and their headers, and counts
+    the user's acks of leaves and of one-root tuples in ``counts`` as it sends them (the
+    bolt's ``ack`` does not: one counter update a flush, not an ack)."""
 
-    def __init__(self, plan: PhysicalPlan, task: int, send: Send) -> None:
-        self.task, self.send = task, send
+    def __init__(self, plan: PhysicalPlan, task: int, send: Send, counts: TaskCounts) -> None:
+        self.task, self.send, self.counts = task, send, counts
         ackers = plan.component_tasks().get(ACKER, ())
         # per acker task, the ACKS body being filled: flat op, root, value triples
         self._out: dict[int, list] = {t: [] for t in ackers}
         self._headers = {t: wire.data_header(wire.ACKS, 0, t, task) for t in ackers}
         self._batches = list(self._out.values())  # by root % n
-        # roots of one-tuple trees acked here, for the spout tasks written in them
+        # roots of one-tuple trees acked here, for the spout tasks written in them; the
+        # acks that put them here are counted at the flush
         self.leaves: list[int] = []
         # root -> XOR of the ack values of this task's one-root tuples since the last
         # flush: one ACK per root per flush (docs/internals/acker.md, "Acks combined")
         self.acked: dict[int, int] = {}
+        # the root of each such ack since the last flush, to count them there (a list's
+        # append makes no int, as a counter's += does for each ack; AckOut.flush)
+        self.combined: list[int] = []
         self._leaf_headers: dict[int, bytes] = {}
         self._task_bits = plan.root_bits()  # the task field of every root
 
@@ -54,7 +62,11 @@ class AckOut:
     def flush(self) -> None:
         """Send the completed leaves to their spout tasks, and what was queued for each
         acker task."""
+        if self.leaves:  # the user's acks of leaves count now (those _file_acked adds
+            self.counts.acked += len(self.leaves)  # are counted already, or below)
         if self.acked:
+            self.counts.acked += len(self.combined)
+            self.combined.clear()
             self._file_acked()
         if self.leaves:
             self._send_leaves()

@@ -22,21 +22,22 @@ class InputAcks:
     # -- acks and fails of its input ----------------------------------------------------
     def ack(self, tup: Tuple) -> None:
         """Ack an input: per root, its ack value goes to the acker (or a one-tuple
-        tree's root on the leaves): a tuple of one tree holds it whole in its
-        ``ack_val``, one of several trees XORs its edge id of each root with it. The
-        user's ``ack`` is this with its commonest case written out
-        (``runtime.engine.wiring``)."""
-        self.counts.acked += 1
+        tree's root on the leaves, counted as acked when they are sent: AckOut.flush):
+        a tuple of one tree holds it whole in its ``ack_val``, one of several trees XORs
+        its edge id of each root with it. The user's ``ack`` is this with its commonest
+        cases written out (``runtime.engine.wiring``)."""
         ids = tup.ids
         if ids is None or not self.acking:
+            self.counts.acked += 1
             return
         tup.ids = None  # a second ack of the same tuple changes nothing
-        if type(ids) is int:  # one root: the ack value is ack_val (acker.md)
-            if tup.ack_val != ids:  # combined with the task's other acks of the root
-                acked = self.acks.acked
-                acked[ids] = acked.get(ids, 0) ^ tup.ack_val
-            else:  # a spout tuple's only copy that anchored nothing: the whole tree
-                self.acks.leaves.append(ids)
+        if tup.ack_val is ids:  # a spout tuple's only copy that anchored nothing: the
+            self.acks.leaves.append(ids)  # whole tree
+            return
+        self.counts.acked += 1
+        if type(ids) is int:  # one root: the ack value is ack_val (acker.md), combined
+            acked = self.acks.acked  # with the task's other acks of the root
+            acked[ids] = acked.get(ids, 0) ^ tup.ack_val
             return
         ack_val = tup.ack_val
         for root, edge in ids.items():

@@ -81,8 +81,8 @@ class BoltSide(InputAcks):
             return self.execute(batch, source, None, waiting, None, process, parts)
         entries, ids, vals = _PARTS[h.kind](batch)
         try:
-            if plain and h.kind == wire.RUN:  # (its first root, checked by _run_parts)
-                return self.execute_data(entries, source, waiting, batch[0])
+            if plain:
+                return self.execute_data(entries, source, waiting, ids, vals)
             return self.execute(entries, source, ids, waiting, vals, process, parts)
         finally:  # they are few frames, and waiting for the flush timer would add to
             if ack_now:  # complete latency
@@ -198,56 +198,50 @@ class BoltSide(InputAcks):
         self._set_aside(entries, source, (ids, tids), (vals, tvals), done - first)
 
     def execute_data(self, entries: list, source: TupleSource, waiting: Sized,
-                     first: int | None = None) -> None:
-        """:meth:`execute` for the commonest frames: untracked tuples (DATA), or a run of
-        spout tuples (RUN, ``first`` its first root), to a plain bolt (not a BasicBolt),
-        nothing traced riding with them, no input set aside. An untracked Tuple has no
-        ids and an ``ack_val`` of 0, which nothing changes (an ``ack`` or ``fail`` of it
-        leaves its fields alone), so a reused Tuple only needs its values set; a run's
-        n-th Tuple gets ``first + n`` as its ids and ``ack_val`` (the same int: its
-        root is its own edge id). The loop counts no tuples: it runs from one sampled
-        tuple (:meth:`TaskCounts.checkpoint`) to the next, and one stopped by output
-        waiting, or a raise, reads how far it got from the entries' iterator. The word
-        count's bolt, in callgrind: 3,431 -> 2,799 instructions a tuple at most once, of
-        which its own ``process``, decoding and a Tuple's values are ~2,350
-        (docs/internals/performance.md, "Word count on a faster machine")."""
-        process, counts, n = self.user.process, self.counts, len(entries)
-        roots = None if first is None else count(first)
-        bare = len(source.fields) == 1  # its entries are bare values (runtime/wire)
-        make = OneFieldTuple if bare else Tuple
-        tup = make(None, source)  # reused while nobody keeps it
-        alone = getrefcount(tup)
+                     ids: Iterable | None = None, vals: Iterable | None = None) -> None:
+        """:meth:`execute` for the commonest frames: untracked tuples (DATA, ``ids`` None)
+        or tracked ones (RUN, TRACKED, ANCHORED: ``ids`` and ``vals`` as :meth:`execute`
+        takes them), to a plain bolt (not a BasicBolt), nothing traced riding with them,
+        no input set aside. A reused Tuple gets its values set, and a tracked one its
+        ``ids`` and ``ack_val`` (an untracked Tuple has no ids and an ``ack_val`` of 0,
+        which nothing changes: an ``ack`` or ``fail`` of it leaves its fields alone).
+        The loop counts no tuples: it runs from one sampled tuple
+        (:meth:`TaskCounts.checkpoint`) to the next, one stride a call of
+        :func:`_untracked` or :func:`_tracked`, and one stopped by output waiting, or a
+        raise, reads how far it got from the entries' iterator. The word count's bolt,
+        in callgrind: 3,431 -> 2,799 instructions a tuple at most once, of which its own
+        ``process``, decoding and a Tuple's values are ~2,350
+        (docs/internals/performance.md, "Word count on a faster machine"); the
+        sentences' count at least once: see "Issue 17, ninth pass"."""
+        counts, n, left = self.counts, len(entries), iter(entries)
+        if ids is None:
+            rows, stride = left, _untracked
+        else:  # zip takes no more ids than it gives out: the rest are the next ones
+            tids, tvals = iter(ids), iter(vals)
+            rows, stride = zip(left, tids, tvals), _tracked
+        call = (self.user.process, OneFieldTuple if len(source.fields) == 1 else Tuple,
+                source, waiting)  # (a one-field stream's entries are bare values: wire)
         started = counts.started_batch(self._keyers.get((source.component, source.stream)))
-        mark, done, it = counts.left, 0, iter(entries)
+        mark, done = counts.left, 0
         try:
             while done < n:
                 if done == mark:
                     mark = counts.checkpoint(done, entries[done])
                 stop = min(n, mark) if mark > done else n  # (mark -1: metrics off)
-                for entry in islice(it, stop - done):
-                    if getrefcount(tup) == alone:
-                        tup.values = [entry] if bare else entry
-                    else:
-                        tup = make(entry, source)
-                        alone = getrefcount(tup)
-                    if roots is not None:
-                        tup.ids = tup.ack_val = next(roots)
-                    process(tup)
-                    if waiting:
-                        break
-                else:
-                    done = stop
-                    continue
-                done = n - length_hint(it)
-                break
+                if not stride(rows, stop - done, *call):  # output waits
+                    done = n - length_hint(left)
+                    break
+                done = stop
         except Exception as exc:
-            done = n - length_hint(it) - 1  # (the tuple that raised is not done)
+            done = n - length_hint(left) - 1  # (the tuple that raised is not done)
             raise UserCodeError(f"{self.name}.process", exc) from exc
         finally:
             counts.ended_batch(started, done, mark)
-        if done < n:  # a run's rest keeps its roots, each its ids and ack_val alike
-            ids = None if first is None else list(range(first + done, first + n))
-            self.leftover = (entries[done:], source, ids, ids)
+        if ids is None:
+            if done < n:
+                self.leftover = (entries[done:], source, None, None)
+        else:
+            self._set_aside(entries, source, (ids, tids), (vals, tvals), done)
 
     def _set_aside(self, entries: list, source: TupleSource, ids: tuple, vals: tuple,
                    done: int) -> None:
@@ -282,7 +276,48 @@ class BoltSide(InputAcks):
                   Tuple([every], source))
 
 
-_DATA_LOOP = frozenset((wire.DATA, wire.RUN))  # the frames execute_data runs
+_DATA_LOOP = frozenset((wire.DATA, wire.RUN, wire.TRACKED, wire.ANCHORED))  # execute_data's
+
+
+def _untracked(entries: Iterator, k: int, process: Callable, make: type,
+               source: TupleSource, waiting: Sized) -> bool:
+    """Up to ``k`` untracked tuples of :meth:`BoltSide.execute_data`, one Tuple reused
+    while nobody keeps it (:meth:`BoltSide.execute` says how that is known); False when
+    it stopped because output waits."""
+    bare = make is OneFieldTuple
+    tup = make(None, source)
+    alone = getrefcount(tup)
+    for entry in islice(entries, k):
+        if getrefcount(tup) == alone:
+            tup.values = [entry] if bare else entry
+        else:
+            tup = make(entry, source)
+            alone = getrefcount(tup)
+        process(tup)
+        if waiting:
+            return False
+    return True
+
+
+def _tracked(rows: Iterator, k: int, process: Callable, make: type, source: TupleSource,
+             waiting: Sized) -> bool:
+    """:func:`_untracked` for ``entry, ids, ack_val`` rows: a reused Tuple gets its ids
+    and ``ack_val`` set too; one the user keeps (to ack later) keeps its own."""
+    bare = make is OneFieldTuple
+    tup = make(None, source)
+    alone = getrefcount(tup)
+    for entry, ids, val in islice(rows, k):
+        if getrefcount(tup) == alone:
+            tup.values = [entry] if bare else entry
+        else:
+            tup = make(entry, source)
+            alone = getrefcount(tup)
+        tup.ids = ids
+        tup.ack_val = val
+        process(tup)
+        if waiting:
+            return False
+    return True
 
 
 def _rest(parts: list[tuple], at: int, done: int, tids: Iterator,

@@ -109,7 +109,7 @@ class Executor:
         self.output_waiting: Sized = ()  # the driver's unsent frames (a spout stops at any)
         self.acking = int(self.config[ACKERS]) > 0
         self.counts = TaskCounts(monotonic, wall, bool(self.config.get(METRICS_ENABLED, True)))
-        self.acks = AckOut(plan, task, send)
+        self.acks = AckOut(plan, task, send, self.counts)
         self.streams = build_streams(plan, specs, spec, self.context, send, self._unencodable)
         self.watch = StreamWatch(spec, task, self.streams, self.config, run_dir, monotonic,
                                  wall, self._on_error)

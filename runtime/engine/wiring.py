@@ -233,24 +233,26 @@ class Collector:
         return emit
 
     def bolt_ack(self) -> Callable:
-        """The bolt's ``ack``: :meth:`BoltSide.ack`, with the commonest case written out
-        (a spout tuple's only copy that anchored nothing: its root goes on the leaves)."""
-        leaves, slow, counts = self.bolt.acks.leaves, self.bolt.ack, self.bolt.counts
+        """The bolt's ``ack``: :meth:`BoltSide.ack`, with the commonest cases written out
+        (a spout tuple's only copy that anchored nothing: its root goes on the leaves; a
+        tuple of one root: its ack value is XORed into the root's). Neither updates a
+        counter: :meth:`AckOut.flush` counts them (~330 instructions an ack less:
+        docs/internals/performance.md, "Issue 17, ninth pass")."""
+        leaves, slow, combined = self.bolt.acks.leaves, self.bolt.ack, self.bolt.acks.combined
         acked = self.bolt.acks.acked
         get = acked.get
 
         def ack(tup) -> None:
             ids = tup.ids
-            if type(ids) is int:  # one root: its ack value is ack_val (acker.md)
-                counts.acked += 1
-                tup.ids = None  # a second ack of the same tuple changes nothing
-                value = tup.ack_val
-                if value is not ids:  # XORed into the task's other acks of the root (AckOut)
-                    acked[ids] = get(ids, 0) ^ value
-                else:  # a spout tuple's only copy, untouched (its ack_val is its ids)
-                    leaves.append(ids)
-                return
-            slow(tup)
+            if ids is tup.ack_val:  # a spout tuple's only copy, untouched: a leaf,
+                tup.ids = None  # counted as acked at the flush (AckOut); a second ack
+                leaves.append(ids)  # of the same tuple changes nothing
+            elif type(ids) is int:  # one root: its ack value is ack_val (acker.md)
+                tup.ids = None
+                combined.append(ids)  # (counted at the flush too)
+                acked[ids] = get(ids, 0) ^ tup.ack_val  # XORed into the task's other acks
+            else:  # of the root (AckOut); several roots, untracked, acked already
+                slow(tup)
 
         return ack
 

@@ -6,6 +6,7 @@ flat", "Acks combined", "An ack folded into a child")."""
 
 from __future__ import annotations
 
+import functools
 import random
 from collections import deque
 
@@ -219,32 +220,54 @@ class Chain(Bolt):
             self.ack(self.kept.pop())
 
 
+class Shuffled(InMemoryCluster):
+    """The twin with every frame put at a random place of the queue: frames between two
+    tasks overtake each other, acks overtake the tuples whose trees they complete."""
+
+    def __init__(self, *args, seed: int, **kwargs) -> None:
+        self.rng = random.Random(seed)
+        super().__init__(*args, **kwargs)
+
+    def _send(self, header: bytes, body: bytes) -> None:
+        self.frames.insert(self.rng.randrange(len(self.frames) + 1), (header, body))
+
+
 @pytest.mark.parametrize("eager", [True, False])
-def test_random_trees_through_basic_and_plain_bolts_with_batching(eager):
+@pytest.mark.parametrize("seed", [None, 1, 2])
+def test_random_trees_through_basic_and_plain_bolts_with_batching(eager, seed):
     """Random DAGs (joins across trees, double anchors, held tuples, fails) through a
-    BasicBolt and two layers of plain bolts, flushed at once or batched on the timer:
-    each tree is acked or failed exactly once, and nothing is left at the acker."""
+    BasicBolt and two layers of plain bolts (their ANCHORED frames in the data loop),
+    flushed at once or batched on the timer, the frames delivered in order or shuffled
+    (``seed``), beside one-tuple trees (leaves): each tree is acked or failed exactly
+    once, nothing is left at the acker, and each leaf's ack is counted once."""
     topo = Topology("random-trees")
     topo.spout("feed", Sentences(["s"] * 300))
     topo.bolt("split", Split, parallelism=2).shuffle_grouping("feed")
     topo.bolt("a", Chain, parallelism=2, tick_freq_secs=1).shuffle_grouping(
         "split").shuffle_grouping("a")
     topo.bolt("b", Chain, tick_freq_secs=1).fields_grouping("a", ["sentence"])
+    topo.spout("solo", Sentences(["w"] * 300))  # one-tuple trees, in RUN frames
+    topo.bolt("leaf", Count).shuffle_grouping("solo")
     # no latency bound: all 300 trees are in flight in the 10 simulated seconds
-    with InMemoryCluster(topo, ackers=2, eager_flush=eager, message_timeout=30.0,
-                         target_latency=None) as cluster:
+    twin = InMemoryCluster if seed is None else functools.partial(Shuffled, seed=seed)
+    with twin(topo, ackers=2, eager_flush=eager, message_timeout=30.0,
+              target_latency=None) as cluster:
         for _ in range(40):
             cluster.run_until_idle()
             cluster.advance(0.25)
         cluster.run_until_idle()
-        feed = cluster.user_object(*cluster.plan.component_tasks()["feed"])
+        feed, solo = (cluster.user_object(*cluster.plan.component_tasks()[spout])
+                      for spout in ("feed", "solo"))
         decided = feed.acked + feed.failed
         assert sorted(decided) == list(range(300))  # each once
         assert feed.failed and feed.acked
         for _ in range(20):  # the tombstones of failed trees, and late acks, expire quietly
             cluster.advance(5.0)
         assert sorted(feed.acked + feed.failed) == list(range(300))
-        assert sum(s.pending for s in cluster.statistics() if s.component == "__acker") == 0
+        assert sorted(solo.acked) == list(range(300)) and not solo.failed
+        stats = cluster.statistics()
+        assert sum(s.pending for s in stats if s.component == "__acker") == 0
+        assert [s.acked for s in stats if s.component == "leaf"] == [300]
         assert cluster.exceptions == []
 
 
