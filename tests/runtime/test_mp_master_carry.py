@@ -101,8 +101,10 @@ def check_a_restarted_spout_is_told(running, timeout: float) -> None:
 
     Its own reports are those sent after the kill: between its ready and its first
     report, the master's record of the task shows the new incarnation, running, with the
-    dead one's last report (CI read that: the dead spout's pending, above 7 while what
-    was in flight under the cap of 200 timed out). The other spout holds the cap, and its
+    dead one's last report (the likely cause of CI's one failure here: a spout killed
+    while its pending was above 7, draining under the lowered cap, read as ``(1, 1, 7,
+    9)`` by the old check in a scratch run; the master now drops that report, and this
+    check does not rely on it). The other spout holds the cap, and its
     pending comes down to it: a cap lowered (or told again by the new master, when the old
     one died before it went) leaves what is in flight to be acked or to time out."""
     victim = spouts(running.statistics())[0]
