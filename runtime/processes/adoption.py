@@ -32,7 +32,7 @@ import psutil
 from runtime import wire
 from runtime.model.constants import CHECKPOINTER
 
-from .rebalance import SWITCH_BOUND, split_counts, split_stopped
+from .rebalance import split_counts, split_stopped
 
 log = logging.getLogger("tupleflow.adoption")
 
@@ -279,38 +279,10 @@ def cut_short(master: Any) -> None:
     last = master.plan.component_tasks().get(CHECKPOINTER, []) if counts else []
     told = master.supervision.tell_ready(wire.Switch(plan=plan),
                                          [t for t in master.tasks if t not in last])
-    master.splitting = Splitting(epoch, told, wire.Switch(plan=plan, counts=counts), last,
-                                 master.clock() + SWITCH_BOUND)
-
-
-class Splitting:
-    """A cut-short rebalance's last step, as :meth:`Rebalance._switching` takes it: the
-    checkpoint task (``last``, if any) is told ``split`` once every instance told to
-    switch answered ``Switched``, or ``SWITCH_BOUND`` passed. Told in the same turn, a
-    spout could take its ``Switch`` after the rollback had rewound it, and take its
-    partitions again at the group's committed offsets, past the checkpoint's: the
-    split-death test lost a run of 50 words that way twice under load (once in 13 rounds,
-    once in 4 scratch runs). Owns the tasks awaited; a rebalance is refused meanwhile."""
-
-    def __init__(self, epoch: int, told: list[int], split: wire.Switch, last: list[int],
-                 due: float) -> None:
-        self.epoch, self.told, self.split, self.last, self.due = epoch, told, split, last, due
-        self.awaiting = set(told) if last else set()
-
-    def on_switched(self, msg: wire.Switched) -> None:
-        self.awaiting.discard(msg.task)
-
-    def tick(self, master: Any, now: float) -> bool:
-        """Tell the checkpoint task once it is time, and record ``rebalance_cut_short``;
-        True when done."""
-        if self.awaiting and now < self.due:
-            return False
-        told = self.told + master.supervision.tell_ready(self.split, self.last)
-        master.carry.rebalancing(None)
-        master.observation.event("rebalance_cut_short", from_epoch=self.epoch,
-                                 epoch=master.plan.epoch, tasks=told,
-                                 split_again=self.split.counts or None)
-        return True
+    told += master.supervision.tell_ready(wire.Switch(plan=plan, counts=counts), last)
+    master.carry.rebalancing(None)
+    master.observation.event("rebalance_cut_short", from_epoch=epoch,
+                             epoch=master.plan.epoch, tasks=told, split_again=counts or None)
 
 
 def epoch_of(plan: Any) -> int:
