@@ -12,6 +12,8 @@ class InstanceStats:
     """One instance (task) of a component, as last reported to the topology master.
 
     Counts are since the instance's current incarnation started, except ``restarts``.
+    From a restart to the new incarnation's first report the record has its defaults
+    (counts 0, ``reported`` None), never the dead incarnation's report.
     Times are wall-clock seconds (``time.time()``).
     """
 

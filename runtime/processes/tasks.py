@@ -41,6 +41,8 @@ class TaskTable:
     # -- life (written by supervision) ----------------------------------------------------
     def welcomed(self, task: int, incarnation: int, pid: int) -> None:
         """An incarnation said hello: it is not ready until it says so."""
+        if incarnation > self.records[task]["incarnation"]:  # it overtook the restart
+            self._forget_report(task)
         self.records[task].update(incarnation=incarnation, pid=pid, ready=False)
 
     def made_ready(self, task: int) -> None:
@@ -53,8 +55,18 @@ class TaskTable:
         record["restarts"] += 1
         if incarnation <= record["incarnation"]:
             return False
+        self._forget_report(task)
         record.update(incarnation=incarnation, ready=False, state="restarting")
         return True
+
+    def _forget_report(self, task: int) -> None:
+        """A new incarnation: the dead one's report goes, so that no record pairs the new
+        incarnation with the old one's numbers (``statistics()`` showed a restarted spout
+        running, incarnation 1, with the dead one's cap and pending until its first
+        report: a test read that as the new one's). What the task is stays."""
+        record = self.records[task]
+        for key in [k for k in record if k not in _LIFE]:
+            del record[key]
 
     def condemned(self, task: int) -> None:
         """Presumed hung: no longer ready, and being restarted."""
@@ -86,6 +98,13 @@ class TaskTable:
     def kinds(self) -> dict[int, Any]:
         """Task -> its reported kind (None until it reports)."""
         return {t: info["kind"] for t, info in self.records.items()}
+
+
+# what a task's record says of the task and its life, kept across its incarnations (every
+# other field is its current incarnation's report, or its stream manager's queue)
+_LIFE = frozenset({"component", "task", "container", "kind", "state", "incarnation",
+                   "restarts", "ready", "master_restarts", "pid", "sm_queued_bytes",
+                   "sm_queued_frames"})
 
 
 def _blank(t) -> dict[str, Any]:

@@ -56,3 +56,38 @@ def test_a_question_is_a_record_and_a_bad_answer_is_read_past(tmp_path):
         running._link.zctx.term()
         master.close()
         ctx.term()
+
+
+class SlowOnce:
+    """A stand-in for the master link: the first question of each kind goes unanswered
+    for its whole timeout (a master starved on a loaded machine), later ones are
+    answered."""
+
+    def __init__(self, answers: dict) -> None:
+        self.answers, self.asked = answers, []
+
+    def ask(self, question, timeout, **fields):
+        self.asked.append(question)
+        if self.asked.count(question) == 1:
+            raise TimeoutError(f"no answer to {question.KIND!r}")
+        return self.answers[question]
+
+
+def test_a_wait_asks_again_when_the_master_answers_late(tmp_path):
+    """wait_until and wait_active wait as long as their own bound, not a question's 5 s:
+    a chaos test waiting up to 60 s for its first acks failed at 5 s on one unanswered
+    question."""
+    topology = Topology("client")
+    topology.spout("numbers", ListSpout([[1]]))
+    topology.bolt("sink", ListSink).shuffle_grouping("numbers")
+    running = RunningTopology("client", topology.physical_plan(1), str(tmp_path), SECRET,
+                              f"ipc://{tmp_path}/tm.sock", Alive(), 0.0)
+    link, running._link = running._link, SlowOnce(
+        {wire.AskStatistics: [], wire.AskStatus: {"state": "running"}})
+    try:
+        assert running.wait_until(lambda stats: True, timeout=30) == []
+        running.wait_active(timeout=30)
+        assert running._link.asked == [wire.AskStatistics] * 2 + [wire.AskStatus] * 2
+    finally:
+        link.sock.close(linger=0)
+        link.zctx.term()

@@ -249,6 +249,25 @@ def test_a_restarted_spout_counts_its_acks_afresh(master):
     assert events(master, "replay_storm_warning") == []
 
 
+@pytest.mark.parametrize("told", [True, False], ids=["restart told", "hello first"])
+def test_a_restarted_task_shows_none_of_the_dead_incarnations_report(master, told):
+    """From its restart to its own first report, a task's record has no numbers: not the
+    dead incarnation's (a restarted spout showed, running as incarnation 1, the dead one's
+    cap and pending, and a test took them for the new one's)."""
+    a, _ = master.component_tasks["numbers"]
+    start(master, a)
+    report(master, a, max_spout_pending=7, pending=9, acked=50, reported=123.0)
+    if told:  # its stream manager's word may come after the new incarnation's hello
+        master.handle(b"", wire.control("restarted", task=a, incarnation=1, restarts=1,
+                                        reason="killed by signal 9"))
+    start(master, a, incarnation=1)
+    record = master.tasks[a]
+    assert (record["incarnation"], record["state"], record["kind"]) == (1, "running", "spout")
+    assert not {"max_spout_pending", "pending", "acked", "reported"} & set(record)
+    report(master, a, incarnation=1, max_spout_pending=7, pending=0)
+    assert (record["max_spout_pending"], record["pending"]) == (7, 0)
+
+
 def test_spout_reports_without_the_new_fields_change_nothing(master):
     a = master.component_tasks["numbers"][0]
     start(master, a)
