@@ -33,7 +33,7 @@ class Riders:
         self.riding: dict[int, tuple[StreamOut, Send, Send]] = {}
 
     def keep(self, out: StreamOut, h: wire.Header, entry: list) -> None:
-        """Keep ``entry`` (``[kind, body, trace, hops, emitted]``) of a frame ``out`` was
+        """Keep ``entry`` (``[kind, body, trace, first hop, emitted]``) of a frame ``out`` was
         to send under ``h``, to ride ``out``'s next frame to the same task."""
         key = wire.data_header(wire.TRACED, h.stream, h.dest, h.src)
         self.pending.setdefault(key, []).append(entry)
@@ -49,7 +49,7 @@ class Riders:
                 key = wire.data_header(wire.TRACED, h.stream, h.dest, h.src)
                 entries = pending.pop(key, None)
                 if entries is not None:  # the frame rides last, as trace 0
-                    entries.append([h.kind, body, 0, [], 0.0])
+                    entries.append([h.kind, body, 0, 0, 0.0])
                     return own(key, wire.encode_traced(entries))
             return own(header, body)
 

@@ -28,20 +28,27 @@ acked, failed or forgotten (``HELD_FOR`` message timeouts).
 Records (plain lists and tuples, msgpack-ready; ``runtime.observe.tracestore`` reads
 them):
 
-===========================================================================  =================
-``["start", trace, msg_id, component, task, values, started, tracked]``        a spout traced
-``["sent", trace, hops, parent, dest, stream, body, bare, emitted, kind]``     copies left
-``("hops", trace, ((hop, queued_ms, executed_ms, outcome), ...))``             copies processed
-``("outcome", trace, hop, outcome)``                                           a held copy settled
-``("done", trace, status, complete_ms)``                                       the spout's outcome
-===========================================================================  =================
+======================================================================  ====================
+``("start", trace, msg_id, started, tracked[, values])``                  a spout traced
+``("sent", trace, first, parent, dest, stream, body, bare, emitted, kind)``  copies left
+``("hops", trace, first, queued_us, executed_us, outcome, ...)``          copies processed
+``("outcome", trace, hop, outcome)``                                      a held copy settled
+``("done", trace, status, complete_ms)``                                  the spout's outcome
+======================================================================  ====================
 
-``parent`` is 0 for the spout's own copies (hop ids are random, never 0). A ``sent``
-record covers one frame: ``hops``, one per copy, and the frame's ``kind`` and ``body``
-untouched (its values are read by the master's store, ``wire.batch_values``: bare values
-when ``bare``), which splits it. A ``hops`` record too covers one traced frame a task
-processed, a tuple of atoms per copy (one record a tuple until 2026-11-27, wt-trace5:
-the master filed ten for a sentence's words). The records of atoms are tuples: the
+``parent`` is 0 for the spout's own copies (hop ids are random, never 0). A frame's hop
+ids are consecutive: its n-th tuple's is ``first + n``, on the wire (a TRACED entry
+carries ``first`` alone) and in the records. A ``sent`` record covers one frame: its
+``kind`` and ``body`` untouched (its values, and so how many copies it holds, are read
+by the master's store, ``wire.batch_values``: bare values when ``bare``). A ``hops``
+record covers the tuples of one traced frame a task processed, from hop ``first`` on:
+per tuple, flat, its wait and its call in whole microseconds and its outcome's code
+(:data:`~runtime.observe.traces.HOP_OUTCOMES`). ``start`` names neither the spout's
+component nor its task (the report's task is the spout's) and carries the values only
+when no frame of the tuple was caught (the spout's ``sent`` body holds them otherwise).
+Until 2026-11-27 (wt-trace8) hop ids went one by one, a ``hops`` record held a tuple
+``(hop, queued_ms, executed_ms, outcome)`` per copy and ``start`` the values too: a
+traced sentence's report was 820 bytes. The records are tuples, most of atoms: the
 collector stops tracking such a tuple at its first pass, so the records waiting for a
 report (up to a report interval's) are not traversed again and again.
 """
@@ -51,12 +58,14 @@ from __future__ import annotations
 import random
 from collections import deque
 from collections.abc import Callable, Mapping
+from itertools import count
 from math import log as _ln
 from typing import Any
 
 from runtime import wire
 from runtime.model.api import FailedException, Tuple
 from runtime.model.constants import DEFAULT_STREAM
+from runtime.observe.traces import HOP_OUTCOMES
 
 from .outbound import Send, StreamOut
 from .riders import Riders
@@ -66,6 +75,7 @@ MAX_WATCHED = 10_000  # traced roots or held inputs one task watches at most
 MAX_RECORDS = 50_000  # records waiting for a report at most (the oldest are dropped)
 _STATUS = {wire.ACKED_OK: "acked", wire.ACKED_FAILED: "failed",
            wire.ACKED_TIMEOUT: "timed_out"}
+_ACKED, _FAILED = HOP_OUTCOMES.index("acked"), HOP_OUTCOMES.index("failed")
 
 
 def new_mark() -> int:
@@ -73,11 +83,11 @@ def new_mark() -> int:
     return random.getrandbits(63) or 1
 
 
-def new_marks(n: int) -> list[int]:
-    """Hop ids for the ``n`` tuples of one frame: consecutive from a random start (62
-    bits, never 0), one draw per frame rather than per tuple."""
-    first = random.getrandbits(62) + 1
-    return list(range(first, first + n))
+def new_first() -> int:
+    """The first hop id of one frame's tuples, whose ids are consecutive from it: random,
+    62 bits (a frame's ids stay below 2**63), never 0; one draw per frame rather than per
+    tuple, and no count of its tuples needed."""
+    return random.getrandbits(62) + 1
 
 
 def gap(rate: float) -> int:
@@ -163,16 +173,17 @@ class Tracer:
         return kept
 
     def _mark(self, out: StreamOut, h: wire.Header, body: bytes, trace: int,
-              parent: int) -> list:
-        """Keep a caught frame, marked, to ride, and record its copies. The body is not
-        decoded here: its tuples are counted from its array headers, and the record
-        carries the body itself (bytes, as the report encodes them) for the master's
-        store to read, once."""
-        now, hops = self.wall(), new_marks(wire.batch_count(h.kind, body))
-        self.riders.keep(out, h, [h.kind, body, trace, hops, now])
-        # one record for the frame (the store splits it): per tuple, only its hop id
-        self.records.append(["sent", trace, hops, parent, h.dest, out.name, body,
-                             out.bare, now, h.kind])
+              parent: int) -> None:
+        """Keep a caught frame, marked, to ride, and record its copies. The body is
+        neither decoded nor counted here: its hop ids are consecutive from ``first``
+        (the receiver numbers its tuples on from it), and the record carries the body
+        itself (bytes, as the report encodes them) for the master's store to read, once.
+        """
+        now, first = self.wall(), new_first()
+        self.riders.keep(out, h, [h.kind, body, trace, first, now])
+        # one record for the frame (the store splits it), a tuple of atoms
+        self.records.append(("sent", trace, first, parent, h.dest, out.name, body,
+                             out.bare, now, h.kind))
 
     # -- a spout's sampled tuples -------------------------------------------------------
     def arm(self, emitted: int) -> None:
@@ -206,8 +217,10 @@ class Tracer:
             finally:  # a bad emit raises (and is reported): what waits is put back
                 inner = self.catch(window, trace, 0, only_anchored=False)
             tracked = self.acking and msg_id is not None
-            self.records.append(["start", trace, _plain(msg_id), self.comp, self.task,
-                                 list(values), started, tracked])
+            # the values are in the spout's sent body, if a frame was caught
+            self.records.append(("start", trace, _plain(msg_id), started, tracked)
+                                if inner else ("start", trace, _plain(msg_id), started,
+                                               tracked, list(values)))
             if tracked:
                 self._watch_root(inner, trace, msg_id, started)
             return None
@@ -296,9 +309,9 @@ class Tracer:
         kind, inner, trace, _, _ = entries[-1]
         if trace:  # none rode (a rider is last, trace id 0): entry by entry, acks at once
             # (once output waits, the entries after are set aside by the bolt's execute)
-            for kind, inner, trace, hops, emitted in entries:
+            for kind, inner, trace, first, emitted in entries:
                 self._entry(bolt, wire.Header(kind, h.stream, h.dest, h.src), inner,
-                            trace, hops, emitted, waiting, True)
+                            trace, first, emitted, waiting, True)
             return
         done = [self._segment(bolt, *entry) for entry in entries[:-1]]
         try:  # the frame that rode last, the traced ones before it, in one execute
@@ -308,7 +321,7 @@ class Tracer:
             for _, _, _, after in done:
                 after()
 
-    def _segment(self, bolt, kind: int, inner: bytes, trace: int, hops: list,
+    def _segment(self, bolt, kind: int, inner: bytes, trace: int, first: int,
                  emitted: float) -> tuple[int, bytes, Callable, Callable[[], None]]:
         """One traced entry of a TRACED frame as ``BoltSide.on_frame`` takes it before
         the frame it rode: its kind and body, the user's ``process`` wrapped for it, and
@@ -317,40 +330,41 @@ class Tracer:
         # patching it (or reading its __dict__) makes CPython 3.11 give up the inline
         # attribute loads of that object for good, and every untraced tuple after it
         # pays (its own ``self.counts``, ``self.emit``: ~40 % slower each)
-        done: list[tuple] = []  # (hop, queued_ms, executed_ms, outcome) per tuple processed
-        process = self._traced_process(bolt, self.user.process, trace, iter(hops), emitted,
-                                       done.append)
+        done: list[int] = []  # queued µs, executed µs, outcome code per tuple processed
+        chunk = [first]  # the hop of done's first tuple (hop ids are consecutive)
+        process = self._traced_process(bolt, self.user.process, trace, first, emitted,
+                                       done)
 
         def after() -> None:
             if done:  # one record for the entry's tuples (its trace id once, one record
-                # for the master to file), of atoms: the collector lets it go untracked
-                self.records.append(("hops", trace, tuple(done)))
+                # for the master to file), flat, of atoms: the collector lets it go
+                self.records.append(("hops", trace, chunk[0], *done))
+                chunk[0] += len(done) // 3
                 done.clear()
             self._close()  # the last traced input's children, its ack folded in
 
         return kind, inner, process, after
 
-    def _entry(self, bolt, h: wire.Header, inner: bytes, trace: int, hops: list,
+    def _entry(self, bolt, h: wire.Header, inner: bytes, trace: int, first: int,
                emitted: float, waiting, ack_now: bool) -> None:
-        _, _, process, after = self._segment(bolt, h.kind, inner, trace, hops, emitted)
+        _, _, process, after = self._segment(bolt, h.kind, inner, trace, first, emitted)
         try:
             bolt.on_frame(h, inner, waiting, ack_now=ack_now, process=process)
         finally:
             after()
 
-    def _traced_process(self, bolt, process, trace: int, hops, emitted: float, record):
+    def _traced_process(self, bolt, process, trace: int, first: int, emitted: float,
+                        done: list):
         # called once per traced tuple (ten per sentence at a counter): what it needs is
         # bound here, and a sink (no subscribed stream) skips the catching altogether;
-        # ``record`` keeps each tuple's hop for the frame's "hops" record
+        # ``done`` takes each tuple's times and outcome for the frame's "hops" record
         wall, counts, live = self.wall, bolt.counts, self.live
-        basic, acking = bolt.basic, self.acking
+        basic, acking, record, hops = bolt.basic, self.acking, done.extend, count(first)
 
         def traced(tup):
-            hop = next(hops, None)
+            hop = next(hops)
             if self.open is not None:  # the previous traced input's children (it is
                 self._close()  # acked now)
-            if hop is None:  # more tuples than marks: a malformed entry; not traced
-                return process(tup)
             tracked, failed = tup.ids is not None, counts.failed
             if live:  # a sink (a counter, per word) has no children to catch
                 self.open = (self.set_aside(), trace, hop, acking and tracked)
@@ -365,13 +379,13 @@ class Tracer:
                 # settled: a BasicBolt's input as process returns, another bolt's once
                 # its ids are gone (acked or failed inside process)
                 if basic or (tracked and tup.ids is None):
-                    outcome = "failed" if counts.failed > failed else "acked"
+                    outcome = _FAILED if counts.failed > failed else _ACKED
                 else:
-                    outcome = None
-                queued = (started - emitted) * 1e3
-                record((hop, queued if queued > 0.0 else 0.0, (ended - started) * 1e3,
-                        outcome))
-                if outcome is None and tracked:
+                    outcome = 0
+                queued = (started - emitted) * 1e6  # whole µs: 1-3 bytes packed, not 9
+                record((int(queued + 0.5) if queued > 0.0 else 0,
+                        int((ended - started) * 1e6 + 0.5), outcome))
+                if outcome == 0 and tracked:
                     self._hold(tup, trace, hop)
 
         return traced

@@ -16,10 +16,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["Hop", "Trace", "TRACE_STATUSES", "TRANSIT"]
+__all__ = ["HOP_OUTCOMES", "Hop", "Trace", "TRACE_STATUSES", "TRANSIT"]
 
 TRACE_STATUSES = ("acked", "failed", "timed_out", "pending")
 TRANSIT = "<transit>"  # held_by's component when a tuple of the tree never reached its task
+# a hop's outcome by its code in the trace records (runtime/engine/tracing.py): 1 byte
+HOP_OUTCOMES = (None, "acked", "failed")
 
 
 @dataclass(frozen=True)

@@ -20,12 +20,14 @@ newest 100 out of 10,000 costs 100 assemblies. It takes ``now`` as an argument.
    that processed and acked it, too late).
 
 >>> store = TraceStore({1: "spout", 2: "split"}, timeout=30.0)
->>> store.add(1, 0, [["start", 7, "m1", "spout", 1, ["a b"], 100.0, True],
-...                  ["sent", 7, 70, 0, 2, "default", ["a b"], 100.0]], now=100.0)
->>> store.add(1, 0, [["done", 7, "timed_out", 30000.0]], now=130.0)
+>>> body = wire.encode_batch(["a b"])  # a frame of one bare value, sent to task 2
+>>> store.add(1, 0, [("start", 7, "m1", 100.0, True),
+...                  ("sent", 7, 70, 0, 2, "default", body, True, 100.0, wire.DATA)],
+...           now=100.0)
+>>> store.add(1, 0, [("done", 7, "timed_out", 30000.0)], now=130.0)
 >>> t = store.lineage("m1", now=131.0)
->>> t.status, t.held_by, t.hops[0].component, t.hops[0].executed_ms
-('timed_out', ('split', 2), 'split', None)
+>>> t.status, t.held_by, t.hops[0].component, t.hops[0].executed_ms, t.values
+('timed_out', ('split', 2), 'split', None, ('a b',))
 """
 
 from __future__ import annotations
@@ -34,12 +36,11 @@ from collections import OrderedDict
 from collections.abc import Iterable, Iterator, Mapping
 from copy import deepcopy
 from itertools import islice
-from operator import itemgetter
 from typing import Any
 
 from runtime import wire
 
-from .traces import TRACE_STATUSES, TRANSIT, Hop, Trace
+from .traces import HOP_OUTCOMES, TRACE_STATUSES, TRANSIT, Hop, Trace
 
 __all__ = ["TraceStore", "trace_from_plain", "trace_to_plain"]
 
@@ -54,19 +55,22 @@ class _Tree:
                  "restarts", "unread")
 
     def __init__(self) -> None:
-        # the spout's start: (msg_id, component, task, values, started, tracked)
+        # the spout's start: (msg_id, component, task, values, started, tracked), values
+        # None when its sent frames hold them (read by _assemble)
         self.start: tuple | None = None
         self.status: str | None = None  # the spout's outcome (tracked trees)
         self.complete_ms: float | None = None
         # copies sent, a frame's at a time: (hops, parent, dest, stream, values, emitted),
         # hops and values (one tuple of fields a copy) tuples; a tuple, not a list, grown
         # by a copy (two or three frames a tree): the collector lets it go too. A frame
-        # whose values are still its body, as sent, is (hops, parent, dest, stream, body,
-        # emitted, (kind, bare)) until the tree is first read (_read)
+        # is filed as its "sent" record made a tuple ("sent", trace, first hop, parent,
+        # dest, stream, body, bare, emitted, kind), its body as sent, until the tree is
+        # first read (_read)
         self.frames: tuple[tuple, ...] = ()
         self.unread = False  # some frame's body is not read yet
-        # copies processed, a traced frame's at a time:
-        # (task, incarnation, ((hop, queued, executed, outcome), ...))
+        # copies processed, a traced frame's at a time: (task, incarnation, its "hops"
+        # record made a tuple: ("hops", trace, first hop, queued µs, executed µs,
+        # outcome code, ...)), read by _Hops
         self.runs: tuple[tuple, ...] = ()
         self.outcomes: dict[int, str] = {}  # hop -> a later ack or fail of a held copy
         # whether every copy sent ran (an untracked tree's status), None until asked
@@ -91,11 +95,17 @@ class _Hops:
         for hops, parent, dest, stream, values, emitted in tree.frames:
             for hop, value in zip(hops, values):
                 self.sent[hop] = (parent, dest, stream, value, emitted)
-        # hop -> (task, incarnation, queued, executed, outcome)
+        # hop -> (task, incarnation, queued_ms, executed_ms, outcome)
         self.ran: dict[int, tuple] = {}
-        for task, incarnation, entries in tree.runs:
-            for hop, queued, executed, outcome in entries:
-                self.ran[hop] = (task, incarnation, queued, executed, outcome)
+        for task, incarnation, record in tree.runs:
+            hop = record[2]
+            try:
+                for at in range(3, len(record), 3):
+                    self.ran[hop] = (task, incarnation, record[at] / 1e3,
+                                     record[at + 1] / 1e3, _OUTCOMES.get(record[at + 2]))
+                    hop += 1
+            except TypeError:  # a text where a number goes: the copies after it are lost
+                continue
 
 
 class TraceStore:
@@ -160,21 +170,17 @@ class TraceStore:
         if tree is None:
             self.late += 1
             return
-        if kind == "hops":  # a frame's copies processed (hop, queued, executed, outcome)
-            _ran(tree, task, incarnation, record[2])
+        if kind == "hops":  # a frame's copies processed: first hop, flat times and outcomes
+            _ran(tree, task, incarnation, record)
+        elif kind == "sent":  # a frame's copies: first hop, ..., its body as sent
+            _sent_frame(tree, record)
         elif kind == "start":  # newest first means by the spout's emit: it moves to the end
-            msg_id, component, spout, values, started, tracked = record[2:8]
-            tree.start = (msg_id, component, spout, tuple(values), started, tracked)
+            msg_id, started, tracked = record[2], record[3], record[4]
+            tree.start = (msg_id, self.components.get(task, "?"), task,
+                          tuple(record[5]) if len(record) > 5 else None, float(started),
+                          bool(tracked))
             self._trees.move_to_end(trace)
-            self._by_msg[_key(record[2])] = trace
-        elif kind == "sent":
-            if type(record[2]) is list:  # a frame's copies (hops, entries, bare, emitted)
-                _sent_frame(tree, *record[2:10])
-            else:  # one copy: hop, parent, dest, stream, values, emitted
-                hop, parent, dest, stream, values, emitted = record[2:8]
-                hash(hop)
-                tree.frames += (((hop,), parent, dest, stream, (tuple(values),), emitted),)
-                tree.settled = None
+            self._by_msg[_key(msg_id)] = trace
         elif kind == "outcome":
             tree.outcomes[record[2]] = str(record[3])
         elif kind == "done":
@@ -224,8 +230,9 @@ class TraceStore:
         restarts = tree.restarts
         if restarts is None:  # the ones of its copies' tasks (usually none at all)
             mine = self._restarts
-            restarts = {frame[2]: mine[frame[2]] for frame in tree.frames
-                        if type(frame[2]) is int and frame[2] in mine} if mine else {}
+            dests = map(_dest, tree.frames)
+            restarts = {dest: mine[dest] for dest in dests
+                        if type(dest) is int and dest in mine} if mine else {}
         return [tree.start, tree.status, tree.complete_ms, tree.frames, tree.runs,
                 tree.outcomes, restarts]
 
@@ -260,13 +267,14 @@ class TraceStore:
             return
         frames = []
         for frame in tree.frames:
-            if len(frame) == 7:
-                hops, parent, dest, stream, body, emitted, (kind, bare) = frame
+            if len(frame) == _SENT:
+                _, _, first, parent, dest, stream, body, bare, emitted, kind = frame
                 try:
-                    values = _copies(hops, wire.batch_values(kind, body), bare)
+                    values = _copies(wire.batch_values(kind, body), bare)
                 except (TypeError, ValueError):  # (WireError: a ValueError)
                     self.malformed += 1
                     continue
+                hops = tuple(range(first, first + len(values)))
                 frame = (hops, parent, dest, stream, values, emitted)
             frames.append(frame)
         tree.frames, tree.unread = tuple(frames), False
@@ -305,6 +313,8 @@ class TraceStore:
         self._read(filed)
         tree = _Hops(filed, self._restarts)
         msg_id, component, task, values, started, _tracked = tree.start
+        if values is None:  # the spout's copies hold them (each the same)
+            values = next((copy[3] for copy in tree.sent.values() if copy[0] == 0), ())
         order = _causal(tree.sent)
         index = {hop: i for i, hop in enumerate(order)}
         hops = tuple(self._hop(tree, hop, index) for hop in order)
@@ -363,7 +373,6 @@ class TraceStore:
         return (self.components.get(task, "?"), task)
 
 
-_first, _third = itemgetter(0), itemgetter(2)
 
 
 def _unplain(plain: list) -> _Tree:
@@ -373,93 +382,82 @@ def _unplain(plain: list) -> _Tree:
     if status not in TRACE_STATUSES or type(component) is not str:
         raise ValueError("not a kept trace")
     tree = _Tree()
-    tree.start = (msg_id, component, task, tuple(values), float(started), bool(tracked))
+    tree.start = (msg_id, component, task, None if values is None else tuple(values),
+                  float(started), bool(tracked))
     tree.status = status
     tree.complete_ms = None if complete_ms is None else float(complete_ms)
     tree.frames = tuple(map(_unplain_frame, frames))
-    tree.unread = any(len(frame) == 7 for frame in tree.frames)
-    tree.runs = tuple((task, incarnation, tuple(map(tuple, entries)))
-                      for task, incarnation, entries in runs)
-    for _, _, entries in tree.runs:
-        if set(map(len, entries)) - {4}:
-            raise ValueError("a processed copy is (hop, queued, executed, outcome)")
+    tree.unread = any(len(frame) == _SENT for frame in tree.frames)
+    tree.runs = ()
+    for task, incarnation, record in runs:
+        _ran(tree, task, incarnation, record)
     tree.outcomes = {hop: str(outcome) for hop, outcome in outcomes.items()}
     tree.restarts = {task: [float(at) for at in ats] for task, ats in restarts.items()}
     return tree
 
 
 def _unplain_frame(frame: list) -> tuple:
-    """A frame back from :meth:`TraceStore.kept`'s data: read, or its body as sent."""
-    hops, parent, dest, stream, values, emitted, *unread = frame
-    if not unread:
-        return (tuple(hops), parent, dest, stream, tuple(map(tuple, values)), float(emitted))
-    (kind, bare), = unread
-    if type(values) is not bytes:
-        raise ValueError("an unread frame holds its body")
-    return (tuple(hops), parent, dest, stream, values, float(emitted), (kind, bool(bare)))
+    """A frame back from :meth:`TraceStore.kept`'s data: read, or its record as sent."""
+    if len(frame) == _SENT:
+        if frame[0] != "sent" or type(frame[2]) is not int or type(frame[6]) is not bytes:
+            raise ValueError("an unread frame is its sent record")
+        return tuple(frame)
+    hops, parent, dest, stream, values, emitted = frame
+    return (tuple(hops), parent, dest, stream, tuple(map(tuple, values)), float(emitted))
 
 
-def _sent_frame(tree: _Tree, hops: list, parent: int, dest: int, stream: str,
-                entries: list | bytes, bare: bool, emitted: float, kind: int = 0) -> None:
-    """A frame's copies sent: its hop ids, and its body as sent (read when the tree
-    first is, :meth:`TraceStore._read`: most trees never are), or (``entries``, a list:
-    the values themselves, before 2026-11-27) one tuple of fields a copy."""
-    hops = tuple(hops)
-    if type(entries) is bytes:  # (its hops are checked with its body, when read)
-        tree.frames += ((hops, parent, dest, stream, entries, emitted, (kind, bare)),)
-        tree.unread = True
-    else:
-        tree.frames += ((hops, parent, dest, stream, _copies(hops, entries, bare), emitted),)
+_SENT = 10  # the length of a "sent" record: a frame filed and not read yet
+
+
+def _sent_frame(tree: _Tree, record: list) -> None:
+    """A frame's copies sent, its record kept whole as a tuple (of atoms: untracked by
+    the collector once it has seen it): its first hop id (the others follow it), and its
+    body as sent, read when the tree first is (:meth:`TraceStore._read`: most trees
+    never are)."""
+    if len(record) != _SENT or type(record[2]) is not int or type(record[6]) is not bytes:
+        raise TypeError("a sent frame is its first hop id, ..., its body, ...")
+    tree.frames += (tuple(record),)
+    tree.unread = True
     tree.settled = None
 
 
-def _copies(hops: tuple, entries: Any, bare: bool) -> tuple:
+def _dest(frame: tuple) -> Any:
+    """The task a frame, read or not, was sent to."""
+    return frame[4] if len(frame) == _SENT else frame[2]
+
+
+def _copies(entries: Any, bare: bool) -> tuple:
     """A frame's values, one tuple of fields a copy."""
-    if type(entries) is not list or len(entries) != len(hops):
-        raise ValueError("a sent frame needs one entry per hop")
-    set(hops)  # (a hop that is no key: TypeError)
+    if type(entries) is not list:
+        raise ValueError("a sent frame's body is a batch")
     return tuple(zip(entries)) if bare else tuple(map(tuple, entries))
 
 
-def _ran(tree: _Tree, task: int, incarnation: int, entries: list) -> None:
-    """A frame's copies processed; a malformed copy is an error once the ones before it
-    are filed (as when each copy was filed in turn)."""
-    try:
-        runs = tuple(map(tuple, entries))
-        well = set(map(len, runs)) == {4}
-        if well:
-            set(map(_first, runs))  # (a hop that is no key: TypeError)
-    except TypeError:
-        well = False
-    if not well:
-        runs = _good(entries)
-    if runs:
-        tree.runs += ((task, incarnation, runs),)
+_FIELDS = frozenset({str, int, float})  # a "hops" record's: its kind, then numbers
+_OUTCOMES = dict(enumerate(HOP_OUTCOMES))  # a code -> the outcome (an unknown one: None)
+
+
+def _ran(tree: _Tree, task: int, incarnation: int, record: list) -> None:
+    """A frame's copies processed, its ``hops`` record kept whole as a tuple (of atoms):
+    from hop ``record[2]`` on, per copy, flat, its wait and its call in µs and its
+    outcome's code (``runtime.engine.tracing``), its types checked by one C loop here
+    (a text where a number goes is found when read: :class:`_Hops`)."""
+    if len(record) % 3 or type(record[2]) is not int or not set(map(type, record)) <= _FIELDS:
+        raise ValueError("processed copies are a first hop and (queued, executed, "
+                         "outcome) each")
+    if len(record) > 3:
+        tree.runs += ((task, incarnation, tuple(record)),)
         tree.settled = None
-    if len(runs) < len(entries):
-        raise ValueError("a processed copy is (hop, queued, executed, outcome)")
-
-
-def _good(entries: list) -> tuple:
-    """The copies processed before the first malformed one."""
-    good = []
-    for entry in entries:
-        try:
-            hop, queued, executed, outcome = entry
-            hash(hop)
-        except (TypeError, ValueError):
-            break
-        good.append((hop, queued, executed, outcome))
-    return tuple(good)
 
 
 def _settled(tree: _Tree) -> bool:
-    """Whether every copy of an untracked tree that was sent ran, and ran to its end."""
-    ran: dict[int, Any] = {}
-    for _, _, entries in tree.runs:
-        ran.update(zip(map(_first, entries), map(_third, entries)))
+    """Whether every copy of an untracked tree that was sent ran (a processed copy's
+    record is made once its call returned)."""
+    ran = set()
+    for _, _, record in tree.runs:
+        ran.update(range(record[2], record[2] + len(record) // 3 - 1))
     sent = {hop for frame in tree.frames for hop in frame[0]}
-    return bool(sent) and ran.keys() >= sent and None not in ran.values()
+    return bool(sent) and ran >= sent
 
 
 def _causal(sent: dict[int, tuple]) -> list[int]:

@@ -35,9 +35,10 @@ ANCHORED = 7  # body: flat tuple, ids, ack_val triples: a bolt's tracked tuples.
 # int root (the tuple belongs to that one tree) with ack_val its edge id, which is its
 # ack value until it anchors tuples of its own; or a {root: edge} map with ack_val 0
 # (acker.md, "Frames")
-TRACED = 8  # body: [[kind, inner body, trace id, [hop id, ...], emit time], ...]: frames of
-# that kind (DATA, TRACKED, RUN, ANCHORED) holding only traced tuples, with their marks;
-# an entry with trace id 0 is an untraced frame they rode in (its hops and time unread)
+TRACED = 8  # body: [[kind, inner body, trace id, first hop id, emit time], ...]: frames of
+# that kind (DATA, TRACKED, RUN, ANCHORED) holding only traced tuples, with their marks
+# (their hop ids consecutive from the first); an entry with trace id 0 is an untraced
+# frame they rode in (its hop id and time unread)
 # (docs/internals/tracing.md)
 HELLO = 9  # instance -> its stream manager, once connected: "route my frames to me"
 BACKPRESSURE = 10  # stream manager -> peers: src is the cause task; stream 1 = start, 0 = stop
@@ -126,36 +127,35 @@ _TRACED_INNER = frozenset({DATA, TRACKED, RUN, ANCHORED})
 
 
 def encode_traced(entries: list) -> bytes:
-    """A TRACED body: traced tuples for one task, as entries ``[kind, body, trace, hops,
+    """A TRACED body: traced tuples for one task, as entries ``[kind, body, trace, first,
     emitted]``: a frame of that kind holding only tuples of one trace (kind and body
-    untouched), the trace id, a hop id per tuple, in order, and when it left. The inner
-    frame keeps its own decoder; only traced tuples pay for the wrap. An entry of trace
-    id 0 is an ordinary frame for the same task the traced entries rode in (its hop ids
-    and time are not read): it is processed as if it had come alone.
+    untouched), the trace id, the first tuple's hop id (the n-th tuple's is ``first +
+    n``: a frame's hop ids are consecutive, so none is counted or sent one by one), and
+    when it left. The inner frame keeps its own decoder; only traced tuples pay for the
+    wrap. An entry of trace id 0 is an ordinary frame for the same task the traced
+    entries rode in (its hop id and time are not read): it is processed as if it had
+    come alone.
 
-    >>> decode_traced(encode_traced([[DATA, encode_batch([["a"]]), 7, [9], 1.5]]))
-    [(1, b'\\x91\\x91\\xa1a', 7, [9], 1.5)]
+    >>> decode_traced(encode_traced([[DATA, encode_batch([["a"]]), 7, 9, 1.5]]))
+    [(1, b'\\x91\\x91\\xa1a', 7, 9, 1.5)]
     """
     return _pack(entries)
 
 
-def decode_traced(body: bytes) -> list[tuple[int, bytes, int, list, float]]:
-    """Each entry's kind, inner body, trace id, hop ids and emit time (wall seconds);
-    WireError if any is malformed."""
+def decode_traced(body: bytes) -> list[tuple[int, bytes, int, int, float]]:
+    """Each entry's kind, inner body, trace id, first hop id and emit time (wall
+    seconds); WireError if any is malformed."""
     entries = decode_batch(body)
     if not entries or not all(map(_traced_entry, entries)):
-        raise WireError("a traced frame must hold [kind, body, trace id, hop ids, emit time] "
-                        "entries")
+        raise WireError("a traced frame must hold [kind, body, trace id, first hop id, "
+                        "emit time] entries")
     return [(e[0], e[1], e[2], e[3], float(e[4])) for e in entries]
 
 
 def _traced_entry(e: Any) -> bool:
     return (type(e) is list and len(e) == 5 and e[0] in _TRACED_INNER and type(e[1]) is bytes
-            and type(e[2]) is int and type(e[3]) is list and type(e[4]) in (int, float)
-            and set(map(type, e[3])) <= _INTS)  # one C loop over the hop ids
+            and type(e[2]) is int and type(e[3]) is int and type(e[4]) in (int, float))
 
-
-_INTS = {int}
 
 # a tuple frame's batch: items per tuple (RUN: [first root, [entry, ...]], one per entry)
 _STRIDE = {DATA: 1, TRACKED: 2, ANCHORED: 3, RUN: 1}
@@ -163,9 +163,10 @@ _STRIDE = {DATA: 1, TRACKED: 2, ANCHORED: 3, RUN: 1}
 
 def batch_count(kind: int, body: bytes) -> int:
     """The tuples in a tuple frame's body (DATA, TRACKED, ANCHORED, RUN), read from its
-    msgpack array headers without decoding it (a traced frame's hop ids are drawn for
-    them, docs/internals/tracing.md). WireError if the body does not start as such a
-    batch does.
+    msgpack array headers without decoding it (a traced frame's hop ids were drawn for
+    them until 2026-11-27, wt-trace8: they are numbered on from the first now, and
+    nothing counts them; docs/internals/tracing.md). WireError if the body does not
+    start as such a batch does.
 
     The headers are read by hand (:func:`_array_at`). ``msgpack.Unpacker`` read them
     until 2026-11-27: making one zeroes its ~41 KB of parsing stack, twice a traced

@@ -223,7 +223,8 @@ class Recording(Control):
 @_message("traces")
 class TraceReport(Control):
     """Instance -> master, with its statistics: what it saw of traced trees, each record
-    a list (``runtime.observe.tracestore`` reads them: start, sent, hop, outcome, done)."""
+    a tuple of atoms mostly (``runtime.engine.tracing`` says what each holds;
+    ``runtime.observe.tracestore`` reads them: start, sent, hops, outcome, done)."""
 
     task: int
     incarnation: int

@@ -78,8 +78,9 @@ def traced(first: TopologyMaster, trace: int, msg_id, *, done: str | None) -> No
     """A spout's trace records of one tracked tree, filed by ``first``, done or not."""
     spout, sink = first.plan.component_tasks()["numbers"][0], first.plan.component_tasks()[
         "sink"][0]
-    records = [["start", trace, msg_id, "numbers", spout, [msg_id], 100.0, True],
-               ["sent", trace, 1, 0, sink, "default", [msg_id], 100.0]]
+    records = [("start", trace, msg_id, 100.0, True),
+               ("sent", trace, 1, 0, sink, "default", wire.encode_batch([msg_id]), True, 100.0,
+                wire.DATA)]
     if done is not None:
         records.append(["done", trace, done, 4.0])
     first.handle(b"i", wire.TraceReport(task=spout, incarnation=0, records=records))
@@ -126,9 +127,9 @@ def test_a_save_assembles_no_trace_and_the_next_master_names_the_same_holders(
     first.traces.restarted(sink)  # at 50.0: a copy sent at 40.0 died with it
     for trace, emitted in ((1, 40.0), (2, 100.0)):
         first.handle(b"i", wire.TraceReport(task=spout, incarnation=0, records=[
-            ["start", trace, trace, "numbers", spout, [trace], emitted, True],
-            ["sent", trace, [10 * trace], 0, sink, "default", wire.encode_batch([trace]),
-             True, emitted, wire.DATA],
+            ("start", trace, trace, emitted, True),
+            ("sent", trace, 10 * trace, 0, sink, "default", wire.encode_batch([trace]),
+             True, emitted, wire.DATA),
             ["done", trace, "timed_out", 30_000.0]]))
     held = {t.msg_id: t.held_by for t in first.traces.store.traces(now=200.0)}
     assert held == {1: ("<transit>", None), 2: ("sink", sink)}
@@ -142,7 +143,7 @@ def test_a_save_assembles_no_trace_and_the_next_master_names_the_same_holders(
     answered = tm.traces.answer(wire.AskTraces(id=1, status=None, limit=10))
     assert {t["msg_id"]: t["held_by"] for t in answered} == held
     tm.handle(b"i", wire.TraceReport(task=spout, incarnation=0, records=[
-        ["start", 3, 3, "numbers", spout, [3], 250.0, True], ["done", 3, "acked", 1.0]]))
+        ("start", 3, 3, 250.0, True, [3]), ["done", 3, "acked", 1.0]]))
     with monkeypatch.context() as m:  # and saved again by this master, as filed
         m.setattr(TraceStore, "_assemble", lambda *a: pytest.fail("assembled to be kept"))
         tm.traces.keep(tm.carry, tm.clock() + 10)

@@ -14,9 +14,9 @@ import pytest
 
 from runtime import BasicBolt, Bolt, Spout, Topology, wire
 from runtime.model.errors import TopologyError
-from runtime.observe.traces import TRANSIT
+from runtime.observe.traces import HOP_OUTCOMES, TRANSIT
 from runtime.observe.tracestore import TraceStore, trace_from_plain, trace_to_plain
-from runtime.testing import InMemoryCluster
+from runtime.testing import FakeClock, InMemoryCluster
 
 
 class Sentences(Spout):
@@ -268,14 +268,34 @@ def test_a_malformed_traced_frame_is_refused():
 
 # -- the store, pure ------------------------------------------------------------------------
 
-def started(trace: int, msg_id, tracked: bool = True, at: float = 0.0) -> list:
-    return ["start", trace, msg_id, "spout", 1, ["v"], at, tracked]
+def started(trace: int, msg_id, tracked: bool = True, at: float = 0.0,
+            values: list | None = None) -> tuple:
+    """A spout's start record (its values only when no frame of the tuple was caught)."""
+    record = ("start", trace, msg_id, at, tracked)
+    return record if values is None else (*record, values)
+
+
+def sent(trace: int, first: int, parent: int, dest: int, copies: list | None,
+         emitted: float = 0.0, *, bare: bool = False, body: bytes | None = None) -> tuple:
+    """A frame's sent record: ``copies`` (lists of fields, or bare values) as its DATA
+    body (or ``body`` as it is), their hop ids ``first``, ``first + 1``, ..."""
+    body = wire.encode_batch(copies) if body is None else body
+    return ("sent", trace, first, parent, dest, "default", body, bare, emitted, wire.DATA)
+
+
+def ran(trace: int, first: int, *copies: tuple) -> tuple:
+    """A traced frame's hops record: per copy ``(queued_ms, executed_ms, outcome)``, from
+    hop ``first`` on, flat, in µs and outcome codes as a task reports them."""
+    flat = []
+    for queued, executed, outcome in copies:
+        flat += [round(queued * 1e3), round(executed * 1e3), HOP_OUTCOMES.index(outcome)]
+    return ("hops", trace, first, *flat)
 
 
 def test_the_store_keeps_the_newest_and_counts_what_it_dropped():
     store = TraceStore({1: "spout", 2: "bolt"}, capacity=100)
     for i in range(1, 251):
-        store.add(1, 0, [started(i, f"m{i}"), ["sent", i, 10 * i, 0, 2, "default", [i], 0.0],
+        store.add(1, 0, [started(i, f"m{i}"), sent(i, 10 * i, 0, 2, [[i]]),
                          ["done", i, "acked", 1.0]], now=0.0)
     assert len(store) == 100 and store.dropped == 150
     assert [t.msg_id for t in store.traces(limit=3, now=1.0)] == ["m250", "m249", "m248"]
@@ -311,24 +331,22 @@ def test_a_late_record_of_a_dropped_trace_does_not_bring_it_back_headless():
     store = TraceStore({1: "spout", 2: "bolt"}, capacity=3)
     for trace in range(1, 6):  # 1 and 2 dropped
         store.add(1, 0, [started(trace, f"m{trace}", tracked=False),
-                         ["sent", trace, 10 * trace, 0, 2, "default", ["w"], 0.0]], now=0.0)
-    store.add(2, 0, [["hops", trace, [(10 * trace, 1.0, 1.0, None)]] for trace in (1, 2)],
-              now=0.5)
+                         sent(trace, 10 * trace, 0, 2, [["w"]])], now=0.0)
+    store.add(2, 0, [ran(trace, 10 * trace, (1.0, 1.0, None)) for trace in (1, 2)], now=0.5)
     assert [t.msg_id for t in store.traces(now=1.0)] == ["m5", "m4", "m3"]
     assert len(store) == 3 and store.dropped == 2 and store.late == 2
-    store.add(2, 0, [["hops", 6, [(60, 1.0, 1.0, None)]]], now=1.5)  # before its start
-    store.add(1, 0, [started(6, "m6", tracked=False),
-                     ["sent", 6, 60, 0, 2, "default", ["w"], 0.0]], now=1.5)
+    store.add(2, 0, [ran(6, 60, (1.0, 1.0, None))], now=1.5)  # before its start
+    store.add(1, 0, [started(6, "m6", tracked=False), sent(6, 60, 0, 2, [["w"]])], now=1.5)
     assert [t.msg_id for t in store.traces(now=2.0)] == ["m6", "m5", "m4"]
     assert store.lineage("m6", now=2.0).status == "acked"
 
 
 def test_a_copy_lost_with_a_restarted_task_is_in_transit_else_queued_at_its_task():
     store = TraceStore({1: "spout", 2: "split", 3: "count"}, timeout=5.0)
-    store.add(1, 0, [started(7, "m", at=100.0), ["sent", 7, 70, 0, 2, "default", ["s"], 100.0]],
+    store.add(1, 0, [started(7, "m", at=100.0), sent(7, 70, 0, 2, [["s"]], 100.0)],
               now=100.0)
-    store.add(2, 0, [["sent", 7, 71, 70, 3, "default", ["w"], 100.5],
-                     ["hops", 7, [(70, 1.0, 2.0, "acked")]]], now=101.0)
+    store.add(2, 0, [sent(7, 71, 70, 3, [["w"]], 100.5), ran(7, 70, (1.0, 2.0, "acked"))],
+              now=101.0)
     store.add(1, 0, [["done", 7, "timed_out", 5000.0]], now=105.0)
     assert store.lineage("m", now=106.0).held_by == ("count", 3)  # waits in its queue
     store.restarted(3, at=101.0)
@@ -340,11 +358,10 @@ def test_a_copy_lost_with_a_restarted_task_is_in_transit_else_queued_at_its_task
 def test_a_trace_made_plain_is_what_asdict_makes_and_a_copy_as_deep():
     store = TraceStore({1: "spout", 2: "split", 3: "count"}, timeout=5.0)
     msg_id, nested = ["m", [1, 2]], [["a", "b"], {"x": 1}]
-    store.add(1, 0, [["start", 7, msg_id, "spout", 1, [nested, "s"], 100.0, True],
-                     ["sent", 7, 70, 0, 2, "default", [nested, "s"], 100.0],
+    store.add(1, 0, [started(7, msg_id, at=100.0), sent(7, 70, 0, 2, [[nested, "s"]], 100.0),
                      ["done", 7, "failed", 3.0]], now=100.0)
-    store.add(2, 0, [["sent", 7, [71, 72], 70, 3, "default", ["w", ["v", 1]], True, 100.5],
-                     ["hops", 7, [(70, 1.0, 2.0, "failed")]]], now=101.0)
+    store.add(2, 0, [sent(7, 71, 70, 3, ["w", ["v", 1]], 100.5, bare=True),
+                     ran(7, 70, (1.0, 2.0, "failed"))], now=101.0)
     for t in (store.lineage(msg_id, now=102.0), store.traces(now=102.0)[0]):
         plain = trace_to_plain(t)
         assert plain == dataclasses.asdict(t) and list(plain) == list(dataclasses.asdict(t))
@@ -361,8 +378,7 @@ def test_the_finished_traces_are_the_newest_but_pending_and_only_they_are_assemb
     store = TraceStore({1: "spout", 2: "bolt"})
     for i in range(1, 11):
         done = [["done", i, "acked", 1.0]] if i % 3 else []
-        store.add(1, 0, [started(i, f"m{i}"), ["sent", i, 10 * i, 0, 2, "default", [i], 0.0],
-                         *done], now=0.0)
+        store.add(1, 0, [started(i, f"m{i}"), sent(i, 10 * i, 0, 2, [[i]]), *done], now=0.0)
     newest = [t for t in store.traces(None, 6, now=1.0) if t.status != "pending"]
     assembled = []
     assemble = store._assemble
@@ -377,12 +393,10 @@ def test_a_stored_trees_hops_are_left_to_the_collector_untracked():
     # the master keeps up to 10,000 trees: each hop's record a list was a container that
     # every full collection traversed (~40 a sentence's tree); tuples of atoms are not
     store = TraceStore({1: "spout", 2: "split", 3: "count"})
-    store.add(1, 0, [started(7, "m"), ["sent", 7, 70, 0, 2, "default", ["a b"], 100.0]],
-              now=100.0)
-    store.add(2, 0, [["sent", 7, [71, 72], 70, 3, "default", ["a", "b"], True, 100.5],
-                     ["hops", 7, [(70, 1.0, 2.0, "acked")]]], now=101.0)
-    store.add(3, 0, [["hops", 7, [(71, 1.0, 2.0, "acked"), (72, 1.0, 2.0, None)]]],
-              now=101.0)
+    store.add(1, 0, [started(7, "m"), sent(7, 70, 0, 2, [["a b"]], 100.0)], now=100.0)
+    store.add(2, 0, [sent(7, 71, 70, 3, ["a", "b"], 100.5, bare=True),
+                     ran(7, 70, (1.0, 2.0, "acked"))], now=101.0)
+    store.add(3, 0, [ran(7, 71, (1.0, 2.0, "acked"), (1.0, 2.0, None))], now=101.0)
     gc.collect()  # the values' tuples are let go first, the records' at the next passes
     gc.collect()
     gc.collect()
@@ -395,10 +409,10 @@ def test_a_stored_trees_hops_are_left_to_the_collector_untracked():
 def test_an_untracked_tree_is_acked_when_every_hop_ran_else_it_times_out():
     store = TraceStore({1: "spout", 2: "bolt"}, timeout=5.0)
     store.add(1, 0, [started(1, None, tracked=False, at=10.0),
-                     ["sent", 1, 11, 0, 2, "default", ["x"], 10.0],
+                     sent(1, 11, 0, 2, [["x"]], 10.0),
                      started(2, None, tracked=False, at=10.0),
-                     ["sent", 2, 21, 0, 2, "default", ["y"], 10.0]], now=10.0)
-    store.add(2, 0, [["hops", 1, [(11, 1.0, 1.0, None)]]], now=10.5)
+                     sent(2, 21, 0, 2, [["y"]], 10.0)], now=10.0)
+    store.add(2, 0, [ran(1, 11, (1.0, 1.0, None))], now=10.5)
     first, second = store.traces(now=11.0)[::-1]
     assert (first.status, second.status) == ("acked", "pending")
     assert first.complete_ms == pytest.approx(2.0)
@@ -414,10 +428,10 @@ def test_malformed_records_are_counted_not_raised():
 
 def test_a_copy_processed_after_its_tree_timed_out_names_the_late_task():
     store = TraceStore({1: "spout", 2: "slow"}, timeout=5.0)
-    store.add(1, 0, [started(7, "m", at=100.0), ["sent", 7, 70, 0, 2, "default", ["s"], 100.0],
+    store.add(1, 0, [started(7, "m", at=100.0), sent(7, 70, 0, 2, [["s"]], 100.0),
                      ["done", 7, "timed_out", 5000.0]], now=105.0)
     assert store.lineage("m", now=105.0).held_by == ("slow", 2)  # still in its queue
-    store.add(2, 0, [["hops", 7, [(70, 6000.0, 500.0, "acked")]]], now=106.5)  # done at 106.5
+    store.add(2, 0, [ran(7, 70, (6000.0, 500.0, "acked"))], now=106.5)  # done at 106.5
     assert store.lineage("m", now=107.0).held_by == ("slow", 2)
 
 
@@ -531,33 +545,23 @@ def test_a_traced_frame_is_one_sent_record_the_store_splits(monkeypatch):
         cluster.run_until_idle()
         for t in cluster.traces():
             check_tree(t, 4)
-    sent = [r for r in filed if r[0] == "sent"]
-    assert len(sent) == 3 * 2  # per sentence: the spout's frame and the split's
-    for r in sent:
-        hops = r[2]
-        assert hops == list(range(hops[0], hops[0] + len(hops)))
-        assert type(r[6]) is bytes and len(wire.batch_values(r[9], r[6])) == len(hops)
-    assert all(type(r) is tuple for r in filed if r[0] in ("hops", "done"))
+    records = [r for r in filed if r[0] == "sent"]
+    assert len(records) == 3 * 2  # per sentence: the spout's frame and the split's
+    for r in records:  # the first hop id alone (the others follow it), the body as sent
+        assert type(r[2]) is int and type(r[6]) is bytes and wire.batch_values(r[9], r[6])
+    assert all(type(r) is tuple for r in filed)
     store = TraceStore({2: "split"})
     body = wire.encode_batch(["c", "d"])
-    store.add(1, 0, [started(8, "n"), ["sent", 8, [80, 81], 0, 2, "default", body, True,
-                                       1.0, wire.DATA],
-                     ["sent", 8, [82], 0, 2, "default", b"\xc1", True, 1.0, wire.DATA]],
-              now=1.0)
+    store.add(1, 0, [started(8, "n"), sent(8, 80, 0, 2, None, 1.0, bare=True, body=body),
+                     sent(8, 82, 0, 2, None, 1.0, bare=True, body=b"\xc1")], now=1.0)
     assert [h.values for h in store.lineage("n", now=1.0).hops] == [("c",), ("d",)]
     assert store.malformed == 1  # an undecodable body: that record alone is dropped
-    store = TraceStore({2: "split"})
-    store.add(1, 0, [started(7, "m"), ["sent", 7, [70, 71], 0, 2, "default", ["a", "b"],
-                                       True, 1.0], ["sent", 7, [72], 0, 2, "default", [],
-                                                    True, 1.0]], now=1.0)
-    assert [h.values for h in store.lineage("m", now=1.0).hops] == [("a",), ("b",)]
-    assert store.malformed == 1  # a frame's record with fewer entries than hops
 
 
 def test_the_store_reads_a_sent_frames_body_when_its_tree_is_first_read(monkeypatch):
     # filing keeps a frame's body as sent: most trees are never asked for (the master
     # decoded two bodies a traced sentence and made a tuple a copy, ~35 k instructions
-    # of ~157 k); a tree is read once, and a body that is no batch of one entry a hop is
+    # of ~157 k); a tree is read once, and a body that is no batch (here: cut short) is
     # counted then
     read = []
     values = wire.batch_values
@@ -566,10 +570,9 @@ def test_the_store_reads_a_sent_frames_body_when_its_tree_is_first_read(monkeypa
     store = TraceStore({2: "split"}, timeout=5.0)
     body = wire.encode_batch(["c", "d"])
     store.add(1, 0, [started(8, "n", tracked=False),
-                     ["sent", 8, [80, 81], 0, 2, "default", body, True, 1.0, wire.DATA],
-                     ["sent", 8, [82, 83], 0, 2, "default", wire.encode_batch(["e"]), True,
-                      1.0, wire.DATA]], now=1.0)
-    store.add(2, 0, [("hops", 8, ((80, 1.0, 1.0, None), (81, 1.0, 1.0, None)))], now=1.0)
+                     sent(8, 80, 0, 2, None, 1.0, bare=True, body=body),
+                     sent(8, 82, 0, 2, None, 1.0, bare=True, body=b"\x92\xa1e")], now=1.0)
+    store.add(2, 0, [ran(8, 80, (1.0, 1.0, None), (1.0, 1.0, None))], now=1.0)
     assert read == [] and store.malformed == 0
     assert store.traces(now=2.0)[0].status == "acked"  # the bad frame is no copy sent
     assert len(read) == 2 and store.malformed == 1
@@ -577,15 +580,14 @@ def test_the_store_reads_a_sent_frames_body_when_its_tree_is_first_read(monkeypa
     assert len(read) == 2 and store.malformed == 1  # read once
 
 
-def test_a_sent_frame_whose_hop_ids_are_no_keys_is_counted_when_read():
+def test_a_sent_frame_whose_first_hop_is_no_int_or_body_no_bytes_is_counted_when_filed():
     store = TraceStore({2: "split"})
     body = wire.encode_batch(["c", "d"])
-    store.add(1, 0, [started(8, "n"),
-                     ["sent", 8, [[80], 81], 0, 2, "default", body, True, 1.0, wire.DATA],
-                     ["sent", 8, [82, 83], 0, 2, "default", body, True, 1.0, wire.DATA]],
-              now=1.0)
+    good = sent(8, 82, 0, 2, None, 1.0, bare=True, body=body)
+    store.add(1, 0, [started(8, "n"), (*good[:2], [80], *good[3:]),
+                     (*good[:6], ["c", "d"], *good[7:]), good[:-1], good], now=1.0)
     assert [h.values for h in store.lineage("n", now=1.0).hops] == [("c",), ("d",)]
-    assert store.malformed == 1
+    assert store.malformed == 3 and [h.task for h in store.lineage("n", now=1.0).hops] == [2, 2]
 
 
 def test_a_traced_frames_processed_tuples_are_one_hops_record(monkeypatch):
@@ -604,15 +606,15 @@ def test_a_traced_frames_processed_tuples_are_one_hops_record(monkeypatch):
     kinds = [r[0] for _, r in filed]
     assert "hop" not in kinds and kinds.count("hops") == 3 * 2  # split's and count's
     for task, r in filed:
-        if r[0] == "hops" and task == counter:
-            assert [len(e) for e in r[2]] == [4] * 4  # (hop, queued, executed, outcome)
-            assert {e[3] for e in r[2]} == {"acked"}
+        if r[0] == "hops" and task == counter:  # first hop, then (queued, executed,
+            assert len(r) == 3 + 3 * 4 and type(r[2]) is int  # outcome) a word, flat
+            assert set(r[5::3]) == {HOP_OUTCOMES.index("acked")}
+            assert all(type(v) is int and v >= 0 for v in r[3:])  # whole µs
     store = TraceStore({2: "split"})
-    store.add(2, 0, [started(7, "m"), ["sent", 7, [70, 71], 0, 2, "default", ["a", "b"],
-                                       True, 1.0],
-                     ["hops", 7, [(70, 1.0, 2.0, "acked"), (71, 1.0)]]], now=1.0)
+    store.add(2, 0, [started(7, "m"), sent(7, 70, 0, 2, ["a", "b"], 1.0, bare=True),
+                     ran(7, 70, (1.0, 2.0, "acked")), ("hops", 7, 71, 1000)], now=1.0)
     assert [h.executed_ms for h in store.lineage("m", now=1.0).hops] == [2.0, None]
-    assert store.malformed == 1  # a malformed copy: counted, the ones before it filed
+    assert store.malformed == 1  # a malformed record: counted, the ones before it filed
 
 
 def test_a_traced_spout_tuple_cuts_its_turn_in_two_pieces_only():
@@ -665,3 +667,86 @@ def test_a_traced_frames_tuples_are_counted_without_a_msgpack_unpacker(monkeypat
     monkeypatch.setattr(msgpack, "Unpacker", refused)
     assert wire.batch_count(wire.RUN, wire.encode_batch([1 << 63, [["a"]] * 70_000])) == 70_000
     assert wire.batch_count(wire.ANCHORED, wire.encode_batch([["a"], 1 << 62, 3] * 5)) == 5
+
+
+# -- the records' format: as an instance seals them, as the master reads them -------------
+
+class Sealed(InMemoryCluster):
+    """The twin, whose trace records reach its store as an instance's reach the master's:
+    packed and sealed in a ``TraceReport``, unsealed (msgpack makes tuples lists). Each
+    report's bytes are counted."""
+
+    def _collect_traces(self, task, ex) -> None:
+        tracer = getattr(ex, "tracer", None)
+        if tracer is not None and tracer.records:
+            frames = wire.seal(b"k" * 32, wire.TraceReport(
+                task=task, incarnation=self.restarts[task], records=tracer.drain()))
+            self.reported += len(frames[0])
+            report = wire.unseal(b"k" * 32, frames)
+            self.trace_store.add(report.task, report.incarnation, report.records, self.clock())
+
+
+def ticking(clock, step: float):
+    """A wall clock for one task's tracer: the twin's, ``step`` seconds on at each read
+    (a traced call reads it as it starts and as it ends: each call lasts ``step``)."""
+    reads = [0]
+
+    def wall() -> float:
+        reads[0] += 1
+        return clock() + reads[0] * step
+
+    return wall
+
+
+@pytest.mark.parametrize("ackers", [1, 0])
+def test_the_records_round_trip_a_sealed_report_into_hops_times_and_holders(ackers):
+    # hop ids go as a frame's first, times as whole µs, outcomes as codes, the spout's
+    # values in its frame's body: what the master reads back must be every hop, its
+    # parent, its times and outcome, and who held a tree (a broken decode fails here)
+    Sealed.reported = 0
+    odd = {2: "a bad c", 3: "a hold c"} if ackers else {}
+    with Sealed(sentences(Sentences(n=6, odd=odd)), ackers=ackers, trace=1.0,
+                clock=FakeClock(100.0), message_timeout=5.0) as cluster:
+        for task in cluster.plan.component_tasks()["count"]:  # each word's call: 3 ms
+            cluster.executors[task].tracer.wall = ticking(cluster.clock, 0.003)
+        cluster.run_until_idle()
+        cluster.advance(10.0)  # past the timeout: the held tree times out
+        traces = {t.msg_id: t for t in cluster.traces()}
+    assert sorted(traces) == [0, 1, 2, 3, 4, 5]
+    for msg_id, t in traces.items():
+        check_tree(t, 4)
+        assert t.values == (f"s{msg_id} {odd.get(msg_id, 'a b c')}",)  # from the frame
+        assert (t.component, t.task, t.started) == ("sentences", 1, 100.0)
+        assert (t.hops[0].executed_ms, t.hops[0].queued_ms) == (0.0, 0.0)  # the split's
+        assert {h.executed_ms for h in t.hops[1:]} == {3.0}  # the counters'
+        assert all(h.queued_ms > 0.0 for h in t.hops[1:])
+        assert t.hops[0].outcome == "acked"  # a BasicBolt's input
+    if ackers:
+        bad = next(h for h in traces[2].hops if h.values == ("bad",))
+        hold = next(h for h in traces[3].hops if h.values == ("hold",))
+        assert (traces[2].status, bad.outcome, traces[2].held_by) == (
+            "failed", "failed", ("count", bad.task))
+        assert (traces[3].status, hold.outcome, traces[3].held_by) == (
+            "timed_out", None, ("count", hold.task))
+        assert [h.outcome for h in traces[0].hops] == ["acked"] * 5
+    else:
+        assert {t.status for t in traces.values()} == {"acked"}
+        assert {h.outcome for t in traces.values() for h in t.hops[1:]} == {None}
+    assert Sealed.reported < 300 * 6  # ~600 bytes a sentence's tree before (wt-trace8)
+
+
+def test_the_sealed_records_keep_the_store_bounded_and_its_trees_untracked():
+    with Sealed(numbers(300), ackers=1, trace=1.0, trace_store=100,
+                target_latency=None) as cluster:
+        for _ in range(60):  # reports as the tuples go, as an instance's heartbeat sends
+            cluster.step(10)
+            cluster.traces(limit=1)
+        cluster.run_until_idle()
+        store = cluster.trace_store
+        assert len(cluster.traces(limit=1000)) == 100
+        assert store.dropped == 200 and store.malformed == 0
+        assert all(t.status == "acked" and len(t.hops) == 1 for t in cluster.traces())
+        for _ in range(3):  # a pass lets go of one level of nested tuples of atoms
+            gc.collect()
+        tree = store._trees[next(reversed(store._trees))]
+        assert not any(map(gc.is_tracked, [*tree.frames, *tree.runs]))
