@@ -16,7 +16,7 @@ __all__ = [
     "ACKED", "ACKED_FAILED", "ACKED_OK", "ACKED_RENEWED", "ACKED_TIMEOUT", "ACKS", "ACK_ACK",
     "ACK_FAIL", "ACK_INIT", "ACK_RESET", "ANCHORED", "BACKPRESSURE", "CHECKPOINT", "COMPLETED",
     "DATA", "HEADER_SIZE", "HELLO", "Header", "KINDS", "MAX_FRAME", "ROUTED", "RUN", "TRACED",
-    "TRACKED", "WireError", "batch_count", "batch_values", "bp_header", "bp_transition",
+    "TRACKED", "WireError", "batch_values", "bp_header", "bp_transition",
     "data_header", "decode_batch", "decode_traced", "dest_of", "encodable", "encode_batch",
     "encode_traced", "parse_header",
 ]
@@ -159,68 +159,6 @@ def _traced_entry(e: Any) -> bool:
 
 # a tuple frame's batch: items per tuple (RUN: [first root, [entry, ...]], one per entry)
 _STRIDE = {DATA: 1, TRACKED: 2, ANCHORED: 3, RUN: 1}
-
-
-def batch_count(kind: int, body: bytes) -> int:
-    """The tuples in a tuple frame's body (DATA, TRACKED, ANCHORED, RUN), read from its
-    msgpack array headers without decoding it (a traced frame's hop ids were drawn for
-    them until 2026-11-27, wt-trace8: they are numbered on from the first now, and
-    nothing counts them; docs/internals/tracing.md). WireError if the body does not
-    start as such a batch does.
-
-    The headers are read by hand (:func:`_array_at`). ``msgpack.Unpacker`` read them
-    until 2026-11-27: making one zeroes its ~41 KB of parsing stack, twice a traced
-    sentence (the spout's frame and the split's): 1.9-2.4 µs a call against 1.0-1.2 by
-    hand, and ~45,000 instructions as callgrind counts them (docs/internals/tracing.md,
-    "2026-11-27, night").
-
-    >>> batch_count(RUN, encode_batch([1 << 60, [["a"], ["b"]]]))
-    2
-    """
-    at = 0
-    if kind == RUN:  # [first, entries]: past the array of two and the int
-        two, at = _array_at(body, 0)
-        if two != 2:
-            raise WireError("a run must be [first root, [values, ...]]")
-        at = _int_end(body, at)
-    n, _ = _array_at(body, at)
-    stride = _STRIDE.get(kind)
-    if stride is None or n % stride:
-        raise WireError(f"frame kind {kind} does not hold a batch of {n} items")
-    return n // stride
-
-
-_ARRAY16, _ARRAY32 = struct.Struct(">H"), struct.Struct(">I")
-# msgpack's ints after a prefix byte: their lengths (uint 8-64, int 8-64)
-_INT_SIZES = {0xCC: 1, 0xCD: 2, 0xCE: 4, 0xCF: 8, 0xD0: 1, 0xD1: 2, 0xD2: 4, 0xD3: 8}
-
-
-def _array_at(body: bytes, at: int) -> tuple[int, int]:
-    """The length of the msgpack array whose header starts at ``at``, and where its
-    first item starts. WireError if no array header is there."""
-    try:
-        b = body[at]
-        if 0x90 <= b <= 0x9F:  # fixarray
-            return b & 0x0F, at + 1
-        if b == 0xDC:
-            return _ARRAY16.unpack_from(body, at + 1)[0], at + 3
-        if b == 0xDD:
-            return _ARRAY32.unpack_from(body, at + 1)[0], at + 5
-    except (IndexError, struct.error):
-        pass
-    raise WireError("a batch must be a msgpack array")
-
-
-def _int_end(body: bytes, at: int) -> int:
-    """Where the msgpack int starting at ``at`` ends. WireError if no int is there."""
-    if at < len(body):
-        b = body[at]
-        if b <= 0x7F or b >= 0xE0:  # positive and negative fixint
-            return at + 1
-        size = _INT_SIZES.get(b)
-        if size is not None and at + 1 + size <= len(body):
-            return at + 1 + size
-    raise WireError("a run must be [first root, [values, ...]]")
 
 
 def batch_values(kind: int, body: bytes) -> list:

@@ -635,40 +635,6 @@ def test_a_traced_spout_tuple_cuts_its_turn_in_two_pieces_only():
     assert traced - 30 <= cut <= traced + 5, (cut, traced)  # one a traced tuple (it was two)
 
 
-@pytest.mark.parametrize("n", [0, 1, 15, 16, 70_000])
-def test_a_traced_frames_tuples_are_counted_from_its_headers_as_decoding_would(n):
-    # _mark draws one hop id per tuple without decoding the frame: the count read from
-    # msgpack's array headers must be what decoding gives, for every tuple kind and for
-    # the three array sizes (fixarray, array 16, array 32), a run's first root of any size
-    for kind, batch in [(wire.DATA, [["w", 1]] * n), (wire.DATA, ["bare"] * n),
-                        (wire.TRACKED, [["a"], {5: 7}] * n),
-                        (wire.ANCHORED, [["a"], 1 << 62, 3] * n),
-                        (wire.RUN, [(1 << 64) - 1, [["a"]] * n]), (wire.RUN, [5, [["a"]] * n]),
-                        (wire.RUN, [300, [["a"]] * n])]:
-        body = wire.encode_batch(batch)
-        assert wire.batch_count(kind, body) == len(wire.batch_values(kind, body)) == n
-    for kind, body in [(wire.TRACKED, wire.encode_batch([["a"]])),  # half a pair
-                       (wire.DATA, wire.encode_batch({"a": 1})), (wire.RUN, b"\x91\x01"),
-                       (wire.DATA, b""), (wire.RUN, b"\x92\xa1a\x90"),  # a str root
-                       (wire.RUN, b"\x92\xcf\x01"), (wire.DATA, b"\xdc\x01")]:  # cut short
-        with pytest.raises(wire.WireError):
-            wire.batch_count(kind, body)
-
-
-def test_a_traced_frames_tuples_are_counted_without_a_msgpack_unpacker(monkeypatch):
-    # making a msgpack.Unpacker zeroes ~41 KB (its parsing stack), twice a traced
-    # sentence (docs/internals/tracing.md, "2026-11-27, night"); the headers are read
-    # by hand
-    import msgpack
-
-    def refused(*args, **kwargs):
-        raise AssertionError("a msgpack.Unpacker was made to count a traced frame")
-
-    monkeypatch.setattr(msgpack, "Unpacker", refused)
-    assert wire.batch_count(wire.RUN, wire.encode_batch([1 << 63, [["a"]] * 70_000])) == 70_000
-    assert wire.batch_count(wire.ANCHORED, wire.encode_batch([["a"], 1 << 62, 3] * 5)) == 5
-
-
 # -- the records' format: as an instance seals them, as the master reads them -------------
 
 class Sealed(InMemoryCluster):
