@@ -410,15 +410,20 @@ def _stretches(ordered: list) -> list[tuple[int, int]] | None:
     True
     """
     n, at, found = len(ordered), 0, []
-    limit = n // 8
-
-    def step(i: int) -> int:
-        return ordered[i] - i
-
     while at < n:
-        if len(found) > limit:
+        if len(found) > n // 8:
             return None
-        end = bisect_right(range(n), ordered[at] - at, at + 1, n, key=step)
+        same = ordered[at] - at  # root - index along this stretch
+        if ordered[-1] - (n - 1) == same:  # the rest is one stretch
+            end = n
+        else:  # the first index past the stretch
+            end, past = at + 1, n - 1
+            while end < past:
+                mid = (end + past) // 2
+                if ordered[mid] - mid == same:
+                    end = mid + 1
+                else:
+                    past = mid
         found.append((ordered[at], end - at))
         at = end
     return found
