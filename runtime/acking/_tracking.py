@@ -14,7 +14,7 @@ True
 
 from __future__ import annotations
 
-from bisect import bisect_right
+from bisect import bisect_left, bisect_right
 from collections.abc import Sized
 from itertools import chain, islice, repeat
 from operator import itemgetter
@@ -250,27 +250,29 @@ class SpoutTracker:
 
     def _detach(self, roots) -> None:
         """The roots of ``roots`` that runs hold become single entries in ``pending``,
-        in the bucket of their run's age, so that they can be settled one by one; the
-        rest of each run stays a run (taking whole runs apart cost every root of them,
-        needed or not)."""
+        in the bucket of their run's age, so that they can be settled one by one. A run
+        of which they are a few keeps the rest as runs (each root cut out, a few Python
+        steps); one of which they are a quarter or more is taken apart whole, in C (~150
+        instructions a root of it)."""
         if not len(self.runs):
             return
-        index = self._run_index()
-        firsts = [lo for lo, _ in index]
-        cut_from, piece = None, 0  # the run last cut, and where the rest of it starts
-        for root in sorted(set(roots)):
-            i = bisect_right(firsts, root) - 1
-            if i < 0:
-                continue
-            lo, age = index[i]
-            key = piece if lo == cut_from else lo
+        ordered = sorted(roots)
+        for lo, age in self._run_index():
             bucket = self.runs.buckets[age]
-            run = bucket.get(key)
-            if run is None or not key <= root < key + len(run[0]):
+            msg_ids, stamps = bucket[lo]
+            hi = lo + len(msg_ids)
+            i, j = bisect_left(ordered, lo), bisect_left(ordered, hi)
+            if i == j:
                 continue
-            (msg_id,), (stamp,) = _cut(bucket, key, root, root + 1)
-            self.pending.buckets[age][root] = (msg_id, stamp)
-            cut_from, piece = lo, root + 1
+            pending = self.pending.buckets[age]
+            if 4 * (j - i) >= hi - lo:
+                del bucket[lo]
+                pending.update(zip(range(lo, hi), zip(msg_ids, stamps)))
+                continue
+            for root in sorted(set(ordered[i:j])):  # each cut leaves the rest at root + 1
+                (msg_id,), (stamp,) = _cut(bucket, lo, root, root + 1)
+                pending[root] = (msg_id, stamp)
+                lo = root + 1
 
     def settle(self, outcomes: list, now: float) -> tuple[list, list]:
         """The acker's word, flat ``root, outcome`` pairs: the msg_ids to ack and to
