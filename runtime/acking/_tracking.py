@@ -175,7 +175,9 @@ class SpoutTracker:
             acked += run[0]
             starts += run[1]
             first += len(run[0])
-        self._settled(acked, starts, now)
+        self.latency.record_since(starts, now)  # (_settled, written out: a call a frame)
+        self.in_flight -= len(acked)
+        self.acked += len(acked)
         if first < end:  # part of a run, or no run at all
             acked += self._complete_cut(first, end, now)
         return acked
