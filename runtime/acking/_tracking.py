@@ -14,10 +14,10 @@ True
 
 from __future__ import annotations
 
-from bisect import bisect_left
+from bisect import bisect_left, bisect_right
 from collections.abc import Sized
-from itertools import compress, islice, repeat
-from operator import itemgetter, ne, sub
+from itertools import chain, islice, repeat
+from operator import itemgetter
 from typing import Any
 
 from runtime.model.constants import AUTO, AUTO_START
@@ -162,7 +162,8 @@ class SpoutTracker:
 
     def complete_range(self, first: int, count: int, now: float) -> list:
         """Roots ``first`` to ``first + count - 1`` completed: their msg_ids, in order.
-        Whole runs, the usual case, are settled as they are, in one step each."""
+        Whole runs, the usual case, are settled as they are, in one step each; the
+        part of a run a range covers is cut out of it (:meth:`_complete_cut`)."""
         end, runs = first + count, self.runs
         acked: list = []
         starts: list = []
@@ -174,39 +175,106 @@ class SpoutTracker:
             acked += run[0]
             starts += run[1]
             first += len(run[0])
+        self.latency.record_since(starts, now)  # (_settled, written out: a call a frame)
+        self.in_flight -= len(acked)
+        self.acked += len(acked)
+        if first < end:  # part of a run, or no run at all
+            acked += self._complete_cut(first, end, now)
+        return acked
+
+    def _settled(self, acked: list, starts: list, now: float) -> None:
+        """Count ``acked`` msg_ids as settled, emitted at ``starts``."""
         self.latency.record_since(starts, now)
         self.in_flight -= len(acked)
         self.acked += len(acked)
-        if first < end:  # part of a run, or no run at all: root by root
-            if end - first <= self.in_flight:
-                acked += self._complete_each(range(first, end), now)
-            else:  # more than could be in flight (a stale or broken frame): only those
-                self._explode_where(lambda lo, hi: lo < end and hi > first)  # that are
-                roots = sorted(r for b in self.pending.buckets for r in b if first <= r < end)
-                self.stale += end - first - len(roots)
-                acked += self._complete_each(roots, now)
+
+    def _complete_cut(self, first: int, end: int, now: float) -> list:
+        """Roots ``first`` to ``end - 1``, not whole runs: what of each run they cover is
+        cut out of it (the rest stays a run, in its bucket), the single roots among them
+        are looked up one by one; their msg_ids in root order. Before, every run touched
+        was taken apart root by root, the whole of it: at 1/2/2, where a count task now and
+        then finds a sentence's tree whole and completes its root alone, that was most
+        of the spout's cost of completions (docs/internals/performance.md, "Issue 17,
+        ninth pass"). The work is bounded by what is in flight, never by the range's
+        length (a stale or broken frame may claim any count)."""
+        parts = self._cut_runs(first, end)
+        if sum(len(p[1]) for p in parts) < end - first and len(self.pending):
+            parts += self._singles_within(first, end, parts)
+            parts.sort(key=itemgetter(0))
+        acked: list = []
+        starts: list = []
+        for _, msg_ids, stamps in parts:
+            acked += msg_ids
+            starts += stamps
+        self.stale += end - first - len(acked)
+        self._settled(acked, starts, now)
         return acked
 
-    def _explode(self, roots) -> None:
-        """The runs holding any of ``roots`` become one entry per root in ``pending``,
-        in the bucket of the run's age, so that those roots can be settled one by one."""
-        if len(self.runs):
-            ordered = sorted(roots)
+    def _run_index(self) -> list[tuple[int, int]]:
+        """Every run as ``(first root, age)``, in root order (age: its bucket's index)."""
+        return sorted(chain.from_iterable(
+            zip(bucket, repeat(age)) for age, bucket in enumerate(self.runs.buckets)))
 
-            def holds(lo: int, hi: int) -> bool:
-                i = bisect_left(ordered, lo)
-                return i < len(ordered) and ordered[i] < hi
+    def _cut_runs(self, first: int, end: int) -> list[tuple[int, list, list]]:
+        """Cut the roots ``first`` to ``end - 1`` out of the runs that hold them:
+        ``(first root, msg_ids, emit times)`` of each part cut, in root order."""
+        index = self._run_index()
+        i = max(0, bisect_right(index, (first, BUCKETS)) - 1)
+        parts = []
+        for lo, age in islice(index, i, None):
+            if lo >= end:
+                break
+            bucket = self.runs.buckets[age]
+            a, b = max(first, lo), min(end, lo + len(bucket[lo][0]))
+            if a < b:
+                parts.append((a, *_cut(bucket, lo, a, b)))
+        return parts
 
-            self._explode_where(holds)
+    def _singles_within(self, first: int, end: int, parts: list) -> list:
+        """Remove the single roots between ``first`` and ``end - 1`` that ``parts`` (cut
+        from runs) do not cover: ``(root, [msg_id], [emit time])`` each."""
+        gaps, at = [], first
+        for a, msg_ids, _ in parts:
+            gaps.append((at, a))
+            at = a + len(msg_ids)
+        gaps.append((at, end))
+        found, remove = [], self.pending.remove
+        for lo, hi in gaps:
+            if hi - lo <= len(self.pending):
+                roots = range(lo, hi)
+            else:  # a gap longer than what is held: look at what is held instead
+                roots = sorted(r for b in self.pending.buckets for r in b if lo <= r < hi)
+            for root in roots:
+                entry = remove(root)
+                if entry is not None:
+                    found.append((root, [entry[0]], [entry[1]]))
+        return found
 
-    def _explode_where(self, chosen) -> None:
-        """Take apart the runs ``[lo, hi)`` for which ``chosen(lo, hi)`` is true."""
-        for age, bucket in enumerate(self.runs.buckets):
-            for first, (msg_ids, stamps) in list(bucket.items()):
-                if chosen(first, first + len(msg_ids)):
-                    del bucket[first]
-                    self.pending.buckets[age].update(
-                        zip(range(first, first + len(msg_ids)), zip(msg_ids, stamps)))
+    def _detach(self, roots) -> None:
+        """The roots of ``roots`` that runs hold become single entries in ``pending``,
+        in the bucket of their run's age, so that they can be settled one by one. A run
+        of which they are a few keeps the rest as runs (each root cut out, a few Python
+        steps); one of which they are a quarter or more is taken apart whole, in C (~150
+        instructions a root of it)."""
+        if not len(self.runs):
+            return
+        ordered = sorted(roots)
+        for lo, age in self._run_index():
+            bucket = self.runs.buckets[age]
+            msg_ids, stamps = bucket[lo]
+            hi = lo + len(msg_ids)
+            i, j = bisect_left(ordered, lo), bisect_left(ordered, hi)
+            if i == j:
+                continue
+            pending = self.pending.buckets[age]
+            if 4 * (j - i) >= hi - lo:
+                del bucket[lo]
+                pending.update(zip(range(lo, hi), zip(msg_ids, stamps)))
+                continue
+            for root in sorted(set(ordered[i:j])):  # each cut leaves the rest at root + 1
+                (msg_id,), (stamp,) = _cut(bucket, lo, root, root + 1)
+                pending[root] = (msg_id, stamp)
+                lo = root + 1
 
     def settle(self, outcomes: list, now: float) -> tuple[list, list]:
         """The acker's word, flat ``root, outcome`` pairs: the msg_ids to ack and to
@@ -215,7 +283,7 @@ class SpoutTracker:
         is settled in C."""
         roots = outcomes[0::2]
         if outcomes[1::2].count(ACKED_OK) != len(roots):
-            self._explode(roots)
+            self._detach(roots)
             it = iter(outcomes)
             return self._settle_each(zip(it, it), now)
         return self.complete(roots, now), []
@@ -230,7 +298,8 @@ class SpoutTracker:
         sentence at 1/2/2, by stretches 4,042 (docs/internals/performance.md, "Issue 17,
         eighth pass")."""
         if len(roots) >= STRETCHED and len(self.runs):
-            stretches = _stretches(roots)
+            ordered = sorted(roots)  # a repeated root: root by root, as it always was
+            stretches = _stretches(ordered) if len(set(ordered)) == len(ordered) else None
             if stretches is not None:
                 acked: list = []
                 for first, count in stretches:
@@ -240,8 +309,8 @@ class SpoutTracker:
 
     def _complete_each(self, roots, now: float) -> list:
         """Roots whose trees completed, one by one: their msg_ids, in order, settled in C
-        (the runs holding any of them are taken apart first)."""
-        self._explode(roots)
+        (the roots that runs hold are cut out of them first)."""
+        self._detach(roots)
         fresh = self.pending.newest
         entries = list(map(fresh.pop, roots, repeat(None)))
         if None in entries:  # older than the newest bucket, or not here at all
@@ -331,24 +400,58 @@ class SpoutTracker:
                 "latency_bounded": self.bounded}
 
 
-def _stretches(roots) -> list[tuple[int, int]] | None:
-    """``roots`` sorted, as ``(first, count)`` stretches of consecutive roots; None when
-    there are more than one stretch for every eight roots (single roots, drawn at random,
-    are settled better one by one). In C but for one step a stretch.
+def _stretches(ordered: list) -> list[tuple[int, int]] | None:
+    """Distinct sorted roots as ``(first, count)`` stretches of consecutive roots; None
+    when there are more than one stretch for every eight roots (single roots, drawn at
+    random, are settled better one by one). Along distinct sorted ints ``root - index``
+    never falls and stays the same exactly along a stretch, so each stretch's end is one
+    binary search, not a subtraction and a comparison a root (docs/internals/
+    performance.md, "Issue 17, ninth pass").
 
-    >>> _stretches([12, 10, 11, 13, 20, 21, 22, 23, 24, 25, 26, 27, 28, 29, 30, 31])
+    >>> _stretches([10, 11, 12, 13, 20, 21, 22, 23, 24, 25, 26, 27, 28, 29, 30, 31])
     [(10, 4), (20, 12)]
-    >>> _stretches([5, 9, 1]) is None
+    >>> _stretches([1, 5, 9]) is None
     True
     """
-    ordered = sorted(roots)
-    n = len(ordered)
-    cuts = list(compress(range(1, n), map(ne, map(sub, islice(ordered, 1, None), ordered),
-                                          repeat(1))))
-    if len(cuts) * 8 > n:
-        return None
-    bounds = [0, *cuts, n]
-    return [(ordered[a], b - a) for a, b in zip(bounds, islice(bounds, 1, None))]
+    n, at, found = len(ordered), 0, []
+    while at < n:
+        if len(found) > n // 8:
+            return None
+        same = ordered[at] - at  # root - index along this stretch
+        if ordered[-1] - (n - 1) == same:  # the rest is one stretch
+            end = n
+        else:  # the first index past the stretch
+            end, past = at + 1, n - 1
+            while end < past:
+                mid = (end + past) // 2
+                if ordered[mid] - mid == same:
+                    end = mid + 1
+                else:
+                    past = mid
+        found.append((ordered[at], end - at))
+        at = end
+    return found
+
+
+def _cut(bucket: dict, lo: int, a: int, b: int) -> tuple[list, list]:
+    """Take the roots ``a`` to ``b - 1`` out of the run at ``lo`` in ``bucket``: their
+    msg_ids and emit times. What is left before them stays at ``lo`` (its place in the
+    bucket kept), what is left after them becomes a run at ``b``.
+
+    >>> bucket = {10: (list("abcde"), [1.0] * 5)}
+    >>> _cut(bucket, 10, 12, 14)
+    (['c', 'd'], [1.0, 1.0])
+    >>> bucket
+    {10: (['a', 'b'], [1.0, 1.0]), 14: (['e'], [1.0])}
+    """
+    msg_ids, stamps = bucket[lo]
+    if lo < a:
+        bucket[lo] = (msg_ids[:a - lo], stamps[:a - lo])
+    else:
+        del bucket[lo]
+    if b - lo < len(msg_ids):
+        bucket[b] = (msg_ids[b - lo:], stamps[b - lo:])
+    return msg_ids[a - lo:b - lo], stamps[a - lo:b - lo]
 
 
 def _plain(msg_id: Any) -> Any:

@@ -223,3 +223,42 @@ def test_emitting_values_that_cannot_be_read_by_position_is_a_clear_error(values
         error = cluster.exceptions[0]["error"]
         assert "stream 'default': emitted a " in error and "emit a list of values" in error
         assert cluster.sink("sink") == []
+
+
+class ListsAndTuples(Spout):
+    """Tracked words on a one-field stream, as a list (the run's one-step unpack) and as
+    a tuple (the checked way, which takes a tuple too), then a list of two values."""
+
+    outputs = ["word"]
+
+    def open(self, config, context):
+        self.left, self.acked = 40, []
+
+    def next_tuple(self):
+        if self.left:
+            self.left -= 1
+            word = f"w{self.left}"
+            self.emit([word] if self.left % 2 else (word,), msg_id=word)
+
+    def ack(self, msg_id):
+        self.acked.append(msg_id)
+
+
+def test_a_tracked_one_field_emit_takes_lists_in_runs_and_anything_else_the_checked_way():
+    topo = Topology("tracked-bare")
+    topo.spout("words", ListsAndTuples)
+    topo.bolt("seen", Seen).shuffle_grouping("words")
+    with InMemoryCluster(topo, ackers=1) as cluster:
+        sent = sent_frames(cluster)
+        cluster.run_until_idle()
+        words = [f"w{i}" for i in range(40)]
+        assert {wire.RUN, wire.TRACKED} <= {h.kind for h, _ in sent}  # both ways taken
+        assert sorted(s[3] for s in seen_by(cluster, "seen")) == sorted(words)
+        (task,) = cluster.plan.component_tasks()["words"]
+        spout = cluster.user_object(task)
+        assert sorted(spout.acked) == sorted(words)  # each once
+        with pytest.raises(ValueError, match="emitted 2 values but the stream declares 1"):
+            spout.emit(["a", "b"], msg_id="two")
+        with pytest.raises(ValueError, match="emitted a set"):
+            spout.emit({"a"}, msg_id="set")
+        assert cluster.exceptions == []

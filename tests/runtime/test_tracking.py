@@ -33,10 +33,11 @@ def test_whole_runs_complete_in_order_with_their_latencies():
     assert t.latency.count == 5 and t.latency.total == pytest.approx(5 * 0.004)
 
 
-def test_part_of_a_run_completes_root_by_root_and_the_rest_stays_pending():
+def test_part_of_a_run_is_cut_out_of_it_and_the_rest_stays_runs():
     t, first = tracker_with_runs(4)
     assert t.complete_range(first + 1, 2, now=1.0) == [1, 2]
-    assert t.in_flight == 2 and len(t.runs) == 0 and len(t.pending) == 2
+    assert t.in_flight == 2 and len(t.runs) == 2 and len(t.pending) == 0
+    assert t.runs.get(first) == ([0], [0.0]) and t.runs.get(first + 3) == ([3], [0.0])
     assert t.complete([first + 3, first], now=2.0) == [3, 0]
     assert (t.in_flight, t.acked, t.stale) == (0, 4, 0)
     assert t.latency.count == 4
@@ -159,7 +160,8 @@ def test_a_long_list_of_whole_runs_settles_them_whole_in_root_order(monkeypatch)
     apart root by root (docs/internals/performance.md, "Issue 17, eighth pass")."""
     t, first = tracker_with_runs(20, 20)
     taken_apart = []
-    monkeypatch.setattr(t, "_explode_where", taken_apart.append)
+    monkeypatch.setattr(t, "_cut_runs", lambda *args: taken_apart.append(args))
+    monkeypatch.setattr(t, "_detach", taken_apart.append)
     roots = list(range(first, first + 40))
     random.Random(3).shuffle(roots)
     assert t.complete(roots, now=0.004) == list(range(40))
@@ -206,3 +208,86 @@ def test_a_list_settled_by_stretches_has_the_effect_of_settling_it_root_by_root(
             | {f + i for bucket in t.runs.buckets for f, (m, _) in bucket.items()
                for i in range(len(m))} for t in (a, b)]
     assert held[0] == held[1]
+
+
+def test_a_root_completed_alone_cuts_its_run_and_the_rest_keeps_its_age():
+    """A count task that finds a sentence's tree whole completes its root alone, inside a
+    run the acker completes later: the root is cut out, not the run taken apart, and
+    what is left times out when the run would have (performance.md, "ninth pass")."""
+    t, first = tracker_with_runs(1000, now=0.0)
+    t.expire(TIMEOUT / 2)  # one rotation: the run is one bucket old
+    assert t.complete_range(first + 500, 1, now=TIMEOUT / 2) == [500]
+    assert t.complete([first + 7, first + 900], now=TIMEOUT / 2) == [7, 900]
+    assert len(t.pending) == 0 and len(t.runs) == 4 and t.in_flight == 997
+    assert t.expire(TIMEOUT) == []
+    expired = t.expire(1.5 * TIMEOUT)  # the third rotation after the emit
+    assert sorted(expired) == sorted(set(range(1000)) - {7, 500, 900})
+    assert (t.in_flight, t.acked, t.stale) == (0, 3, 0)
+
+
+@pytest.mark.parametrize("seed", range(60))
+def test_settling_in_any_way_matches_a_root_by_root_model(seed):
+    """Runs and single roots, settled at random by ranges (over gaps, repeats and
+    strays), lists, outcomes (a renewed root becomes a single) and rotations, against a
+    plain dict of root -> msg_id: the same msg_ids acked, failed and timed out, ranges
+    in root order, lists of a few roots in their own order, the same stale count, and
+    the same roots still held, with their ages."""
+    rng = random.Random(seed)
+    t = SpoutTracker(TIMEOUT, now=0.0)
+    ids = RootIds(task=1, bits=3)
+    model: dict = {}  # root -> (msg_id, rotations left before it times out)
+    first, n, stale, now = ids.run_start(), 0, 0, 0.0
+    for _ in range(rng.randint(2, 14)):
+        length = rng.randint(1, 40)
+        t.add_run(first, list(range(n, n + length)), [now] * length)
+        model.update((first + i, [n + i, 3]) for i in range(length))
+        first, n = first + length + rng.choice([0, 0, 3]), n + length
+        if rng.random() < 0.3:
+            root = first + 10**6 + n
+            t.emitted(root, n, now)
+            model[root] = [n, 3]
+            n += 1
+    lo, hi = min(model) - 3, max(model) + 3
+    for _ in range(rng.randint(1, 25)):
+        way = rng.random()
+        if way < 0.35:
+            start = rng.randrange(lo, hi)
+            count = rng.randint(0, 60)
+            want = [model.pop(r)[0] for r in range(start, start + count) if r in model]
+            stale += count - len(want)
+            assert t.complete_range(start, count, now) == want
+        elif way < 0.6:
+            roots = [rng.randrange(lo, hi) for _ in range(rng.randint(1, 12))]
+            want, seen = [], set()
+            for r in roots:
+                if r in model and r not in seen:
+                    want.append(model.pop(r)[0])
+                else:
+                    stale += 1
+                seen.add(r)
+            assert t.complete(roots, now) == want
+        elif way < 0.85:
+            roots = rng.sample(range(lo, hi), rng.randint(1, 8))
+            kinds = [rng.choice([ACKED_OK, ACKED_FAILED, ACKED_RENEWED]) for _ in roots]
+            want_acked, want_failed = [], []
+            for r, k in zip(roots, kinds):
+                if r not in model:
+                    stale += k != ACKED_RENEWED
+                elif k == ACKED_RENEWED:
+                    model[r][1] = 3
+                else:
+                    (want_acked if k == ACKED_OK else want_failed).append(model.pop(r)[0])
+            assert t.settle([x for pair in zip(roots, kinds) for x in pair], now) == (
+                want_acked, want_failed)
+        else:
+            now += TIMEOUT / 2
+            for entry in model.values():
+                entry[1] -= 1
+            gone = sorted(m for m, left in model.values() if left == 0)
+            model = {r: e for r, e in model.items() if e[1] > 0}
+            assert sorted(t.expire(now)) == gone
+        assert t.in_flight == len(model) and t.stale == stale
+    held = {r: age for age, bucket in enumerate(t.pending.buckets) for r in bucket}
+    held.update((f + i, age) for age, bucket in enumerate(t.runs.buckets)
+                for f, (m, _) in bucket.items() for i in range(len(m)))
+    assert held == {r: 3 - left for r, (_, left) in model.items()}
