@@ -69,7 +69,7 @@ class BoltSide(InputAcks):
         parts = [(*_parts(kind, wire.decode_batch(inner)), call, after)
                  for kind, inner, call, after in before]  # (a frame's traced riders: few)
         plain = process is None and not self.basic and not self.leftover
-        if plain and parts and h.kind in _DATA_LOOP:
+        if plain and parts:
             # a TRACED frame's riders first, each with its wrapper, then the frame they
             # rode in the data loop, as if untraced (at 1 % nearly every frame carries
             # a traced tuple: docs/internals/tracing.md, "2026-11-27, night")
@@ -274,9 +274,6 @@ class BoltSide(InputAcks):
         source = TupleSource.of(SYSTEM, 0, TICK, ["freq"])
         call_user(f"{self.name}.process_tick", self.user.process_tick,
                   Tuple([every], source))
-
-
-_DATA_LOOP = frozenset((wire.DATA, wire.RUN, wire.TRACKED, wire.ANCHORED))  # execute_data's
 
 
 def _untracked(entries: Iterator, k: int, process: Callable, make: type,
