@@ -99,13 +99,10 @@ class _Hops:
         self.ran: dict[int, tuple] = {}
         for task, incarnation, record in tree.runs:
             hop = record[2]
-            try:
-                for at in range(3, len(record), 3):
-                    self.ran[hop] = (task, incarnation, record[at] / 1e3,
-                                     record[at + 1] / 1e3, _OUTCOMES.get(record[at + 2]))
-                    hop += 1
-            except TypeError:  # a text where a number goes: the copies after it are lost
-                continue
+            for at in range(3, len(record), 3):
+                self.ran[hop] = (task, incarnation, record[at] / 1e3, record[at + 1] / 1e3,
+                                 _OUTCOMES.get(record[at + 2]))
+                hop += 1
 
 
 class TraceStore:
@@ -373,8 +370,6 @@ class TraceStore:
         return (self.components.get(task, "?"), task)
 
 
-
-
 def _unplain(plain: list) -> _Tree:
     """A tree back from :meth:`TraceStore.kept`'s data (msgpack made its tuples lists)."""
     start, status, complete_ms, frames, runs, outcomes, restarts = plain
@@ -433,16 +428,18 @@ def _copies(entries: Any, bare: bool) -> tuple:
     return tuple(zip(entries)) if bare else tuple(map(tuple, entries))
 
 
-_FIELDS = frozenset({str, int, float})  # a "hops" record's: its kind, then numbers
+_NUMBERS = frozenset({int, float})  # a "hops" record's fields after its kind
 _OUTCOMES = dict(enumerate(HOP_OUTCOMES))  # a code -> the outcome (an unknown one: None)
 
 
 def _ran(tree: _Tree, task: int, incarnation: int, record: list) -> None:
     """A frame's copies processed, its ``hops`` record kept whole as a tuple (of atoms):
     from hop ``record[2]`` on, per copy, flat, its wait and its call in µs and its
-    outcome's code (``runtime.engine.tracing``), its types checked by one C loop here
-    (a text where a number goes is found when read: :class:`_Hops`)."""
-    if len(record) % 3 or type(record[2]) is not int or not set(map(type, record)) <= _FIELDS:
+    outcome's code (``runtime.engine.tracing``). Its types are checked here, by one C
+    loop: numbers after its kind, or the whole record is refused (counted malformed),
+    so that :class:`_Hops` reads it without a check of its own."""
+    if (len(record) % 3 or type(record[2]) is not int
+            or not set(map(type, islice(record, 1, None))) <= _NUMBERS):
         raise ValueError("processed copies are a first hop and (queued, executed, "
                          "outcome) each")
     if len(record) > 3:

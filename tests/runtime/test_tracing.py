@@ -426,6 +426,19 @@ def test_malformed_records_are_counted_not_raised():
     assert store.malformed == 4
 
 
+def test_a_hops_record_with_a_text_for_a_number_is_refused_whole_when_filed():
+    # the store checks a hops record's types once, as it files it, so that reading a
+    # tree never meets one: the copy before the text is not half filed either
+    store = TraceStore({1: "spout", 2: "bolt"})
+    store.add(1, 0, [started(1, "m"), sent(1, 11, 0, 2, [["x"], ["y"]], 10.0)], now=10.0)
+    good = ran(1, 11, (1.0, 1.0, "acked"))
+    store.add(2, 0, [(*good, 2000, "2000", 1)], now=10.5)
+    assert store.malformed == 1
+    assert [h.outcome for h in store.lineage("m", now=11.0).hops] == [None, None]
+    store.add(2, 0, [good], now=10.6)
+    assert [h.outcome for h in store.lineage("m", now=11.0).hops] == ["acked", None]
+
+
 def test_a_copy_processed_after_its_tree_timed_out_names_the_late_task():
     store = TraceStore({1: "spout", 2: "slow"}, timeout=5.0)
     store.add(1, 0, [started(7, "m", at=100.0), sent(7, 70, 0, 2, [["s"]], 100.0),
