@@ -1,5 +1,6 @@
 """The acker, live: each acker task's pending roots by age and its oldest roots, named by
-their spout task and msg_id (``running.acker_state()``; docs/dashboard.md, "The acker").
+their spout task and msg_id (``running.acker_state()``; docs/internals/dashboard.md, "The
+lineage tab and the acker panel").
 
 Two reports meet here, both sent with the tasks' statistics. An acker task reports its
 ledger's rotation slots (``acker_ages``: ``[youngest_s, oldest_s, count]``, newest
