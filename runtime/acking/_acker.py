@@ -148,7 +148,7 @@ class AckerExecutor(SystemTask):
     def drained(self) -> None:
         """The driver's drain of its input ended: the outcomes of the ACKS frames it
         handled go now, one frame of each kind per spout task for the whole drain
-        (``drains``; docs/internals/performance.md, "Issue 17, seventh pass"). Timed
+        (``drains``; docs/internals/performance-log.md, "Issue 17, seventh pass"). Timed
         with the settling: sending them was in ``busy_seconds`` when each frame sent
         its own."""
         started = self.monotonic()
@@ -173,7 +173,7 @@ class AckerExecutor(SystemTask):
         or once the driver's drain ends),
         so the acker asks to be woken only for the next look: woken every flush interval,
         an idle one was put on a CPU ~340 times a second for nothing, beside the
-        processes that had work (docs/internals/performance.md, "The half-rate tail")."""
+        processes that had work (docs/internals/performance-log.md, "The half-rate tail")."""
         if now >= self._next_expire:
             self.ledger.settle((), now, 0, self._decisions)
             self._route()

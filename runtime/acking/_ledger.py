@@ -191,7 +191,7 @@ class AckLedger:
         is its XOR alone here, and a root the ledger holds nothing about starts as the
         root itself (its implied init), so the new entries are one ``map`` of XORs and
         the zeros among them the completed roots (a tombstone has bit 64: never 0).
-        docs/internals/performance.md, "Issue 17, sixth pass: two counters"."""
+        docs/internals/performance-log.md, "Issue 17, sixth pass: two counters"."""
         roots, values = messages[1::3], messages[2::3]
         buckets = self._pending._buckets
         newest = buckets[0]

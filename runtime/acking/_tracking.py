@@ -194,7 +194,7 @@ class SpoutTracker:
         are looked up one by one; their msg_ids in root order. Before, every run touched
         was taken apart root by root, the whole of it: at 1/2/2, where a count task now and
         then finds a sentence's tree whole and completes its root alone, that was most
-        of the spout's cost of completions (docs/internals/performance.md, "Issue 17,
+        of the spout's cost of completions (docs/internals/performance-log.md, "Issue 17,
         ninth pass"). The work is bounded by what is in flight, never by the range's
         length (a stale or broken frame may claim any count)."""
         parts = self._cut_runs(first, end)
@@ -295,7 +295,7 @@ class SpoutTracker:
         whole runs in one step each, its msg_ids then in the order of the roots; any
         other list root by root, in its own order (:meth:`_complete_each`). Whole runs
         taken apart root by root cost the spout's ``on_frame`` 5,720 instructions a
-        sentence at 1/2/2, by stretches 4,042 (docs/internals/performance.md, "Issue 17,
+        sentence at 1/2/2, by stretches 4,042 (docs/internals/performance-log.md, "Issue 17,
         eighth pass")."""
         if len(roots) >= STRETCHED and len(self.runs):
             ordered = sorted(roots)  # a repeated root: root by root, as it always was
@@ -406,7 +406,7 @@ def _stretches(ordered: list) -> list[tuple[int, int]] | None:
     random, are settled better one by one). Along distinct sorted ints ``root - index``
     never falls and stays the same exactly along a stretch, so each stretch's end is one
     binary search, not a subtraction and a comparison a root (docs/internals/
-    performance.md, "Issue 17, ninth pass").
+    performance-log.md, "Issue 17, ninth pass").
 
     >>> _stretches([10, 11, 12, 13, 20, 21, 22, 23, 24, 25, 26, 27, 28, 29, 30, 31])
     [(10, 4), (20, 12)]

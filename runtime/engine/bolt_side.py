@@ -72,7 +72,7 @@ class BoltSide(InputAcks):
         if plain and parts:
             # a TRACED frame's riders first, each with its wrapper, then the frame they
             # rode in the data loop, as if untraced (at 1 % nearly every frame carries
-            # a traced tuple: docs/internals/tracing.md, "2026-11-27, night")
+            # a traced tuple: docs/internals/tracing-log.md, "2026-11-27, night")
             self.execute([], source, None, waiting, None, None, parts)
             parts, plain = [], not self.leftover
         if h.kind == wire.DATA:
@@ -121,7 +121,7 @@ class BoltSide(InputAcks):
         process, after)`` each (the traced frames that rode with this one, each with its
         wrapper, ``after()`` once its last tuple is done and acked, before the next
         batch's first): one call, one batch of statistics, for the whole TRACED frame
-        (docs/internals/tracing.md, "2026-11-27, evening"). The switch between wrappers
+        (docs/internals/tracing-log.md, "2026-11-27, evening"). The switch between wrappers
         is per batch, not a test per tuple.
 
         Once output waits unsent (``waiting``), the rest is set aside in ``leftover`` (a
@@ -211,7 +211,7 @@ class BoltSide(InputAcks):
         raise, reads how far it got from the entries' iterator. The word count's bolt,
         in callgrind: 3,431 -> 2,799 instructions a tuple at most once, of which its own
         ``process``, decoding and a Tuple's values are ~2,350
-        (docs/internals/performance.md, "Word count on a faster machine"); the
+        (docs/internals/performance-log.md, "Word count on a faster machine"); the
         sentences' count at least once: see "Issue 17, ninth pass"."""
         counts, n, left = self.counts, len(entries), iter(entries)
         if ids is None:

@@ -335,7 +335,7 @@ class Executor:
         A bolt with nothing waiting to be sent wants no flush: its next input wakes its
         loop anyway (and is flushed once read), so it asks again only after
         ``IDLE_FLUSHES`` flush intervals, for an emit made outside ``process`` (a user's
-        thread). docs/internals/performance.md, "Issue 17, fourth pass"."""
+        thread). docs/internals/performance-log.md, "Issue 17, fourth pass"."""
         if self.spout is not None:
             self.spout.on_timer(now)
         if now >= self._next_flush:
@@ -366,7 +366,7 @@ class Executor:
         the interval, as before, but at full rate its frames go full instead of every
         timer's turn cutting one short (at 1.47 M tuples/s and a batch of 2,000 the timer
         cut every other frame: 1,464 tuples a frame on average; docs/internals/
-        performance.md, "Word count on a faster machine"). Acks, traced riders and the
+        performance-log.md, "Word count on a faster machine"). Acks, traced riders and the
         tracker's snapshot go at every turn, as :meth:`flush` sends them."""
         every, soonest = self._flush_every, now + self._flush_every
         try:
@@ -400,7 +400,7 @@ class Executor:
     def drained(self) -> None:
         """The driver's drain of its input ended: a bolt's acks of the frames it handled
         go now, one ACKS frame per acker task (and one COMPLETED per spout task) for the
-        whole drain, not one a frame (``drains``; docs/internals/performance.md, "Issue
+        whole drain, not one a frame (``drains``; docs/internals/performance-log.md, "Issue
         17, seventh pass"). A spout's acker messages wait for its flush, as before."""
         if self.bolt is not None:
             self.acks.flush()

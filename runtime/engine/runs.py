@@ -91,7 +91,7 @@ class Runs:
         :meth:`pending`) as a run of its own, at the base the waiting run would have had;
         the waiting run, left in place, is numbered from the next root when it goes.
         The same runs as the stream's flush of the tails alone sends, without putting
-        the lists' tails in their place and back (docs/internals/tracing.md, "2026-11-27,
+        the lists' tails in their place and back (docs/internals/tracing-log.md, "2026-11-27,
         evening")."""
         for i, run in enumerate(self.entries):
             if len(run) > heads[i]:

@@ -237,7 +237,7 @@ class Collector:
         (a spout tuple's only copy that anchored nothing: its root goes on the leaves; a
         tuple of one root: its ack value is XORed into the root's). Neither updates a
         counter: :meth:`AckOut.flush` counts them (~330 instructions an ack less:
-        docs/internals/performance.md, "Issue 17, ninth pass")."""
+        docs/internals/performance-log.md, "Issue 17, ninth pass")."""
         leaves, slow, combined = self.bolt.acks.leaves, self.bolt.ack, self.bolt.acks.combined
         acked = self.bolt.acks.acked
         get = acked.get
@@ -320,7 +320,7 @@ def _basic_default_first(emit, bolt: BoltSide, out: StreamOut, cap: int):
     the input's ``ack_val`` and one ``+=`` of ``entry, root, edge`` (acker.md,
     "One root, flat"); the batch waits for the end of the input (``ack_basic``), up to
     ``cap`` items. In-process, 0.26-0.45 us a child less than ``bolt_emit``'s own way
-    with one counter, up to 0.44 with two (docs/internals/performance.md, "Issue 17,
+    with one counter, up to 0.44 with two (docs/internals/performance-log.md, "Issue 17,
     third pass")."""
     (outlet,) = out.outlets
     tracked, pick, bare, n = outlet.tracked, outlet.pick, out.bare, out.arity
@@ -362,7 +362,7 @@ def _str_key_first(emit_child, bolt: BoltSide, out: StreamOut, cap: int):
     subclass, another call) goes through ``emit_child``. At 1/1/2, 84,115 -> 79,442
     instructions a sentence in the split. A closure of its own, its tail written out
     again: the same choice made inside ``emit_child`` cost ~150 instructions a child
-    more, with one counter or two (docs/internals/performance.md, "Issue 17, seventh
+    more, with one counter or two (docs/internals/performance-log.md, "Issue 17, seventh
     pass")."""
     (outlet,) = out.outlets
     tracked, n, (at, tasks), crc = outlet.tracked, out.arity, outlet.str_key, zlib.crc32
@@ -418,7 +418,7 @@ def _one_field_first(emit, items: list, flush, size: int):
     """:func:`_default_stream_first` for a stream of one field, whose batch holds bare
     values: a list of one value is unpacked in one step, which checks its length too
     (``len(values) == 1`` and ``values[0]`` cost ~230 instructions more, and the word
-    count's spout is the bound of its pipeline: docs/internals/performance.md, "Word
+    count's spout is the bound of its pipeline: docs/internals/performance-log.md, "Word
     count on a faster machine"). Only a list: a tuple, or anything else, goes the
     checked way, which takes a tuple and refuses what has no positions (a set)."""
     append = items.append
@@ -497,7 +497,7 @@ def _into_one_run(emit_default, runs: Runs, out: StreamOut, n: int, size: int):
 def _one_field_run(emit_default, runs: Runs, out: StreamOut, size: int):
     """:func:`_into_one_run` for a stream of one field: a list of one value is unpacked
     in one step, which checks its length too, as :func:`_one_field_first` does at most
-    once (docs/internals/performance.md, "Issue 17, ninth pass"); anything else, a tuple
+    once (docs/internals/performance-log.md, "Issue 17, ninth pass"); anything else, a tuple
     included, goes the checked way. Its four lines of appends are ``emit_tracked``'s
     written out again: the word count's spout, the bound of its pipeline, took 7,750
     instructions a word with ``emit_tracked``, 7,515 with this, 7,981 with those lines

@@ -65,7 +65,7 @@ DEFAULTS: dict[str, object] = {
     MAX_SPOUT_PENDING: None,
     TUNE_INTERVAL: 120.0,
     TARGET_LATENCY: 0.05,  # docs/internals/tuner.md, "The default: a latency bound"
-    BATCH_SIZE: 2000,  # docs/internals/performance.md, "The frame path": fewer frames
+    BATCH_SIZE: 2000,  # docs/internals/performance-log.md, "The frame path": fewer frames
     FLUSH_INTERVAL: 0.002,
     TICK_FREQ_SECS: None,
     STATS_INTERVAL: 0.25,

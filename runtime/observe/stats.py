@@ -29,7 +29,7 @@ class InstanceStats:
     transferred: int = 0  # copies sent to tasks (an all-grouping of 3 tasks counts 3)
     executed: int = 0  # tuples given to process() (ticks excluded)
     # a bolt's acks of tracked tuples count as its task sends them (each flush of its
-    # acks, docs/internals/performance.md "Issue 17, ninth pass"): never more than acked
+    # acks, docs/internals/performance-log.md "Issue 17, ninth pass"): never more than acked
     acked: int = 0
     failed: int = 0
     dropped: int = 0  # tuples that could not be encoded, or malformed frames received

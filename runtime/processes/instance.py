@@ -261,10 +261,10 @@ class Instance:
     def drain_data(self, ex: TaskExecutor, budget: float) -> None:
         """Handle waiting frames (:meth:`read_data`), then tell the executor the drain
         ended: the acks those frames owe go now, one frame for the drain, not one a frame
-        (``drained``; docs/internals/performance.md, "Issue 17, seventh pass"). A bolt
+        (``drained``; docs/internals/performance-log.md, "Issue 17, seventh pass"). A bolt
         that read all its input flushes what it made: nothing more will join the batches
         before the next frame, and waiting for the timer would cost a wake-up of its own
-        and up to a flush interval of latency (docs/internals/performance.md, "Issue 17,
+        and up to a flush interval of latency (docs/internals/performance-log.md, "Issue 17,
         fourth pass")."""
         bolt = ex.kind == "bolt"
         if bolt and (self.pending_emits or ex.leftover):
@@ -510,7 +510,7 @@ def sleep_ms(wait: int | None, until_due: float) -> int:
     ``spout_wait`` (1 ms) though what it emitted then went only at the next flush (every
     ``flush_interval``, 2 ms): it now wakes for the flush (or an ack), and emits just
     before it, so a tuple waits at most a flush interval instead of a ``spout_wait`` and
-    a flush interval (docs/internals/performance.md, "Issue 17, fourth pass").
+    a flush interval (docs/internals/performance-log.md, "Issue 17, fourth pass").
 
     >>> sleep_ms(0, 0.0015), sleep_ms(None, 0.0015), sleep_ms(1, 0.0015), sleep_ms(5, 0.0015)
     (0, 2, 2, 5)
@@ -536,7 +536,7 @@ def paced(calls: int, took: float, budget: float, dry: bool = False, emitted: in
     only a run that emitted nothing was followed by a sleep: a spout that kept ahead of a
     source with a tuple due in nearly every run of ``SPOUT_CALLS`` (500) calls never
     slept, and could make up to 500 calls a tuple, beside the bolts it competes with for
-    the CPU (docs/internals/performance.md, "The half-rate tail"). An idle spout (nothing
+    the CPU (docs/internals/performance-log.md, "The half-rate tail"). An idle spout (nothing
     emitted) makes one call a wake-up: grown to 500, it spent about 16 % of a core doing
     nothing. A spout held by ``max_spout_pending`` or by its unsent output keeps its size
     for when it is let go.

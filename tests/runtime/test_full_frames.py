@@ -2,7 +2,7 @@
 (``Executor.flush_due``): a stream that sent a full batch since then keeps filling, so
 at full rate its frames go full, and no tuple waits longer than the interval. Before,
 every turn of the timer sent whatever was batched: at 1.47 M tuples/s and a batch of
-2,000, every other frame of the word count went short (docs/internals/performance.md,
+2,000, every other frame of the word count went short (docs/internals/performance-log.md,
 "Word count on a faster machine")."""
 
 from __future__ import annotations

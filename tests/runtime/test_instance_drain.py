@@ -3,7 +3,7 @@
 ANCHORED frames it read without blocking, the acker one COMPLETED frame for all the
 ACKS frames. Before, each frame's acks went as it was handled: at full rate with two
 counters, an ACKS frame per ANCHORED frame and a COMPLETED frame per ACKS frame
-(docs/internals/performance.md, "Issue 17, seventh pass"). The instance is real, its
+(docs/internals/performance-log.md, "Issue 17, seventh pass"). The instance is real, its
 data socket a real zmq socket whose other end, an inproc ROUTER in the instance's context,
 stands for the stream manager: a frame sent there is readable at once."""
 

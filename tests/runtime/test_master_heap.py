@@ -1,5 +1,5 @@
 """The master process leaves its start-up heap out of later collections (docs/internals/
-tracing.md, "the master's share"): its trace store's growth sets off full collections,
+tracing-log.md, "the master's share"): its trace store's growth sets off full collections,
 which traversed every object the imports and the parts had made."""
 
 from __future__ import annotations

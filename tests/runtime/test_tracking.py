@@ -157,7 +157,7 @@ def test_runs_and_single_roots_together_keep_the_count_right():
 def test_a_long_list_of_whole_runs_settles_them_whole_in_root_order(monkeypatch):
     """An acker's completions (two count tasks and more: the trees it completes are whole
     runs, in its own order) settle each run in one step, as a range does: no run is taken
-    apart root by root (docs/internals/performance.md, "Issue 17, eighth pass")."""
+    apart root by root (docs/internals/performance-log.md, "Issue 17, eighth pass")."""
     t, first = tracker_with_runs(20, 20)
     taken_apart = []
     monkeypatch.setattr(t, "_cut_runs", lambda *args: taken_apart.append(args))
@@ -213,7 +213,7 @@ def test_a_list_settled_by_stretches_has_the_effect_of_settling_it_root_by_root(
 def test_a_root_completed_alone_cuts_its_run_and_the_rest_keeps_its_age():
     """A count task that finds a sentence's tree whole completes its root alone, inside a
     run the acker completes later: the root is cut out, not the run taken apart, and
-    what is left times out when the run would have (performance.md, "ninth pass")."""
+    what is left times out when the run would have (performance-log.md, "ninth pass")."""
     t, first = tracker_with_runs(1000, now=0.0)
     t.expire(TIMEOUT / 2)  # one rotation: the run is one bucket old
     assert t.complete_range(first + 500, 1, now=TIMEOUT / 2) == [500]
