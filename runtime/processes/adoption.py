@@ -270,14 +270,17 @@ def cut_short(master: Any) -> None:
     the plan it runs on changes nothing but a flush. Under checkpoints the checkpoint task
     is told last (:class:`Splitting`: once every other instance answered), with the
     rebalanced components' counts in that plan: it splits the committed keyed state over
-    them again and rolls every task back to it (what was in flight is replayed). Recorded
-    as ``rebalance_cut_short`` then."""
+    them again and rolls every task back to it (what was in flight is replayed). With no
+    counts (a rebalance that changed no parallelism) that is a copy of the checkpoint and
+    a rollback, which a switched task needs all the same: it takes part in no checkpoint
+    until its next rollback (``Checkpointed.unsplit``). Recorded as
+    ``rebalance_cut_short`` then."""
     epoch = master.carry.cut_short()
     if epoch is None:
         return
     counts = split_counts(master, master.carry.cut_short_counts())
     plan = master.plan.to_data()
-    last = master.plan.component_tasks().get(CHECKPOINTER, []) if counts else []
+    last = master.plan.component_tasks().get(CHECKPOINTER, [])  # under checkpoints
     told = master.supervision.tell_ready(wire.Switch(plan=plan),
                                          [t for t in master.tasks if t not in last])
     master.splitting = Splitting(epoch, told, wire.Switch(plan=plan, counts=counts), last,

@@ -319,15 +319,18 @@ def test_a_rebalance_no_container_switched_to_is_rolled_back_everywhere(adopting
     assert tm.adoption.done and tm.plan.epoch == old["epoch"]
 
 
-def test_under_checkpoints_the_split_is_told_once_every_other_instance_switched(adopting):
+@pytest.mark.parametrize("changed", [{"sink": 2}, {}])
+def test_under_checkpoints_the_split_is_told_once_every_other_instance_switched(adopting,
+                                                                                 changed):
     """A rebalance cut short under checkpoints: the checkpoint task splits the state and
     rolls everyone back only once every other instance took its ``Switch``, as in a
     rebalance (told in the same turn, a spout took its ``Switch`` after the rollback and
-    took its partitions again past the checkpoint's offsets: 50 words lost)."""
+    took its partitions again past the checkpoint's offsets: 50 words lost). Told even
+    when no parallelism changed: the rollback ends every switched task's ``unsplit``."""
     me = os.getpid()
     plan = topology().physical_plan(2, checkpoint_interval=0.3)
     tm = adopting({0: me, 1: me}, plan=plan)
-    tm.carry.rebalancing(plan.epoch, {"sink": 2})  # the dead master's, never finished
+    tm.carry.rebalancing(plan.epoch, changed)  # the dead master's, never finished
     for c in (0, 1):
         tm.handle(b"s%d.3" % c, running(tm, c, {t: 0 for t in tasks_of(tm, c)}))
     tm.tick(tm.clock())
@@ -347,9 +350,9 @@ def test_under_checkpoints_the_split_is_told_once_every_other_instance_switched(
     tm.handle(b"i%d.0" % others[-1], wire.Switched(task=others[-1], incarnation=0, epoch=0,
                                                    moved=None))
     tm.tick(tm.clock())
-    assert told_to_switch()[len(others):] == [(b"i%d.0" % checkpointer, {"sink": 2})]
+    assert told_to_switch()[len(others):] == [(b"i%d.0" % checkpointer, changed)]
     (cut,) = [e for e in tm.observation.events if e["kind"] == "rebalance_cut_short"]
-    assert sorted(cut["tasks"]) == sorted(tm.tasks) and cut["split_again"] == {"sink": 2}
+    assert sorted(cut["tasks"]) == sorted(tm.tasks) and cut["split_again"] == (changed or None)
 
 
 # -- live settings the dead master never delivered (issue 23) ---------------------------------
