@@ -32,7 +32,7 @@ import psutil
 from runtime import wire
 from runtime.model.constants import CHECKPOINTER
 
-from .rebalance import split_counts, split_stopped
+from .rebalance import SWITCH_BOUND, split_counts, split_stopped
 
 log = logging.getLogger("tupleflow.adoption")
 
@@ -268,21 +268,56 @@ def cut_short(master: Any) -> None:
     stream managers report (an instance the dead master had told to ``Switch`` routes on
     the new plan, whose added tasks the stream managers have dropped); a ``Switch`` to
     the plan it runs on changes nothing but a flush. Under checkpoints the checkpoint task
-    is told last, with the rebalanced components' counts in that plan: it splits the
-    committed keyed state over them again and rolls every task back to it (what was in
-    flight is replayed). Recorded as ``rebalance_cut_short``."""
+    is told last (:class:`Splitting`: once every other instance answered), with the
+    rebalanced components' counts in that plan: it splits the committed keyed state over
+    them again and rolls every task back to it (what was in flight is replayed). With no
+    counts (a rebalance that changed no parallelism) that is a copy of the checkpoint and
+    a rollback, which a switched task needs all the same: it takes part in no checkpoint
+    until its next rollback (``Checkpointed.unsplit``). Recorded as
+    ``rebalance_cut_short`` then."""
     epoch = master.carry.cut_short()
     if epoch is None:
         return
     counts = split_counts(master, master.carry.cut_short_counts())
     plan = master.plan.to_data()
-    last = master.plan.component_tasks().get(CHECKPOINTER, []) if counts else []
+    last = master.plan.component_tasks().get(CHECKPOINTER, [])  # under checkpoints
     told = master.supervision.tell_ready(wire.Switch(plan=plan),
                                          [t for t in master.tasks if t not in last])
-    told += master.supervision.tell_ready(wire.Switch(plan=plan, counts=counts), last)
-    master.carry.rebalancing(None)
-    master.observation.event("rebalance_cut_short", from_epoch=epoch,
-                             epoch=master.plan.epoch, tasks=told, split_again=counts or None)
+    master.splitting = Splitting(epoch, told, wire.Switch(plan=plan, counts=counts), last,
+                                 master.clock() + SWITCH_BOUND)
+
+
+class Splitting:
+    """A cut-short rebalance's last step, as :meth:`Rebalance._switching` takes it: the
+    checkpoint task (``last``, if any) is told ``split`` once every instance told to
+    switch answered ``Switched``, or ``SWITCH_BOUND`` passed. A spout the dead master had
+    switched takes this ``Switch`` (to the plan it runs) as one that opened on the new
+    plan (``fresh``): it gives up its partitions and takes them again at their committed
+    offsets. Told in the same turn, a spout could take it after the split's rollback had
+    rewound it, and read on from the commit files, past the checkpoint's positions: the
+    split-death test lost a run of 50 words that way under load (twice in about 23
+    rounds, wt-flake8). Owns the tasks awaited; a rebalance is refused meanwhile."""
+
+    def __init__(self, epoch: int, told: list[int], split: wire.Switch, last: list[int],
+                 due: float) -> None:
+        self.epoch, self.told, self.split, self.last, self.due = epoch, told, split, last, due
+        self.awaiting = set(told) if last else set()
+
+    def on_switched(self, msg: wire.Switched, epoch: int) -> None:
+        if msg.epoch == epoch:  # not a late answer to the dead master's Switch
+            self.awaiting.discard(msg.task)
+
+    def tick(self, master: Any, now: float) -> bool:
+        """Tell the checkpoint task once it is time, and record ``rebalance_cut_short``;
+        True when done."""
+        if self.awaiting and now < self.due:
+            return False
+        told = self.told + master.supervision.tell_ready(self.split, self.last)
+        master.carry.rebalancing(None)
+        master.observation.event("rebalance_cut_short", from_epoch=self.epoch,
+                                 epoch=master.plan.epoch, tasks=told,
+                                 split_again=self.split.counts or None)
+        return True
 
 
 def epoch_of(plan: Any) -> int:

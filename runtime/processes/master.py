@@ -67,6 +67,8 @@ class TopologyMaster(ClientAnswers):
         self.boot, self.boot_run_dir = boot, boot["run_dir"]
         self.faults = Faults(bool(boot.get("adopt")))  # tests only (faults.py)
         self.rebalancing: Rebalance | None = None  # at most one at a time
+        # a rebalance the master before died in, its checkpoint task still to be told
+        self.splitting: _adoption.Splitting | None = None
         self.kinds: dict[str, str] = {}  # component -> "spout"/"bolt", as its tasks reported
         # spout (or windowed bolt) component -> why its parallelism is fixed (None: it may
         # change), as said
@@ -301,7 +303,7 @@ class TopologyMaster(ClientAnswers):
         """Start a rebalance, answered when it is over; refused (at once) while another
         runs, before the topology runs, or for a request that cannot be done."""
         try:
-            if self.rebalancing is not None:
+            if self.rebalancing is not None or self.splitting is not None:
                 raise ValueError(f"rebalance of {self.plan.topology!r}: another rebalance is "
                                  "running; one at a time")
             if self.supervision.state != "running":
@@ -311,13 +313,15 @@ class TopologyMaster(ClientAnswers):
             # know it was cut short)
             self.rebalancing = Rebalance(self, ident, msg)
         except ValueError as exc:
-            if self.rebalancing is None:  # (the mark of one that runs stays)
-                self.carry.rebalancing(None)
+            if self.rebalancing is None and self.splitting is None:  # (the mark of one
+                self.carry.rebalancing(None)  # that runs, or was cut short, stays)
             self.send(ident, wire.Reply(id=msg.id, ok=False, value=str(exc)))
 
     def on_switched(self, ident: bytes, msg: wire.Switched) -> None:
         if self.rebalancing is not None:
             self.rebalancing.on_switched(msg)
+        elif self.splitting is not None:
+            self.splitting.on_switched(msg, self.plan.epoch)
 
     def replan(self, plan: PhysicalPlan) -> None:
         """Run on ``plan`` from now on (the containers stopped): new parts over a new task
@@ -362,6 +366,8 @@ class TopologyMaster(ClientAnswers):
             self.adoption.tick(now)
             if not self.adoption.done:
                 return  # its containers are not known yet
+        if self.splitting is not None and self.splitting.tick(self, now):
+            self.splitting = None
         if self.rebalancing is not None and self.rebalancing.tick(now):
             self.rebalancing = None
             self.carry.rebalancing(None)

@@ -89,6 +89,8 @@ class Checkpointed:
         self.holding = False  # a spout that cannot rewind: its acks wait for commits
         self.buckets: list[tuple[int, list]] = []  # (checkpoint id, msg_ids before it)
         self.window_saved: tuple[int, int] | None = None  # held tuples, bytes: last saved
+        # switched to a new plan and not rolled back since: takes part in no checkpoint
+        self.unsplit = False
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self.inner, name)
@@ -119,8 +121,15 @@ class Checkpointed:
     def retarget(self, plan) -> None:
         """A rebalance switched the topology to ``plan``: the inner executor's routing and
         this task's neighbours. An alignment under way is abandoned with its checkpoint:
-        the checkpoint spout rolls every task back once all have switched
-        (docs/internals/rebalance.md)."""
+        the checkpoint spout splits the keyed state and rolls every task back once all
+        have switched (docs/internals/rebalance.md). Until that rollback the task takes
+        part in no checkpoint (``unsplit``): on the new routing a kept task gets keys
+        whose old owner still holds them, so a checkpoint committed meanwhile would hold
+        a moved key under two tasks, of which the split keeps one (words were lost so
+        when a master died before the split: docs/internals/adoption.md). A ``Switch``
+        to the plan it runs on changes nothing here."""
+        if plan.epoch != self.inner.plan.epoch:
+            self.unsplit = True
         self.inner.retarget(plan)
         self.downstream, self.upstream = neighbours(plan, self.specs, self.component)
         self.waiting &= self.upstream
@@ -148,10 +157,12 @@ class Checkpointed:
             return  # of an older epoch
         if op == p.MARKER:
             self.waiting.discard(src)
-        elif op == p.PREPARE and self.kind == "spout":
-            self._checkpoint(cid)
         elif op == p.COMMITTED and self.holding:
             self._settle(cid, rollback=False)
+        elif self.unsplit:
+            return  # switched, the split's rollback still to come: no checkpoint
+        elif op == p.PREPARE and self.kind == "spout":
+            self._checkpoint(cid)
         elif op == p.BARRIER and src in self.upstream and src not in self.waiting:
             self.arrived.add(src)
             if self.arrived >= self.upstream:
@@ -173,6 +184,7 @@ class Checkpointed:
     # -- the protocol ---------------------------------------------------------------------
     def _rollback(self, epoch: int, cid: int | None) -> None:
         self.epoch, self.rollbacks = epoch, self.rollbacks + 1
+        self.unsplit = False
         self._discard_buffered()
         self.waiting, self.arrived = set(self.upstream), set()
         self.held.clear()

@@ -12,6 +12,7 @@ import sys
 import pytest
 
 from runtime import Topology, wire
+from runtime.model.constants import CHECKPOINTER
 from runtime.model.plan import PhysicalPlan
 from runtime.processes import adoption
 from runtime.processes.master import TopologyMaster
@@ -39,17 +40,18 @@ def adopting(tmp_path):
     """A factory: ``make(pids)`` is a master adopting the containers whose stream managers
     the first (now dead) master started with these pids, at ``GENERATION``."""
     made = []
-    plan = topology().physical_plan(2)
-    boot = {"secret": b"s" * 32, "run_dir": str(tmp_path), "plan": plan.to_data(),
-            "bundle": b""}
+    default = topology().physical_plan(2)
+    boot = {"secret": b"s" * 32, "run_dir": str(tmp_path), "bundle": b""}
 
-    def make(pids: dict[int, int], **told) -> TopologyMaster:
-        first = TopologyMaster(boot)  # it writes where it listens, then "dies"
+    def make(pids: dict[int, int], plan: PhysicalPlan | None = None, **told) -> TopologyMaster:
+        first = TopologyMaster({**boot, "plan": (plan or default).to_data()})  # it writes
+        # where it listens, then "dies"
         first.sock.close(linger=0)
         first.zctx.term()
         for c, pid in pids.items():
             adoption.write_container(str(tmp_path), c, pid, GENERATION)
-        tm = TopologyMaster({**boot, "adopt": True, "master_restarts": 1, **told})
+        tm = TopologyMaster({**boot, "plan": (plan or default).to_data(), "adopt": True,
+                             "master_restarts": 1, **told})
         made.append(tm)
         assert tm.endpoint == first.endpoint  # everyone reconnects to the same address
         tm.clock = FakeClock(1000.0)
@@ -315,6 +317,42 @@ def test_a_rebalance_no_container_switched_to_is_rolled_back_everywhere(adopting
         tm.handle(b"s%d.3" % c, running(tm, c, {t: 0 for t in tasks_of(tm, c)}, old))
     tm.tick(tm.clock())
     assert tm.adoption.done and tm.plan.epoch == old["epoch"]
+
+
+@pytest.mark.parametrize("changed", [{"sink": 2}, {}])
+def test_under_checkpoints_the_split_is_told_once_every_other_instance_switched(adopting,
+                                                                                 changed):
+    """A rebalance cut short under checkpoints: the checkpoint task splits the state and
+    rolls everyone back only once every other instance took its ``Switch``, as in a
+    rebalance (told in the same turn, a spout took its ``Switch`` after the rollback and
+    took its partitions again past the checkpoint's offsets: 50 words lost). Told even
+    when no parallelism changed: the rollback ends every switched task's ``unsplit``."""
+    me = os.getpid()
+    plan = topology().physical_plan(2, checkpoint_interval=0.3)
+    tm = adopting({0: me, 1: me}, plan=plan)
+    tm.carry.rebalancing(plan.epoch, changed)  # the dead master's, never finished
+    for c in (0, 1):
+        tm.handle(b"s%d.3" % c, running(tm, c, {t: 0 for t in tasks_of(tm, c)}))
+    tm.tick(tm.clock())
+    (checkpointer,) = tm.plan.component_tasks()[CHECKPOINTER]
+    others = sorted(t for t in tm.tasks if t != checkpointer)
+
+    def told_to_switch() -> list[tuple[bytes, dict | None]]:
+        return [(ident, fields["counts"]) for ident, kind, fields in tm.sent if kind == "switch"]
+
+    assert sorted(told_to_switch()) == [(b"i%d.0" % t, None) for t in others]
+    for t in others[:-1]:
+        tm.handle(b"i%d.0" % t, wire.Switched(task=t, incarnation=0, epoch=0, moved=None))
+    tm.handle(b"i%d.0" % others[-1], wire.Switched(task=others[-1], incarnation=0, epoch=1,
+                                                   moved=None))  # the dead master's Switch
+    tm.tick(tm.clock())
+    assert len(told_to_switch()) == len(others)  # one has not switched yet
+    tm.handle(b"i%d.0" % others[-1], wire.Switched(task=others[-1], incarnation=0, epoch=0,
+                                                   moved=None))
+    tm.tick(tm.clock())
+    assert told_to_switch()[len(others):] == [(b"i%d.0" % checkpointer, changed)]
+    (cut,) = [e for e in tm.observation.events if e["kind"] == "rebalance_cut_short"]
+    assert sorted(cut["tasks"]) == sorted(tm.tasks) and cut["split_again"] == (changed or None)
 
 
 # -- live settings the dead master never delivered (issue 23) ---------------------------------
