@@ -7,6 +7,7 @@ import random
 
 import pytest
 
+from runtime.acking import _cuts
 from runtime.acking._ids import RootIds
 from runtime.acking._tracking import SpoutTracker
 from runtime.wire import ACKED_FAILED, ACKED_OK, ACKED_RENEWED, ACKED_TIMEOUT
@@ -160,8 +161,8 @@ def test_a_long_list_of_whole_runs_settles_them_whole_in_root_order(monkeypatch)
     apart root by root (docs/internals/performance-log.md, "Issue 17, eighth pass")."""
     t, first = tracker_with_runs(20, 20)
     taken_apart = []
-    monkeypatch.setattr(t, "_cut_runs", lambda *args: taken_apart.append(args))
-    monkeypatch.setattr(t, "_detach", taken_apart.append)
+    monkeypatch.setattr(_cuts, "cut_runs", lambda *args: taken_apart.append(args))
+    monkeypatch.setattr(_cuts, "detach", lambda *args: taken_apart.append(args))
     roots = list(range(first, first + 40))
     random.Random(3).shuffle(roots)
     assert t.complete(roots, now=0.004) == list(range(40))
