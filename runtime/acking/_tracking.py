@@ -183,6 +183,20 @@ class SpoutTracker:
             acked += self._complete_cut(first, end, now)
         return acked
 
+    def complete_stretches(self, stretches: list, now: float) -> list:
+        """Roots completed as flat ``first, count`` pairs of stretches (an acker's
+        ``COMPLETED`` frame): their msg_ids, each stretch settled as :meth:`complete_range`
+        settles a range."""
+        if len(stretches) == 2:  # one: a bolt's leaves, or [0, 0] before a list of roots
+            first, count = stretches
+            return self.complete_range(first, count, now) if count else []
+        acked: list = []
+        it = iter(stretches)
+        for first, count in zip(it, it):
+            if count:
+                acked += self.complete_range(first, count, now)
+        return acked
+
     def _settled(self, acked: list, starts: list, now: float) -> None:
         """Count ``acked`` msg_ids as settled, emitted at ``starts``."""
         self.latency.record_since(starts, now)

@@ -229,8 +229,9 @@ def test_a_root_completed_alone_cuts_its_run_and_the_rest_keeps_its_age():
 @pytest.mark.parametrize("seed", range(60))
 def test_settling_in_any_way_matches_a_root_by_root_model(seed):
     """Runs and single roots, settled at random by ranges (over gaps, repeats and
-    strays), lists, outcomes (a renewed root becomes a single) and rotations, against a
-    plain dict of root -> msg_id: the same msg_ids acked, failed and timed out, ranges
+    strays), an acker's stretches (several ranges, overlapping now and then), lists,
+    outcomes (a renewed root becomes a single) and rotations, against a plain dict of
+    root -> msg_id: the same msg_ids acked, failed and timed out, ranges and stretches
     in root order, lists of a few roots in their own order, the same stale count, and
     the same roots still held, with their ages."""
     rng = random.Random(seed)
@@ -251,7 +252,17 @@ def test_settling_in_any_way_matches_a_root_by_root_model(seed):
     lo, hi = min(model) - 3, max(model) + 3
     for _ in range(rng.randint(1, 25)):
         way = rng.random()
-        if way < 0.35:
+        if way < 0.1:
+            flat, want, at = [], [], rng.randrange(lo, hi)
+            for _ in range(rng.randint(1, 5)):
+                at += rng.choice([-2, 0, 1, 7])  # overlapping, next to, or after the last
+                count = rng.randint(0, 20)
+                flat += (at, count)
+                want += [model.pop(r)[0] for r in range(at, at + count) if r in model]
+                at += count
+            stale += sum(flat[1::2]) - len(want)
+            assert t.complete_stretches(flat, now) == want
+        elif way < 0.35:
             start = rng.randrange(lo, hi)
             count = rng.randint(0, 60)
             want = [model.pop(r)[0] for r in range(start, start + count) if r in model]
