@@ -187,9 +187,6 @@ class SpoutTracker:
         """Roots completed as flat ``first, count`` pairs of stretches (an acker's
         ``COMPLETED`` frame): their msg_ids, each stretch settled as :meth:`complete_range`
         settles a range."""
-        if len(stretches) == 2:  # one: a bolt's leaves, or [0, 0] before a list of roots
-            first, count = stretches
-            return self.complete_range(first, count, now) if count else []
         acked: list = []
         it = iter(stretches)
         for first, count in zip(it, it):
