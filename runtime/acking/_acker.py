@@ -181,7 +181,7 @@ class AckerExecutor(SystemTask):
         roots acked by the counts), else as roots. The ledger's batch names a root once,
         which :func:`~runtime.acking._cuts.stretches` needs, and the spout then settles
         each stretch as a range, with none of the sort, the set and the search a list of
-        roots costs it (docs/internals/performance.md, "Issue 17, tenth pass")."""
+        roots costs it (docs/internals/performance-log.md, "Issue 17, tenth pass")."""
         for task, roots in self._done.items():
             roots.sort()
             found = stretches(roots)
