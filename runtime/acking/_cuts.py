@@ -18,27 +18,37 @@ bucket of its run's age. Read :func:`cut` first.
 from __future__ import annotations
 
 from bisect import bisect_left, bisect_right
-from itertools import chain, islice, repeat
+from itertools import chain, islice
 
 from ._rotating import RotatingMap
 
 
-def run_index(runs: RotatingMap) -> list[tuple[int, int]]:
-    """Every run as ``(first root, age)``, in root order (age: its bucket's index)."""
-    return sorted(chain.from_iterable(
-        zip(bucket, repeat(age)) for age, bucket in enumerate(runs.buckets)))
+def run_starts(runs: RotatingMap) -> list[int]:
+    """The first root of every run, in root order. Ints, not ``(first, age)`` tuples: a
+    tuple made and compared a run cost ~1,300 instructions a root of the acker's
+    stretches at 1/2/2, over half of what settling them cost the spout (performance-
+    log.md, "Issue 17, tenth pass"); the age of the few runs used is looked up."""
+    return sorted(chain.from_iterable(runs.buckets))
+
+
+def _holder(runs: RotatingMap, lo: int) -> tuple[int, dict]:
+    """The age of the run at ``lo`` (its bucket's index) and its bucket."""
+    for age, bucket in enumerate(runs.buckets):
+        if lo in bucket:
+            return age, bucket
+    raise KeyError(lo)
 
 
 def cut_runs(runs: RotatingMap, first: int, end: int) -> list[tuple[int, list, list]]:
     """Cut the roots ``first`` to ``end - 1`` out of the runs that hold them:
     ``(first root, msg_ids, emit times)`` of each part cut, in root order."""
-    index = run_index(runs)
-    i = max(0, bisect_right(index, (first, len(runs.buckets))) - 1)
+    starts = run_starts(runs)
+    i = max(0, bisect_right(starts, first) - 1)
     parts = []
-    for lo, age in islice(index, i, None):
+    for lo in islice(starts, i, None):
         if lo >= end:
             break
-        bucket = runs.buckets[age]
+        bucket = _holder(runs, lo)[1]
         a, b = max(first, lo), min(end, lo + len(bucket[lo][0]))
         if a < b:
             parts.append((a, *cut(bucket, lo, a, b)))
@@ -75,8 +85,8 @@ def detach(runs: RotatingMap, pending: RotatingMap, roots) -> None:
     if not len(runs):
         return
     ordered = sorted(roots)
-    for lo, age in run_index(runs):
-        bucket = runs.buckets[age]
+    for lo in run_starts(runs):
+        age, bucket = _holder(runs, lo)
         msg_ids, stamps = bucket[lo]
         hi = lo + len(msg_ids)
         i, j = bisect_left(ordered, lo), bisect_left(ordered, hi)
