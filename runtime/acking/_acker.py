@@ -4,7 +4,9 @@ It receives ``ACKS`` frames (Storm's ``__ack_init``, ``__ack_ack``, ``__ack_fail
 reset-timeout messages, as flat ``op, root, value`` triples) from spouts and bolts, keeps
 the XOR ledger of :class:`runtime.acking._ledger.AckLedger`, and sends each outcome back to the
 spout task that emitted the root, in ``ACKED`` frames (flat ``root, outcome`` pairs), or,
-for the trees a batch of acks completed, in one ``COMPLETED`` frame (``[0, 0, roots]``).
+for the trees a batch of acks completed, in one ``COMPLETED`` frame: the stretches of
+consecutive roots as ``first, count`` pairs, then a list of the other roots
+(``[first, count, ..., first, count, [root, ...]]``; docs/internals/acker.md, "Frames").
 A root goes to acker task ``root % ackers``.
 
 It is driven like an :class:`~runtime.engine.executor.Executor`, through the same
@@ -24,6 +26,7 @@ from runtime.model.constants import ACKER, MESSAGE_TIMEOUT
 from runtime.model.plan import PhysicalPlan
 from runtime.observe.stats import InstanceStats
 
+from ._cuts import stretches
 from ._ledger import OLDEST_REPORTED, AckLedger
 
 log = logging.getLogger("tupleflow.acker")
@@ -106,7 +109,11 @@ class AckerExecutor(SystemTask):
                                 task_bits=plan.root_bits())
         self.outcomes: dict[int, list] = {}  # spout task -> [root, outcome, root, ...]
         self._decisions: list[int] = []  # the ledger's outcome, root, task triples
-        self.completed: dict[int, list] = {}  # spout task -> roots the ledger completed
+        # the trees the ledger's batches of acks completed, by spout task: stretches of
+        # consecutive roots, (first, count) each, and the roots found in no stretch
+        self.stretched: dict[int, list[tuple[int, int]]] = {}
+        self.completed: dict[int, list] = {}
+        self._done: dict[int, list] = {}  # one frame's completions: spout task -> roots
         self.executed = self.dropped = self.errors = 0
         self.busy_seconds = 0.0  # settling ACKS frames: what makes an acker the bottleneck
         self._next_expire = 0.0
@@ -133,8 +140,10 @@ class AckerExecutor(SystemTask):
             self.first_executed = self.wall()
         rejected, ledger = self.ledger.rejected, self.ledger
         if messages:
-            ledger.settle(messages, self.monotonic(), h.src, self._decisions, self.completed)
+            ledger.settle(messages, self.monotonic(), h.src, self._decisions, self._done)
             self._route()
+            if self._done:
+                self._stretch()
         if ledger.rejected > rejected:
             self.dropped += ledger.rejected - rejected
             log.warning("dropped %d malformed ack messages from task %d",
@@ -166,6 +175,22 @@ class AckerExecutor(SystemTask):
             out += (root, outcome)
         decisions.clear()
 
+    def _stretch(self) -> None:
+        """File one frame's completed roots as stretches of consecutive roots, where they
+        are mostly that (at two count tasks and more, a split task's frame of a run of
+        roots acked by the counts), else as roots. The ledger's batch names a root once,
+        which :func:`~runtime.acking._cuts.stretches` needs, and the spout then settles
+        each stretch as a range, with none of the sort, the set and the search a list of
+        roots costs it (docs/internals/performance-log.md, "Issue 17, tenth pass")."""
+        for task, roots in self._done.items():
+            roots.sort()
+            found = stretches(roots)
+            if found is None:
+                self.completed.setdefault(task, []).extend(roots)
+            else:
+                self.stretched.setdefault(task, []).extend(found)
+        self._done.clear()
+
     # -- timers -------------------------------------------------------------------------
     def on_timer(self, now: float) -> float:
         """Look for timed-out roots every ``EXPIRE_EVERY`` and send their outcomes at once.
@@ -182,14 +207,22 @@ class AckerExecutor(SystemTask):
         return self._next_expire
 
     def flush(self) -> None:
-        """The outcomes to each spout task: ``ACKED`` pairs, and the roots a batch of acks
-        completed as a ``COMPLETED`` frame (``[0, 0, roots]``, what a bolt sends for its
-        leaves: the spout settles the whole list in C)."""
+        """The outcomes to each spout task: ``ACKED`` pairs, and the trees batches of acks
+        completed as one ``COMPLETED`` frame: their stretches (those of several frames
+        joined where one ends as the next begins), then the other roots, which the spout
+        settles as a bolt's leaves."""
         for spout, outcomes in self.outcomes.items():
             if outcomes:
                 self.send(wire.data_header(wire.ACKED, 0, spout, self.task),
                           wire.encode_batch(outcomes))
                 outcomes.clear()
+        for spout, found in self.stretched.items():
+            if found:
+                roots = self.completed.get(spout, [])
+                self.send(wire.data_header(wire.COMPLETED, 0, spout, self.task),
+                          wire.encode_batch([*_joined(found), roots]))
+                found.clear()
+                roots.clear()
         for spout, roots in self.completed.items():
             if roots:
                 self.send(wire.data_header(wire.COMPLETED, 0, spout, self.task),
@@ -220,3 +253,25 @@ class AckerExecutor(SystemTask):
 
     def statistics(self) -> InstanceStats:
         return InstanceStats.from_record({**self.report(), "state": "running"})
+
+
+def _joined(found: list[tuple[int, int]]) -> list[int]:
+    """Stretches of consecutive roots as flat ``first, count`` pairs in root order, two
+    joined where one ends as the next begins (a run whose trees two frames completed).
+    Stretches that overlap (a root completed twice) are left apart: each holds only
+    roots that completed, so the spout counts the second time stale, as it would a
+    repeated root.
+
+    >>> _joined([(20, 5), (10, 4), (14, 2), (30, 1)])
+    [10, 6, 20, 5, 30, 1]
+    """
+    found.sort()
+    flat: list[int] = []
+    end = None
+    for first, count in found:
+        if first == end:
+            flat[-1] += count
+        else:
+            flat += (first, count)
+        end = first + count
+    return flat

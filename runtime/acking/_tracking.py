@@ -1,6 +1,7 @@
 """A spout task's side of at least once: its in-flight roots, their timeouts, the
 max-spout-pending limit, its auto-tuner and its latency bound. Pure: time comes in as
-``now``.
+``now``. Cutting runs of roots apart, where completions cover part of one, is
+runtime/acking/_cuts.py's.
 
 >>> t = SpoutTracker(timeout=30.0, max_pending=2, now=0.0)
 >>> t.emitted(root=11, msg_id="a", now=0.0); t.emitted(root=12, msg_id="b", now=0.0)
@@ -14,9 +15,8 @@ True
 
 from __future__ import annotations
 
-from bisect import bisect_left, bisect_right
 from collections.abc import Sized
-from itertools import chain, islice, repeat
+from itertools import islice, repeat
 from operator import itemgetter
 from typing import Any
 
@@ -24,6 +24,7 @@ from runtime.model.constants import AUTO, AUTO_START
 from runtime.observe.metrics import LatencyHistogram
 from runtime.wire import ACKED_OK, ACKED_RENEWED, ACKED_TIMEOUT
 
+from . import _cuts
 from ._bound import BIG_CHANGE, LatencyBound
 from ._ledger import OLDEST_REPORTED
 from ._rotating import RotatingMap
@@ -182,6 +183,17 @@ class SpoutTracker:
             acked += self._complete_cut(first, end, now)
         return acked
 
+    def complete_stretches(self, stretches: list, now: float) -> list:
+        """Roots completed as flat ``first, count`` pairs of stretches (an acker's
+        ``COMPLETED`` frame): their msg_ids, each stretch settled as :meth:`complete_range`
+        settles a range."""
+        acked: list = []
+        it = iter(stretches)
+        for first, count in zip(it, it):
+            if count:
+                acked += self.complete_range(first, count, now)
+        return acked
+
     def _settled(self, acked: list, starts: list, now: float) -> None:
         """Count ``acked`` msg_ids as settled, emitted at ``starts``."""
         self.latency.record_since(starts, now)
@@ -197,9 +209,9 @@ class SpoutTracker:
         of the spout's cost of completions (docs/internals/performance-log.md, "Issue 17,
         ninth pass"). The work is bounded by what is in flight, never by the range's
         length (a stale or broken frame may claim any count)."""
-        parts = self._cut_runs(first, end)
+        parts = _cuts.cut_runs(self.runs, first, end)
         if sum(len(p[1]) for p in parts) < end - first and len(self.pending):
-            parts += self._singles_within(first, end, parts)
+            parts += _cuts.singles_within(self.pending, first, end, parts)
             parts.sort(key=itemgetter(0))
         acked: list = []
         starts: list = []
@@ -210,72 +222,6 @@ class SpoutTracker:
         self._settled(acked, starts, now)
         return acked
 
-    def _run_index(self) -> list[tuple[int, int]]:
-        """Every run as ``(first root, age)``, in root order (age: its bucket's index)."""
-        return sorted(chain.from_iterable(
-            zip(bucket, repeat(age)) for age, bucket in enumerate(self.runs.buckets)))
-
-    def _cut_runs(self, first: int, end: int) -> list[tuple[int, list, list]]:
-        """Cut the roots ``first`` to ``end - 1`` out of the runs that hold them:
-        ``(first root, msg_ids, emit times)`` of each part cut, in root order."""
-        index = self._run_index()
-        i = max(0, bisect_right(index, (first, BUCKETS)) - 1)
-        parts = []
-        for lo, age in islice(index, i, None):
-            if lo >= end:
-                break
-            bucket = self.runs.buckets[age]
-            a, b = max(first, lo), min(end, lo + len(bucket[lo][0]))
-            if a < b:
-                parts.append((a, *_cut(bucket, lo, a, b)))
-        return parts
-
-    def _singles_within(self, first: int, end: int, parts: list) -> list:
-        """Remove the single roots between ``first`` and ``end - 1`` that ``parts`` (cut
-        from runs) do not cover: ``(root, [msg_id], [emit time])`` each."""
-        gaps, at = [], first
-        for a, msg_ids, _ in parts:
-            gaps.append((at, a))
-            at = a + len(msg_ids)
-        gaps.append((at, end))
-        found, remove = [], self.pending.remove
-        for lo, hi in gaps:
-            if hi - lo <= len(self.pending):
-                roots = range(lo, hi)
-            else:  # a gap longer than what is held: look at what is held instead
-                roots = sorted(r for b in self.pending.buckets for r in b if lo <= r < hi)
-            for root in roots:
-                entry = remove(root)
-                if entry is not None:
-                    found.append((root, [entry[0]], [entry[1]]))
-        return found
-
-    def _detach(self, roots) -> None:
-        """The roots of ``roots`` that runs hold become single entries in ``pending``,
-        in the bucket of their run's age, so that they can be settled one by one. A run
-        of which they are a few keeps the rest as runs (each root cut out, a few Python
-        steps); one of which they are a quarter or more is taken apart whole, in C (~150
-        instructions a root of it)."""
-        if not len(self.runs):
-            return
-        ordered = sorted(roots)
-        for lo, age in self._run_index():
-            bucket = self.runs.buckets[age]
-            msg_ids, stamps = bucket[lo]
-            hi = lo + len(msg_ids)
-            i, j = bisect_left(ordered, lo), bisect_left(ordered, hi)
-            if i == j:
-                continue
-            pending = self.pending.buckets[age]
-            if 4 * (j - i) >= hi - lo:
-                del bucket[lo]
-                pending.update(zip(range(lo, hi), zip(msg_ids, stamps)))
-                continue
-            for root in sorted(set(ordered[i:j])):  # each cut leaves the rest at root + 1
-                (msg_id,), (stamp,) = _cut(bucket, lo, root, root + 1)
-                pending[root] = (msg_id, stamp)
-                lo = root + 1
-
     def settle(self, outcomes: list, now: float) -> tuple[list, list]:
         """The acker's word, flat ``root, outcome`` pairs: the msg_ids to ack and to
         fail, in order. Roots not pending here are counted as stale and skipped; a
@@ -283,7 +229,7 @@ class SpoutTracker:
         is settled in C."""
         roots = outcomes[0::2]
         if outcomes[1::2].count(ACKED_OK) != len(roots):
-            self._detach(roots)
+            _cuts.detach(self.runs, self.pending, roots)
             it = iter(outcomes)
             return self._settle_each(zip(it, it), now)
         return self.complete(roots, now), []
@@ -299,7 +245,7 @@ class SpoutTracker:
         eighth pass")."""
         if len(roots) >= STRETCHED and len(self.runs):
             ordered = sorted(roots)  # a repeated root: root by root, as it always was
-            stretches = _stretches(ordered) if len(set(ordered)) == len(ordered) else None
+            stretches = _cuts.stretches(ordered) if len(set(ordered)) == len(ordered) else None
             if stretches is not None:
                 acked: list = []
                 for first, count in stretches:
@@ -310,7 +256,7 @@ class SpoutTracker:
     def _complete_each(self, roots, now: float) -> list:
         """Roots whose trees completed, one by one: their msg_ids, in order, settled in C
         (the roots that runs hold are cut out of them first)."""
-        self._detach(roots)
+        _cuts.detach(self.runs, self.pending, roots)
         fresh = self.pending.newest
         entries = list(map(fresh.pop, roots, repeat(None)))
         if None in entries:  # older than the newest bucket, or not here at all
@@ -398,60 +344,6 @@ class SpoutTracker:
                 "stale_acks": self.stale, "tuner_action": self.tuner_action,
                 "tuner_turns": self.tuner_turns, "tuner_turn": self.tuner_turn,
                 "latency_bounded": self.bounded}
-
-
-def _stretches(ordered: list) -> list[tuple[int, int]] | None:
-    """Distinct sorted roots as ``(first, count)`` stretches of consecutive roots; None
-    when there are more than one stretch for every eight roots (single roots, drawn at
-    random, are settled better one by one). Along distinct sorted ints ``root - index``
-    never falls and stays the same exactly along a stretch, so each stretch's end is one
-    binary search, not a subtraction and a comparison a root (docs/internals/
-    performance-log.md, "Issue 17, ninth pass").
-
-    >>> _stretches([10, 11, 12, 13, 20, 21, 22, 23, 24, 25, 26, 27, 28, 29, 30, 31])
-    [(10, 4), (20, 12)]
-    >>> _stretches([1, 5, 9]) is None
-    True
-    """
-    n, at, found = len(ordered), 0, []
-    while at < n:
-        if len(found) > n // 8:
-            return None
-        same = ordered[at] - at  # root - index along this stretch
-        if ordered[-1] - (n - 1) == same:  # the rest is one stretch
-            end = n
-        else:  # the first index past the stretch
-            end, past = at + 1, n - 1
-            while end < past:
-                mid = (end + past) // 2
-                if ordered[mid] - mid == same:
-                    end = mid + 1
-                else:
-                    past = mid
-        found.append((ordered[at], end - at))
-        at = end
-    return found
-
-
-def _cut(bucket: dict, lo: int, a: int, b: int) -> tuple[list, list]:
-    """Take the roots ``a`` to ``b - 1`` out of the run at ``lo`` in ``bucket``: their
-    msg_ids and emit times. What is left before them stays at ``lo`` (its place in the
-    bucket kept), what is left after them becomes a run at ``b``.
-
-    >>> bucket = {10: (list("abcde"), [1.0] * 5)}
-    >>> _cut(bucket, 10, 12, 14)
-    (['c', 'd'], [1.0, 1.0])
-    >>> bucket
-    {10: (['a', 'b'], [1.0, 1.0]), 14: (['e'], [1.0])}
-    """
-    msg_ids, stamps = bucket[lo]
-    if lo < a:
-        bucket[lo] = (msg_ids[:a - lo], stamps[:a - lo])
-    else:
-        del bucket[lo]
-    if b - lo < len(msg_ids):
-        bucket[b] = (msg_ids[b - lo:], stamps[b - lo:])
-    return msg_ids[a - lo:b - lo], stamps[a - lo:b - lo]
 
 
 def _plain(msg_id: Any) -> Any:

@@ -197,19 +197,30 @@ class SpoutSide:
         self._call_each("fail", self.user.fail, failed)
 
     def on_completed(self, body: list, task: int) -> None:
-        """Roots of one-tuple trees that a bolt acked, ``[first, count, [root, ...]]``:
-        ``count`` consecutive roots from ``first``, then others. ``ack`` their msg_ids."""
+        """Roots of completed trees, ``[first, count, ..., [root, ...]]``: stretches of
+        ``count`` consecutive roots from ``first`` (one from a bolt's leaves, any number
+        from an acker), then others. ``ack`` their msg_ids."""
         if self.tracker is None:
             raise wire.WireError(f"completions for task {task}, which tracks nothing")
-        if (len(body) != 3 or type(body[0]) is not int or type(body[1]) is not int
-                or body[1] < 0 or type(body[2]) is not list
-                or not set(map(type, body[2])) <= _INT):
-            raise wire.WireError("a COMPLETED body must be [first root, count, [roots]]")
-        first, count, others = body
-        now = self.monotonic()
-        acked = self.tracker.complete_range(first, count, now) if count else []
+        n = len(body)
+        if n == 3:  # one stretch: a bolt's leaves (the usual frame), or [0, 0, roots]
+            first, count, others = body
+            bad = type(first) is not int or type(count) is not int or count < 0
+        elif type(body) is not list or n < 3 or not n % 2:
+            bad = True
+        else:  # an acker's stretches
+            others = body[-1]
+            bad = not set(map(type, body[:-1])) <= _INT or min(body[1:-1:2]) < 0
+        if bad or type(others) is not list or not set(map(type, others)) <= _INT:
+            raise wire.WireError(
+                "a COMPLETED body must be [first root, count, ..., [roots]]")
+        now, tracker = self.monotonic(), self.tracker
+        if n == 3:
+            acked = tracker.complete_range(first, count, now) if count else []
+        else:
+            acked = tracker.complete_stretches(body[:-1], now)
         if others:
-            acked += self.tracker.complete(others, now)
+            acked += tracker.complete(others, now)
         self.counts.acked += len(acked)
         self._call_each("ack", self.user.ack, acked)
 

@@ -268,11 +268,12 @@ class Tracer:
                 self._done(root, _STATUS[outcome])
 
     def on_completed(self, body: list) -> None:
-        """A COMPLETED frame, ``[first, count, [root, ...]]``: one-tuple trees acked."""
-        if len(body) != 3 or type(body[0]) is not int or type(body[1]) is not int:
+        """A COMPLETED frame, ``[first, count, ..., [root, ...]]``: trees acked."""
+        if len(body) < 3 or not len(body) % 2 or not set(map(type, body[:-1])) <= {int}:
             return
-        first, count, others = body
-        done = [r for r in self.roots if first <= r < first + count]
+        spans = list(zip(body[0:-1:2], body[1:-1:2]))
+        done = [r for r in self.roots if any(f <= r < f + c for f, c in spans)]
+        others = body[-1]
         done += [r for r in others if r in self.roots] if type(others) is list else []
         for root in done:
             self._done(root, "acked")

@@ -29,8 +29,10 @@ ACKS = 3  # body: flat op, root, value triples (ACK ops) for an acker task; an I
 ACKED = 4  # body: flat root, outcome pairs (ACKED outcomes) for a spout task, from an acker
 RUN = 5  # body: [first root, [tuple, tuple, ...]]: a spout's tracked tuples numbered by
 # consecutive self-initialising roots, first, first + 1, ... (acker.md, "Runs of roots")
-COMPLETED = 6  # body: [first root, count, [root, ...]]: one-tuple trees a bolt acked, for
-# the spout task written in their roots (docs/internals/acker.md, "Leaves")
+COMPLETED = 6  # body: [first root, count, ..., first root, count, [root, ...]]: completed
+# trees for the spout task written in their roots, as stretches of count consecutive roots
+# from first, then any others. A bolt's one-tuple trees go as one stretch (acker.md,
+# "Leaves"), an acker's as any number ([0, 0, roots] when none: acker.md, "Frames")
 ANCHORED = 7  # body: flat tuple, ids, ack_val triples: a bolt's tracked tuples. ids: an
 # int root (the tuple belongs to that one tree) with ack_val its edge id, which is its
 # ack value until it anchors tuples of its own; or a {root: edge} map with ack_val 0

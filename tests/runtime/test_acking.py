@@ -18,7 +18,10 @@ from collections import Counter, deque
 import pytest
 
 from runtime import BasicBolt, Bolt, FailedException, Spout, Topology, Tuple, wire
-from runtime.acking._ids import RootIds, new_id
+from runtime.acking._ids import RootIds, new_id, root_task
+from runtime.acking._ledger import AckLedger
+from runtime.acking._tracking import SpoutTracker
+from runtime.engine.tracing import Tracer
 from runtime.model.api import TupleSource
 from runtime.testing import InMemoryCluster, ListSink, ListSpout
 
@@ -553,7 +556,8 @@ def test_an_idle_acker_asks_to_be_woken_only_to_look_for_timeouts():
 def test_the_trees_a_batch_of_acks_completes_go_to_the_spout_as_one_completed_frame():
     """Two counters' acks of five sentences (one message each a sentence from each): the
     acker settles the second batch in C and sends its five roots in one ``COMPLETED``
-    frame, as a bolt sends its leaves, not as ``ACKED`` pairs."""
+    frame, as a bolt sends its leaves, not as ``ACKED`` pairs; roots that are no stretch
+    (drawn at random here) go as a list, in root order."""
     topo = feeder_into("completing-acker", ("count", Identity))
     with InMemoryCluster(topo, ackers=1, message_timeout=TIMEOUT) as cluster:
         (acker,), (spout,) = tasks(cluster, "__acker"), tasks(cluster, "feed")
@@ -566,8 +570,126 @@ def test_the_trees_a_batch_of_acks_completes_go_to_the_spout_as_one_completed_fr
             executor.on_frame(wire.data_header(wire.ACKS, 0, acker, spout), wire.pack(
                 [x for root, value in zip(roots, values) for x in (wire.ACK_ACK, root, value)]))
         assert [(h.kind, h.dest, body) for h, body in sent] == [
-            (wire.COMPLETED, spout, [0, 0, roots])]
+            (wire.COMPLETED, spout, [0, 0, sorted(roots)])]
         assert executor.report()["acked"] == 5 and acker_pending(cluster) == 0
+
+
+def completing_acker(cluster: InMemoryCluster):
+    """The acker task of ``cluster``, its frames sent to a list, ``(header, body)`` each."""
+    (acker,) = tasks(cluster, "__acker")
+    executor, sent = cluster.executors[acker], []
+    executor.send = lambda header, body: sent.append(
+        (wire.parse_header(header), wire.decode_batch(body)))
+    return executor, sent
+
+
+def acks_frame(acker: int, src: int, pairs) -> tuple[bytes, bytes]:
+    """An ACKS frame acking ``(root, value)`` pairs."""
+    return (wire.data_header(wire.ACKS, 0, acker, src),
+            wire.pack([x for root, value in pairs for x in (wire.ACK_ACK, root, value)]))
+
+
+def test_an_ackers_completions_of_runs_go_as_stretches_one_frame_a_spout_task():
+    """Runs of two spout tasks' roots, their trees completed by two counters' acks in
+    shuffled frames (a run's roots completed by two frames, roots of both tasks in one
+    frame): each spout task gets one ``COMPLETED`` frame a flush, its stretches as
+    ``first, count`` pairs, joined where one frame's ends as another's begins, and no
+    list of roots (acker.md, "Frames"; performance.md, "Issue 17, tenth pass")."""
+    topo = feeder_into("stretching-acker", ("count", Identity))
+    with InMemoryCluster(topo, ackers=1, message_timeout=TIMEOUT) as cluster:
+        executor, sent = completing_acker(cluster)
+        bits, acker, part = cluster.plan.root_bits(), executor.task, new_id()
+        a, b = RootIds(1, bits).run_start(), RootIds(2, bits).run_start()
+        runs = [range(a, a + 40), range(a + 50, a + 60), range(b, b + 30)]
+        roots = [r for run in runs for r in run]
+        rng = random.Random(17)
+        rng.shuffle(roots)
+        executor.on_frame(*acks_frame(acker, 9, [(r, part) for r in roots]))
+        assert sent == []  # every tree still waits on the other counter's part
+        first = {*range(a, a + 20), *runs[2]}  # the other counter's first frame's trees
+        executor.drains = True  # the outcomes go once the drain ends
+        for frame in ([r for r in roots if r in first], [r for r in roots if r not in first]):
+            executor.on_frame(*acks_frame(acker, 9, [(r, r ^ part) for r in frame]))
+        executor.drained()
+        assert sorted((h.kind, h.dest, body) for h, body in sent) == [
+            (wire.COMPLETED, 1, [a, 40, a + 50, 10, []]),
+            (wire.COMPLETED, 2, [b, 30, []])]
+        assert executor.report()["acked"] == 80 and acker_pending(cluster) == 0
+
+
+def test_an_ackers_stretches_settle_at_the_spout_exactly_the_trees_it_completed():
+    """Seeded cases: runs and single roots of two spout tasks, one counter's part of every
+    tree, then the other's completing acks in shuffled frames of random sizes, with gaps
+    (trees never completed), one-tuple trees acked twice (completed twice by the
+    ledger) and drains of random lengths; each spout task's tracker, fed the acker's
+    ``COMPLETED`` frames as a spout feeds it, acks every completed tree's msg_id exactly
+    once, counts the second completions stale and still holds exactly the rest."""
+    topo = feeder_into("stretch-model", ("count", Identity))
+    with InMemoryCluster(topo, ackers=1, message_timeout=TIMEOUT) as cluster:
+        executor, sent = completing_acker(cluster)
+        acker, bits = executor.task, cluster.plan.root_bits()
+        for seed in range(40):
+            rng = random.Random(seed)
+            trackers, msg_ids, part = {}, {}, new_id()
+            for task in (1, 2):
+                trackers[task] = t = SpoutTracker(TIMEOUT, now=0.0)
+                ids, first = RootIds(task, bits), RootIds(task, bits).run_start()
+                for _ in range(rng.randint(1, 8)):
+                    run = range(first, first + rng.randint(1, 90))
+                    t.add_run(first, [("m", r) for r in run], [0.0] * len(run))
+                    msg_ids.update((r, ("m", r)) for r in run)
+                    first = run.stop + rng.choice([0, 0, 5])
+                    if rng.random() < 0.3:  # a root emitted on its own
+                        root = ids.new()
+                        t.emitted(root, ("m", root), 0.0)
+                        msg_ids[root] = ("m", root)
+            roots = list(msg_ids)
+            rng.shuffle(roots)
+            single = set(rng.sample(roots, rng.randint(0, 4)))  # one-tuple trees
+            done = [r for r in roots if r in single or rng.random() < 0.9]  # gaps
+            twice = rng.sample(sorted(single), len(single) // 2)  # acked again, later
+            executor.on_frame(*acks_frame(acker, 9, [(r, part) for r in roots
+                                                     if r not in single]))
+            order = sorted(done, key=lambda r: (r + rng.randrange(20)) if rng.random() < 0.2
+                           else r)  # mostly in root order, as a counter's acks come
+            order += twice
+            executor.drains, sent[:] = True, []
+            while order:
+                cut = rng.randint(1, 150)
+                frame, order = order[:cut], order[cut:]
+                executor.on_frame(*acks_frame(acker, 9, [
+                    (r, r if r in single else r ^ part) for r in frame]))
+                if rng.random() < 0.5:
+                    executor.drained()
+            executor.drained()
+            acked = {1: [], 2: []}
+            for h, body in sent:  # (a frame of fewer than 4 acks settles the long way)
+                t = trackers[h.dest]
+                if h.kind == wire.ACKED:
+                    acked[h.dest] += t.settle(body, 1.0)[0]
+                    continue
+                assert h.kind == wire.COMPLETED and len(body) % 2 == 1
+                acked[h.dest] += t.complete_stretches(body[:-1], 1.0)
+                acked[h.dest] += t.complete(body[-1], 1.0) if body[-1] else []
+            for task, t in trackers.items():
+                mine = [r for r in done if root_task(r, bits) == task]
+                assert sorted(acked[task]) == sorted(msg_ids[r] for r in mine)
+                assert t.stale == sum(root_task(r, bits) == task for r in twice)
+                assert t.in_flight == len([r for r in roots if root_task(r, bits) == task]) \
+                    - len(mine)
+            executor.ledger = AckLedger(TIMEOUT, task_bits=bits)  # the gaps' trees forgotten
+
+
+def test_a_spouts_tracer_reads_an_ackers_stretches():
+    """The traced roots a ``COMPLETED`` frame of several stretches names are done; the
+    others still wait (runtime/engine/tracing.py, ``on_completed``)."""
+    tracer = Tracer("feed", 1, {}, lambda header, body: None, True, 0.0, TIMEOUT,
+                    lambda: 0.0, spout=True)
+    tracer.roots = {root: (root, 0.0) for root in (10, 21, 30, 41, 50)}
+    tracer.on_completed([9, 3, 20, 2, 49, 1, [41]])
+    assert sorted(tracer.roots) == [30, 50]
+    assert [record[:3] for record in tracer.records] == [
+        ("done", 10, "acked"), ("done", 21, "acked"), ("done", 41, "acked")]
 
 
 def test_a_big_clock_jump_times_out_at_once():

@@ -7,6 +7,7 @@ import random
 
 import pytest
 
+from runtime.acking import _cuts
 from runtime.acking._ids import RootIds
 from runtime.acking._tracking import SpoutTracker
 from runtime.wire import ACKED_FAILED, ACKED_OK, ACKED_RENEWED, ACKED_TIMEOUT
@@ -160,8 +161,8 @@ def test_a_long_list_of_whole_runs_settles_them_whole_in_root_order(monkeypatch)
     apart root by root (docs/internals/performance-log.md, "Issue 17, eighth pass")."""
     t, first = tracker_with_runs(20, 20)
     taken_apart = []
-    monkeypatch.setattr(t, "_cut_runs", lambda *args: taken_apart.append(args))
-    monkeypatch.setattr(t, "_detach", taken_apart.append)
+    monkeypatch.setattr(_cuts, "cut_runs", lambda *args: taken_apart.append(args))
+    monkeypatch.setattr(_cuts, "detach", lambda *args: taken_apart.append(args))
     roots = list(range(first, first + 40))
     random.Random(3).shuffle(roots)
     assert t.complete(roots, now=0.004) == list(range(40))
@@ -228,8 +229,9 @@ def test_a_root_completed_alone_cuts_its_run_and_the_rest_keeps_its_age():
 @pytest.mark.parametrize("seed", range(60))
 def test_settling_in_any_way_matches_a_root_by_root_model(seed):
     """Runs and single roots, settled at random by ranges (over gaps, repeats and
-    strays), lists, outcomes (a renewed root becomes a single) and rotations, against a
-    plain dict of root -> msg_id: the same msg_ids acked, failed and timed out, ranges
+    strays), an acker's stretches (several ranges, overlapping now and then), lists,
+    outcomes (a renewed root becomes a single) and rotations, against a plain dict of
+    root -> msg_id: the same msg_ids acked, failed and timed out, ranges and stretches
     in root order, lists of a few roots in their own order, the same stale count, and
     the same roots still held, with their ages."""
     rng = random.Random(seed)
@@ -250,7 +252,17 @@ def test_settling_in_any_way_matches_a_root_by_root_model(seed):
     lo, hi = min(model) - 3, max(model) + 3
     for _ in range(rng.randint(1, 25)):
         way = rng.random()
-        if way < 0.35:
+        if way < 0.1:
+            flat, want, at = [], [], rng.randrange(lo, hi)
+            for _ in range(rng.randint(1, 5)):
+                at += rng.choice([-2, 0, 1, 7])  # overlapping, next to, or after the last
+                count = rng.randint(0, 20)
+                flat += (at, count)
+                want += [model.pop(r)[0] for r in range(at, at + count) if r in model]
+                at += count
+            stale += sum(flat[1::2]) - len(want)
+            assert t.complete_stretches(flat, now) == want
+        elif way < 0.35:
             start = rng.randrange(lo, hi)
             count = rng.randint(0, 60)
             want = [model.pop(r)[0] for r in range(start, start + count) if r in model]
