@@ -199,9 +199,15 @@ class StreamOut(PendingLists):
         a bolt's groups: the executor asks at every timer)."""
         if self.items or (self.runs is not None and self.runs.queued()):
             return True
-        return (any(part for _, part in self.direct.values())
-                or any(part for _, part in self.direct_tracked.values())
-                or any(any(outlet.tracked) for outlet in self.outlets))
+        for held in (self.direct, self.direct_tracked):  # (loops: a generator made a
+            for _, part in held.values():  # call cost the twin's count ~1.5 %)
+                if part:
+                    return True
+        for outlet in self.outlets:
+            for part in outlet.tracked:
+                if part:
+                    return True
+        return False
 
     def count(self, part: list) -> int:
         """The tuples in a tracked batch: pairs, or a bolt's groups of pairs."""
