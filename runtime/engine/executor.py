@@ -227,8 +227,9 @@ class Executor:
         the piece's first tuple and disarms itself."""
         tracer, total, idle = self.tracer, 0, 0
         while calls > 0:
-            skip = tracer.skip if tracer.skip > 0 else tracer.after
-            n = min(calls, max(skip, 1))
+            # armed, the piece is the traced tuple and the gap after it
+            skip = tracer.skip if tracer.skip > 0 else tracer.after + 1
+            n = min(calls, skip)
             got = self.spout.step(n, self.output_waiting)
             tracer.arm(got)
             total, calls = total + got, calls - n

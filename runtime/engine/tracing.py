@@ -201,8 +201,10 @@ class Tracer:
         self.after = gap(self.rate)
 
         def emit(values, stream=DEFAULT_STREAM, msg_id=None):
-            self.skip = self.after if self.rate > 0 else 1
-            if self.skip > 0:  # the next one is not due yet: one shot
+            # the spout's piece is this tuple and the gap after it (arm subtracts the
+            # piece's tuples, this one among them)
+            self.skip = self.after + 1 if self.rate > 0 else 1
+            if self.after > 0 or self.rate <= 0:  # the next one is not due yet: one shot
                 user.emit = base
             else:  # the next one is due too: armed still, with the gap after it
                 self.after = gap(self.rate)

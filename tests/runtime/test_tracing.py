@@ -249,6 +249,20 @@ def test_a_rate_traces_about_that_fraction():
         assert 150 <= traced <= 350  # 250 expected
 
 
+@pytest.mark.parametrize(("rate", "n"), [(0.5, 4_000), (0.2, 8_000), (0.05, 20_000)])
+def test_the_fraction_traced_is_the_rate_within_a_few_standard_deviations(rate, n):
+    # the gap after a traced tuple is the number of untraced tuples let pass: until
+    # 2026-11-28 one fewer passed, and a rate p traced p / (1 - p) of the tuples' worth
+    # of gaps (0.5 traced 0.67, 0.2 traced 0.25, 0.05 traced 0.0526: each far outside)
+    random.seed(28)
+    with InMemoryCluster(numbers(n), trace=rate, target_latency=None,
+                         trace_store=n) as cluster:
+        cluster.run_until_idle()
+        traced = len(cluster.traces(limit=n))
+    spread = 4 * (n * rate * (1 - rate)) ** 0.5  # four standard deviations, at most
+    assert abs(traced - n * rate) <= spread, (traced, n * rate)
+
+
 @pytest.mark.parametrize("bad", [1.5, -0.1, "0.5", True, None])
 def test_bad_trace_values_fail_at_definition_time(bad):
     topo = numbers(1)
