@@ -594,7 +594,7 @@ def test_an_ackers_completions_of_runs_go_as_stretches_one_frame_a_spout_task():
     shuffled frames (a run's roots completed by two frames, roots of both tasks in one
     frame): each spout task gets one ``COMPLETED`` frame a flush, its stretches as
     ``first, count`` pairs, joined where one frame's ends as another's begins, and no
-    list of roots (acker.md, "Frames"; performance.md, "Issue 17, tenth pass")."""
+    list of roots (acker.md, "Frames"; performance-log.md, "Issue 17, tenth pass")."""
     topo = feeder_into("stretching-acker", ("count", Identity))
     with InMemoryCluster(topo, ackers=1, message_timeout=TIMEOUT) as cluster:
         executor, sent = completing_acker(cluster)
