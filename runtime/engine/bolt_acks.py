@@ -12,7 +12,7 @@ from runtime.model.api import Tuple
 from .acks import roots_of
 from .outbound import StreamOut
 
-__all__ = ["InputAcks", "join_group"]
+__all__ = ["InputAcks"]
 
 
 class InputAcks:
@@ -50,23 +50,16 @@ class InputAcks:
         ack carries both (docs/internals/acker.md, "An ack folded into a child"). A full
         batch its children went into is sent now (the emit held it back)."""
         ids, (batch, out) = tup.ids, self.last_child
-        if type(ids) is int and batch and batch[-2] == ids:  # the last group's: its root
+        if type(ids) is int and batch and batch[-2] == ids:
             self.counts.acked += 1
             tup.ids = None
-            batch[-1][-1] ^= tup.ack_val  # (the group's last ack_val)
+            batch[-1] ^= tup.ack_val
         else:
             self.ack(tup)
-        if out is not None:  # the input is done: its groups take no more children
-            out.close_groups()
-        # held back until the input was done (wiring's emit): sent once it holds about a
-        # batch of tuples, its groups counted as long as its last (one input's children)
-        if batch and len(batch) * len(batch[-1]) >= 4 * self.batch_size:
-            out.flush_tracked()
+        if batch is not None and len(batch) >= 3 * self.batch_size:
+            out.flush_tracked()  # held back until the input was done (wiring's emit)
 
     def fail(self, tup: Tuple) -> None:
-        out = self.last_child[1]
-        if out is not None:  # a BasicBolt's input failed: its groups are done too
-            out.close_groups()
         self.counts.failed += 1
         ids, tup.ids = tup.ids, None
         if ids and self.acking:
@@ -91,39 +84,23 @@ class InputAcks:
         tracked = [a for a in anchors if a is not None and a.ids]
         if not tracked:
             return False
-        size, entry = 2 * self.batch_size, out.entry(values, self.comp)
-        if out.opened:  # a BasicBolt's open groups: its later children go after this one
-            out.close_groups()
+        size, entry = 3 * self.batch_size, out.entry(values, self.comp)
         copies = out.tracked_copies(values, direct)
         if len(copies) != 1:  # one copy counts as it is sent (flush_tracked)
             out.emitted += 1
             out.counted += len(copies)
         for batch in copies:
             ids = _edges(tracked)
-            if len(ids) == 1:  # one root: ``entry, edge`` in its root's group (wire.ANCHORED)
+            if len(ids) == 1:  # one root: flat, ``root, edge`` (wire.ANCHORED)
                 ((root, edge),) = ids.items()
-                held = join_group(batch, root, entry, edge)
-            else:  # several: a group of its own, its map and ack_val 0
-                batch += (ids, [entry, 0])
-                held = len(batch)
-            if held >= size:
+                batch += (entry, root, edge)
+            else:
+                batch += (entry, ids, 0)
+            if len(batch) >= size:
                 out.flush_tracked()
         if out.recorder is not None:  # a tuple of several trees is recorded with its first
             out.recorder.tracked(values, next(iter(roots_of(tracked[0].ids))))
         return True
-
-
-def join_group(batch: list, root: int, entry, edge: int) -> int:
-    """Put a tuple of one tree in a bolt's tracked batch (wire.ANCHORED: ``ids, [entry,
-    ack_val, ...]`` groups): into the batch's last group when that is its root's (the
-    very int: the same input's, or a tuple of the same received group), else as a new
-    group; the items of the list it went into, for the caller's size check."""
-    if batch and batch[-2] is root:
-        group = batch[-1]
-        group += (entry, edge)
-        return len(group)
-    batch += (root, [entry, edge])
-    return len(batch)
 
 
 def _edges(anchors: list[Tuple]) -> dict[int, int]:

@@ -4,8 +4,8 @@ and fails of its inputs, the tuples it emits anchored to them, and its ticks."""
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sized
-from itertools import chain, count, islice, repeat, tee
-from operator import itemgetter, length_hint, mul, rshift
+from itertools import count, islice, repeat, tee
+from operator import itemgetter, length_hint
 from sys import getrefcount
 
 from runtime import wire
@@ -14,7 +14,6 @@ from runtime.model.api import BasicBolt, Bolt, FailedException, OneFieldTuple, T
 from runtime.model.constants import SYSTEM, TICK
 from runtime.model.plan import PhysicalPlan
 from runtime.model.topology import ComponentSpec
-from runtime.wire.frames import anchored_entries
 
 from .acks import AckOut
 from .bolt_acks import InputAcks
@@ -358,21 +357,16 @@ def _tracked_parts(batch: list) -> tuple[list, list, list]:
     return batch[::2], ids, [i if type(i) is int else 0 for i in ids]
 
 
-def _anchored_parts(batch: list) -> tuple[list, Iterator, list]:
-    """An ANCHORED batch, ``ids, [entry, ack_val, ...], ...``, as its entries, their ids
-    and their starting ``ack_val``: ``ids`` an int root, given once for its group, and
-    ``ack_val`` each tuple's edge id (its ack value, until it anchors tuples of its
-    own), or a ``{root: edge}`` map and ``ack_val`` 0. The ids are the group's, made in
-    C (``(root,) * n``, chained; ``repeat(root, n)`` parses its arguments, ~300
-    instructions a group more): a group's tuples share its one root object, which is
-    neither decoded nor type-checked once a tuple (docs/internals/performance-log.md,
-    "Issue 17, tenth pass")."""
-    flat = anchored_entries(batch)
-    ids, vals = batch[0::2], flat[1::2]
-    if not set(map(type, ids)) <= _ID_TYPES or not set(map(type, vals)) <= _INT:
-        raise wire.WireError("an anchored batch's ids must be ints or maps, its ack_val ints")
-    sizes = map(rshift, map(len, batch[1::2]), repeat(1))  # (ids,) * size: a group's ids,
-    return flat[0::2], chain.from_iterable(map(mul, zip(ids), sizes)), vals  # no repeat()
+def _anchored_parts(batch: list) -> tuple[list, list, list]:
+    """An ANCHORED batch, ``entry, ids, ack_val, ...``, as its entries, their ids and
+    their starting ``ack_val``: ``ids`` an int root and ``ack_val`` the tuple's edge id
+    (its ack value, until it anchors tuples of its own), or a ``{root: edge}`` map and
+    ``ack_val`` 0."""
+    ids, vals = batch[1::3], batch[2::3]
+    if (len(batch) % 3 or not set(map(type, ids)) <= _ID_TYPES
+            or not set(map(type, vals)) <= _INT):
+        raise wire.WireError("an anchored batch must hold values, ids, ack_val triples")
+    return batch[::3], ids, vals
 
 
 def _run_parts(batch: list) -> tuple[list, Iterator, Iterator]:

@@ -396,7 +396,7 @@ class Executor:
         """Whether anything waits to be sent at the next flush: tuples in a batch, ack
         messages, traced frames waiting for a ride."""
         return (self.acks.waiting() or bool(self.tracer.riders.riding)
-                or any(out.holds() for out in self.streams.values()))
+                or any(out.queued() for out in self.streams.values()))
 
     def drained(self) -> None:
         """The driver's drain of its input ended: a bolt's acks of the frames it handled

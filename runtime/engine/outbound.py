@@ -16,12 +16,10 @@ own edge id, which the anchors must know before they are acked, so their targets
 chosen at emit time (``Outlet.targets``) and they wait in per-task ``tracked`` batches,
 flat. A spout's hold ``values, ids, values, ids, ...`` (``ids`` is ``{root id: edge
 id}``, or an int root that is its own edge id), sent as TRACKED frames; a bolt's hold
-``ids, group`` pairs, a group a run of copies that share their ids, flat ``values,
-ack_val, ...`` (``ids`` an int root, written once a run, and each ``ack_val`` the copy's
-edge id; or a map with ``ack_val`` 0: the Tuple's own two fields as the receiver starts
-them), sent as ANCHORED frames (docs/internals/acker.md, "One root, flat" and
-"Frames"). ``StreamOut.stride`` is 2 for both: items per tuple, or per group
-(``grouped``); :meth:`StreamOut.count` counts a batch's tuples.
+``values, ids, ack_val`` triples (``ids`` an int root and ``ack_val`` the copy's edge
+id, or a map with ``ack_val`` 0: the Tuple's own two fields as the receiver starts
+them), sent as ANCHORED frames (docs/internals/acker.md, "One root, flat").
+``StreamOut.stride`` is 2 or 3.
 
 A stream can be tapped (``running.sample``): while ``StreamOut.tap`` is set, every frame
 sent also leaves its last tuples in the :class:`Tap`'s bounded buffer. Untapped, the cost
@@ -33,7 +31,6 @@ from __future__ import annotations
 import time
 from collections import deque
 from collections.abc import Callable
-from itertools import repeat
 from typing import Any, Protocol
 
 from runtime import wire
@@ -82,17 +79,15 @@ class StreamOut(PendingLists):
 
     __slots__ = ("name", "arity", "bare", "items", "outlets", "direct", "direct_tracked",
                  "send", "on_bad", "emitted", "counted", "transferred", "_reported", "_fixed",
-                 "tap", "recorder", "runs", "stride", "grouped", "tracked_kind", "clock",
-                 "emptied_at", "opened", "_closed")
+                 "tap", "recorder", "runs", "stride", "tracked_kind", "clock", "emptied_at")
 
     def __init__(self, name: str, arity: int, send: Send,
                  on_bad: Callable[[str, list, dict | None], None],
                  tracked_kind: int = wire.TRACKED) -> None:
         self.name, self.arity, self.send, self.on_bad = name, arity, send, on_bad
-        # a spout's tracked batches hold pairs (TRACKED), a bolt's groups (ANCHORED)
+        # a spout's tracked batches hold pairs (TRACKED), a bolt's triples (ANCHORED)
         self.tracked_kind = tracked_kind
-        self.grouped = tracked_kind == wire.ANCHORED
-        self.stride = 2  # items per tuple, or per group
+        self.stride = 3 if tracked_kind == wire.ANCHORED else 2
         self.bare = arity == 1  # batches hold bare values (runtime/wire/__init__.py)
         self.items: list = []
         self.outlets: list[Outlet] = []
@@ -111,27 +106,6 @@ class StreamOut(PendingLists):
         # ``Executor.flush_due`` sends a batch only once that is a flush interval ago)
         self.clock: Callable[[], float] | None = None
         self.emptied_at = float("-inf")
-        self.opened: list[list | None] = []  # open_groups'
-        self._closed: list[None] = []
-
-    def open_groups(self, tasks: int) -> list[list | None]:
-        """Per task of this stream's one outlet, the group of a BasicBolt's input whose
-        children go there, None until its first child (``wiring._basic_default_first``
-        puts ``root, group`` in the batch then, and the rest of the input's children
-        into the group: the root once an input, and no index of the batch read a
-        child). A group is closed (None again) when its input is done
-        (``InputAcks.ack_basic``, ``fail``), when the batch is sent
-        (:meth:`flush_tracked`), and before any other tracked emit into these
-        batches, so that a child never joins a group sent, another input's, or one
-        that other tuples follow."""
-        if len(self.opened) != tasks:  # (both of a BasicBolt's emits share one)
-            self.opened, self._closed = [None] * tasks, [None] * tasks
-        return self.opened
-
-    def close_groups(self) -> None:
-        """Close every group :meth:`open_groups` holds (in place: the emit holds the
-        list)."""
-        self.opened[:] = self._closed
 
     def unwire(self) -> None:
         """Forget the subscribers' tasks (a rebalance wires them again; flush first)."""
@@ -185,35 +159,13 @@ class StreamOut(PendingLists):
         n = len(self.items) + (self.runs.queued() if self.runs is not None else 0)
         for _, pending in self.direct.values():
             n += len(pending)
+        stride = self.stride  # values, ids (, ack_val)
         for _, pending in self.direct_tracked.values():
-            if pending:
-                n += self.count(pending)
+            n += len(pending) // stride
         for outlet in self.outlets:
             for pending in outlet.tracked:
-                if pending:  # (at most once: no method bound)
-                    n += self.count(pending)
+                n += len(pending) // stride
         return n
-
-    def holds(self) -> bool:
-        """Whether a tuple waits in a batch (:meth:`queued` above 0, without counting
-        a bolt's groups: the executor asks at every timer)."""
-        if self.items or (self.runs is not None and self.runs.queued()):
-            return True
-        for held in (self.direct, self.direct_tracked):  # (loops: a generator made a
-            for _, part in held.values():  # call cost the twin's count ~1.5 %)
-                if part:
-                    return True
-        for outlet in self.outlets:
-            for part in outlet.tracked:
-                if part:
-                    return True
-        return False
-
-    def count(self, part: list) -> int:
-        """The tuples in a tracked batch: pairs, or a bolt's groups of pairs."""
-        if self.grouped:
-            return sum(map(len, part[1::2])) >> 1
-        return len(part) >> 1
 
     def flush(self) -> None:
         """Split the pending batch among subscribers and send every part."""
@@ -241,21 +193,17 @@ class StreamOut(PendingLists):
         copies counted its tuple at once and its copies in ``counted``, which the copies
         sent here do not count again; a count never goes back (a report between an emit
         and its flush reads no less than the one before)."""
-        sent = 0
-        if self.opened:  # their groups go now: no child may join them after
-            self.opened[:] = self._closed
+        stride, sent = self.stride, 0
         for outlet in self.outlets:
             for header, part in zip(outlet.tracked_headers, outlet.tracked):
                 if part:
-                    tuples = self.count(part)
-                    sent += tuples
-                    self.ship(header, part, True, tuples)
+                    sent += len(part) // stride
+                    self.ship(header, part, tracked=True)
                     part.clear()
         for header, part in self.direct_tracked.values():
             if part:
-                tuples = self.count(part)
-                sent += tuples
-                self.ship(header, part, True, tuples)
+                sent += len(part) // stride
+                self.ship(header, part, tracked=True)
                 part.clear()
         if sent:  # a traced call's tails go alone (send_tails): not every copy counted
             counted = min(self.counted, sent)  # may be among them; the rest go later
@@ -284,26 +232,21 @@ class StreamOut(PendingLists):
         if self.tap is not None:
             self.tap.saw(_pairs(part, first), (wire.dest_of(header),), True)
 
-    def ship(self, header: bytes, part: list, tracked: bool = False,
-             tuples: int | None = None) -> None:
-        """Encode and send one frame; values msgpack cannot carry are dropped and reported.
-        ``tuples``: a tracked part's, when the caller counted them (:meth:`count`)."""
+    def ship(self, header: bytes, part: list, tracked: bool = False) -> None:
+        """Encode and send one frame; values msgpack cannot carry are dropped and reported."""
         try:
             body = wire.encode_batch(part)
         except (TypeError, ValueError, OverflowError):
-            part, tuples = self._without_unencodable(part, tracked), None
+            part = self._without_unencodable(part, tracked)
             if not part:
                 return
             body = wire.encode_batch(part)
         self.send(header, body)
         if self.recorder is not None and part is self.items:  # the whole batch, encoded:
             self.recorder.encoded = body  # the recorder appends these very bytes
-        if not tracked:
-            self.transferred += len(part)
-        else:
-            self.transferred += self.count(part) if tuples is None else tuples
+        self.transferred += len(part) // self.stride if tracked else len(part)
         if self.tap is not None:
-            self.tap.saw(part, (wire.dest_of(header),), tracked and (3 if self.grouped else 2))
+            self.tap.saw(part, (wire.dest_of(header),), tracked and self.stride)
 
     def ship_to_all(self, headers: list[bytes], part: list) -> None:
         try:
@@ -323,22 +266,12 @@ class StreamOut(PendingLists):
 
     def _without_unencodable(self, part: list, tracked: bool = False) -> list:
         good = []
-        if tracked and self.grouped:  # ids, [entry, ack_val, ...]: a group keeps the rest
-            for ids, group in zip(part[0::2], part[1::2]):
-                kept = []
-                for entry, val in zip(group[0::2], group[1::2]):
-                    if wire.encodable(entry):
-                        kept += (entry, val)
-                    else:
-                        self.drop(entry, ids)
-                if kept:
-                    good += (ids, kept)
-            return good
         if tracked:
-            for i in range(0, len(part), 2):
+            stride = self.stride
+            for i in range(0, len(part), stride):
                 entry, ids = part[i], part[i + 1]
                 if wire.encodable(entry):
-                    good += part[i:i + 2]
+                    good += part[i:i + stride]
                 else:
                     self.drop(entry, ids)
             return good
@@ -622,9 +555,9 @@ class Tap:
     >>> tap.saw(["a", 3, "b", {3: 3}], (7,), tracked=True)
     >>> list(tap.samples)
     [(['a'], {3: 3}, (7,), 1.5), (['b'], {3: 3}, (7,), 1.5)]
-    >>> tap.saw([3, ["c", 6, "e", 5], {4: 9}, ["d", 0]], (7,), tracked=3)  # a bolt's groups
+    >>> tap.saw(["c", 3, 6, "d", {4: 9}, 0], (7,), tracked=3)  # a bolt's triples
     >>> list(tap.samples)
-    [(['e'], {3: 5}, (7,), 1.5), (['d'], {4: 9}, (7,), 1.5)]
+    [(['c'], {3: 6}, (7,), 1.5), (['d'], {4: 9}, (7,), 1.5)]
     """
 
     __slots__ = ("n", "until", "clock", "samples", "bare")
@@ -636,12 +569,13 @@ class Tap:
 
     def saw(self, part: list, to: tuple[int, ...], tracked: bool | int) -> None:
         """One frame was sent: keep copies of its last ``n`` entries (the part is reused).
-        ``tracked``: True (or 2) for a spout's pairs, 3 for a bolt's groups."""
+        ``tracked``: True (or 2) for a spout's pairs, 3 for a bolt's triples."""
         now, bare = self.clock(), self.bare
-        if tracked == 3:  # ids, [entry, its edge id (or 0 with a map), ...]: the last
-            self.samples.extend(([entry] if bare else entry,  # groups' last n tuples
+        if tracked == 3:  # entry, root, its edge id (or a map, 0)
+            last = iter(part[-3 * self.n:])
+            self.samples.extend(([entry] if bare else entry,
                                  {ids: val} if type(ids) is int else ids, to, now)
-                                for ids, entry, val in _last_grouped(part, self.n))
+                                for entry, ids, val in zip(last, last, last))
         elif tracked:  # entry, ids, ... flat; an int ids is a root that is its own edge
             last = iter(part[-2 * self.n:])
             self.samples.extend(([entry] if bare else entry,
@@ -659,15 +593,3 @@ class Tap:
         tap = Tap(n, until, self.clock, self.bare)
         tap.samples.extend(self.samples)
         return tap
-
-
-def _last_grouped(part: list, n: int) -> list[tuple]:
-    """The last ``n`` tuples of a bolt's groups (``ids, [entry, ack_val, ...], ...``),
-    each ``(ids, entry, ack_val)``, in order."""
-    rows: list[tuple] = []
-    for at in range(len(part) - 2, -1, -2):
-        ids, group = part[at], part[at + 1]
-        rows[:0] = zip(repeat(ids), group[0::2], group[1::2])
-        if len(rows) >= n:
-            break
-    return rows[-n:] if n else []

@@ -509,9 +509,7 @@ class _Window:
 
 
 def _cut(kind: int, body: bytes, h: int, stride: int) -> tuple[bytes | None, bytes | None]:
-    """A frame's body as two: its first ``h`` tuples and the rest (None: none). An
-    ANCHORED frame is cut between groups: ``h`` counts them (``stride`` 2, an ``ids,
-    group`` pair each: ``PendingLists.places``)."""
+    """A frame's body as two: its first ``h`` tuples and the rest (None: none)."""
     batch = wire.decode_batch(body)
     if kind == wire.RUN:  # [first root, entries]: the rest numbered on from the head
         first, entries = batch

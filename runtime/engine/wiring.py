@@ -26,7 +26,6 @@ from runtime.model.plan import PhysicalPlan
 from runtime.model.topology import ComponentSpec
 from runtime.observe.user_metrics import UserMetrics
 
-from .bolt_acks import join_group
 from .bolt_side import BoltSide
 from .errors import arity, not_a_list, unknown_stream, wrong_arity
 from .outbound import Outlet, StreamOut
@@ -180,7 +179,7 @@ class Collector:
         if (not (self.acking and self.bolt.basic) or out is None
                 or DEFAULT_STREAM not in _one_target(self.streams)):
             return emit
-        return _basic_default_first(emit, self.bolt, out, 8 * self.size)
+        return _basic_default_first(emit, self.bolt, out, 12 * self.size)
 
     def bolt_emit(self):
         """A bolt's ``emit``: append, flush a full batch; anchored to tracked inputs
@@ -189,7 +188,7 @@ class Collector:
         acking, basic, current = self.acking, self.bolt.basic, self.bolt.current
         anchored = self.bolt.emit_anchored
         one_target, last = _one_target(self.streams), self.bolt.last_child
-        bits, limit = id_bits(), 2 * size
+        bits, limit = id_bits(), 3 * size
 
         def emit(values, stream=DEFAULT_STREAM, anchors=None):
             try:
@@ -214,14 +213,12 @@ class Collector:
                     batch = pick(values)
                     edge = bits(63) or new_id()
                     anchor.ack_val ^= edge
-                    if out.opened:  # a BasicBolt's open groups: its later children
-                        out.close_groups()  # go after this one (StreamOut.open_groups)
+                    batch += (entry, anchor.ids, edge)
                     last[0], last[1] = batch, out  # where ack_basic may fold the input's ack
                     # a BasicBolt's batch waits for the end of its input (ack_basic), so
-                    # that its children travel, and are acked, together (up to a cap;
-                    # no local more: every call's frame, at most once too, would clear it)
-                    if join_group(batch, anchor.ids, entry, edge) >= (
-                            limit if anchors is not None or not basic else 4 * limit):
+                    # that its children travel, and are acked, together (up to a cap)
+                    if len(batch) >= limit and (anchors is not None or not basic
+                                                or len(batch) >= 4 * limit):
                         out.flush_tracked()
                     return
                 if anchored(out, values, current if anchors is None else anchors):
@@ -303,7 +300,7 @@ class Collector:
 def _one_target(streams: Mapping[str, StreamOut]) -> dict[str, Callable]:
     """Per stream whose one subscriber takes each tuple on one task: ``batch_of(values)``,
     the tracked batch of that task (for the bolt's fast anchored emit: a tuple anchored
-    to one Tuple of one tree, ``entry, edge`` in its root's group; see ``bolt_emit``)."""
+    to one Tuple of one tree, ``entry, root, edge``; see ``bolt_emit``)."""
     return {name: _batch_of(out.outlets[0]) for name, out in streams.items()
             if len(out.outlets) == 1 and out.outlets[0].pick is not None}
 
@@ -320,18 +317,15 @@ def _basic_default_first(emit, bolt: BoltSide, out: StreamOut, cap: int):
     """``emit`` of a tracking BasicBolt, its commonest call written out: a child of the
     input on the default stream, whose one subscriber takes it on one task, unrecorded,
     the input of one tree (``ids`` an int). Per child: the pick, an edge id, an XOR into
-    the input's ``ack_val`` and one ``+=`` of ``entry, edge`` to the input's group
-    for that task (``StreamOut.open_groups``: its first child there puts ``root,
-    group`` in the batch, the root once; wire.ANCHORED, acker.md "One root, flat"); the
-    batch waits for the end of the input (``ack_basic``), up to ``cap`` items in one
-    group (one input's children). In-process, 0.26-0.45 us a child less
-    than ``bolt_emit``'s own way with one counter, up to 0.44 with two
-    (docs/internals/performance-log.md, "Issue 17, third pass")."""
+    the input's ``ack_val`` and one ``+=`` of ``entry, root, edge`` (acker.md,
+    "One root, flat"); the batch waits for the end of the input (``ack_basic``), up to
+    ``cap`` items. In-process, 0.26-0.45 us a child less than ``bolt_emit``'s own way
+    with one counter, up to 0.44 with two (docs/internals/performance-log.md, "Issue 17,
+    third pass")."""
     (outlet,) = out.outlets
     tracked, pick, bare, n = outlet.tracked, outlet.pick, out.bare, out.arity
-    one = len(tracked) == 1  # one task: no pick to make
+    one = tracked[0] if len(tracked) == 1 else None  # one task: no pick to make
     current, last, bits = bolt.current, bolt.last_child, id_bits()
-    opened = out.open_groups(len(tracked))
 
     def emit_child(values, stream=DEFAULT_STREAM, anchors=None):
         anchor = current[0]
@@ -341,27 +335,21 @@ def _basic_default_first(emit, bolt: BoltSide, out: StreamOut, cap: int):
                 try:
                     ok = len(values) == n
                     entry = values[0] if bare else values
-                    i = 0 if one else pick(values)
+                    batch = one if one is not None else tracked[pick(values)]
                 except Exception:  # the checked way reports it (a wrong arity, a bad key)
                     ok = False
                 if ok:
                     edge = bits(63) or new_id()
                     anchor.ack_val ^= edge
-                    group = opened[i]
-                    if group is not None:  # the input's group for that task
-                        group += (entry, edge)
-                        if len(group) >= cap:
-                            out.flush_tracked()  # (which closes the groups)
-                    else:  # its first child there: a new group, the root once
-                        opened[i] = group = [entry, edge]
-                        batch = tracked[i]
-                        batch += (root, group)
-                        if last[0] is not batch:  # where ack_basic may fold its ack
-                            last[0], last[1] = batch, out
+                    batch += (entry, root, edge)
+                    if last[0] is not batch:  # where ack_basic may fold the input's ack
+                        last[0], last[1] = batch, out
+                    if len(batch) >= cap:
+                        out.flush_tracked()
                     return None
         return emit(values, stream, anchors)
 
-    if outlet.str_key is None or one:
+    if outlet.str_key is None or one is not None:
         return emit_child
     return _str_key_first(emit_child, bolt, out, cap)
 
@@ -379,7 +367,6 @@ def _str_key_first(emit_child, bolt: BoltSide, out: StreamOut, cap: int):
     (outlet,) = out.outlets
     tracked, n, (at, tasks), crc = outlet.tracked, out.arity, outlet.str_key, zlib.crc32
     bare, current, last, bits = out.bare, bolt.current, bolt.last_child, id_bits()
-    opened = out.open_groups(len(tracked))
 
     def emit_keyed(values, stream=DEFAULT_STREAM, anchors=None):
         anchor = current[0]
@@ -388,20 +375,14 @@ def _str_key_first(emit_child, bolt: BoltSide, out: StreamOut, cap: int):
                 and type(key := values[at]) is str and out.recorder is None):
             root = anchor.ids
             if type(root) is int:
-                i = crc(key.encode()) % tasks
+                batch = tracked[crc(key.encode()) % tasks]
                 edge = bits(63) or new_id()
                 anchor.ack_val ^= edge
-                group = opened[i]
-                if group is not None:  # the input's group for that task
-                    group += (key if bare else values, edge)
-                    if len(group) >= cap:
-                        out.flush_tracked()  # (which closes the groups)
-                else:  # its first child there: a new group, the root once
-                    opened[i] = group = [key if bare else values, edge]
-                    batch = tracked[i]
-                    batch += (root, group)
-                    if last[0] is not batch:  # where ack_basic may fold its ack
-                        last[0], last[1] = batch, out
+                batch += (key if bare else values, root, edge)
+                if last[0] is not batch:  # where ack_basic may fold the input's ack
+                    last[0], last[1] = batch, out
+                if len(batch) >= cap:
+                    out.flush_tracked()
                 return None
         return emit_child(values, stream, anchors)
 

@@ -8,8 +8,6 @@ of the package lives here; the control plane and the records on disk share it.
 from __future__ import annotations
 
 import struct
-from itertools import chain, repeat
-from operator import and_
 from typing import Any, NamedTuple
 
 import msgpack
@@ -18,7 +16,7 @@ __all__ = [
     "ACKED", "ACKED_FAILED", "ACKED_OK", "ACKED_RENEWED", "ACKED_TIMEOUT", "ACKS", "ACK_ACK",
     "ACK_FAIL", "ACK_INIT", "ACK_RESET", "ANCHORED", "BACKPRESSURE", "CHECKPOINT", "COMPLETED",
     "DATA", "HEADER_SIZE", "HELLO", "Header", "KINDS", "MAX_FRAME", "ROUTED", "RUN", "TRACED",
-    "TRACKED", "WireError", "anchored_entries", "batch_values", "bp_header", "bp_transition",
+    "TRACKED", "WireError", "batch_values", "bp_header", "bp_transition",
     "data_header", "decode_batch", "decode_traced", "dest_of", "encodable", "encode_batch",
     "encode_traced", "parse_header",
 ]
@@ -35,11 +33,10 @@ COMPLETED = 6  # body: [first root, count, ..., first root, count, [root, ...]]:
 # trees for the spout task written in their roots, as stretches of count consecutive roots
 # from first, then any others. A bolt's one-tuple trees go as one stretch (acker.md,
 # "Leaves"), an acker's as any number ([0, 0, roots] when none: acker.md, "Frames")
-ANCHORED = 7  # body: flat ids, group pairs: a bolt's tracked tuples, each group a run of
-# them that share their ids, flat [tuple, ack_val, tuple, ack_val, ...]. ids: an int root
-# (the group's tuples belong to that one tree: its root sent once a run), each ack_val
-# the tuple's edge id, its ack value until it anchors tuples of its own; or a
-# {root: edge} map with ack_val 0 (acker.md, "Frames")
+ANCHORED = 7  # body: flat tuple, ids, ack_val triples: a bolt's tracked tuples. ids: an
+# int root (the tuple belongs to that one tree) with ack_val its edge id, which is its
+# ack value until it anchors tuples of its own; or a {root: edge} map with ack_val 0
+# (acker.md, "Frames")
 TRACED = 8  # body: [[kind, inner body, trace id, first hop id, emit time], ...]: frames of
 # that kind (DATA, TRACKED, RUN, ANCHORED) holding only traced tuples, with their marks
 # (their hop ids consecutive from the first); an entry with trace id 0 is an untraced
@@ -162,9 +159,8 @@ def _traced_entry(e: Any) -> bool:
             and type(e[2]) is int and type(e[3]) is int and type(e[4]) in (int, float))
 
 
-# a tuple frame's batch: items per tuple (RUN: [first root, [entry, ...]], one per entry;
-# ANCHORED: ids, group pairs, anchored_entries)
-_STRIDE = {DATA: 1, TRACKED: 2, RUN: 1}
+# a tuple frame's batch: items per tuple (RUN: [first root, [entry, ...]], one per entry)
+_STRIDE = {DATA: 1, TRACKED: 2, ANCHORED: 3, RUN: 1}
 
 
 def batch_values(kind: int, body: bytes) -> list:
@@ -176,29 +172,10 @@ def batch_values(kind: int, body: bytes) -> list:
         if len(batch) != 2 or type(batch[1]) is not list:
             raise WireError("a run must be [first root, [values, ...]]")
         return batch[1]
-    if kind == ANCHORED:
-        return anchored_entries(batch)[0::2]
     stride = _STRIDE.get(kind)
     if stride is None:
         raise WireError(f"frame kind {kind} holds no tuples")
     return batch[0::stride]
-
-
-def anchored_entries(batch: list) -> list:
-    """An ANCHORED batch's groups as one flat ``tuple, ack_val, ...`` list (WireError
-    if it is not ``ids, group`` pairs, each group a list of pairs): the tuples in order.
-
-    >>> anchored_entries([5, ["a", 1, "b", 2], {6: 7}, ["c", 0]])
-    ['a', 1, 'b', 2, 'c', 0]
-    """
-    groups = batch[1::2]
-    if len(batch) % 2 or not set(map(type, groups)) <= _LIST or any(
-            map(and_, map(len, groups), repeat(1))):  # (a group of odd length)
-        raise WireError("an anchored batch must hold ids, [values, ack_val, ...] pairs")
-    return list(chain.from_iterable(groups))
-
-
-_LIST = {list}
 
 
 def encodable(value: Any) -> bool:

@@ -1,9 +1,8 @@
 """At least once on trees of tuples, through the in-memory twin (issue 17): a bolt's
-tracked tuples travel as ANCHORED groups (a tree's root once a run), a task's acks of
-one root are XORed into one per flush, a BasicBolt's ack is folded into its last child,
-and a tree found whole at a bolt is told to its spout task, not to the acker
-(docs/internals/acker.md, "One root, flat", "Acks combined", "An ack folded into a
-child")."""
+tracked tuples travel as ANCHORED triples, a task's acks of one root are XORed into one
+per flush, a BasicBolt's ack is folded into its last child, and a tree found whole at a
+bolt is told to its spout task, not to the acker (docs/internals/acker.md, "One root,
+flat", "Acks combined", "An ack folded into a child")."""
 
 from __future__ import annotations
 
@@ -15,9 +14,6 @@ import pytest
 
 from runtime import BasicBolt, Bolt, FailedException, Spout, Topology, wire
 from runtime.testing import InMemoryCluster
-from runtime.wire.frames import anchored_entries
-
-from .test_acking import Order
 
 
 class Sentences(Spout):
@@ -132,8 +128,7 @@ def test_one_counter_completes_every_tree_without_the_acker(batch_size):
         assert sorted(feed.acked) == list(range(20)) and feed.failed == []
         assert kinds(sent, wire.ACKS) == []  # not one message to the acker
         assert kinds(sent, wire.TRACKED) == [] and kinds(sent, wire.ANCHORED)
-        assert {len(anchored_entries(body)) // 2
-                for _, body in kinds(sent, wire.ANCHORED)} <= {10, 200}  # tuples a frame
+        assert {len(body) for _, body in kinds(sent, wire.ANCHORED)} <= {30, 600}
         (split,) = cluster.plan.component_tasks()["split"]
         assert all(h.src != split for h, _ in kinds(sent, wire.COMPLETED))
         stats = {s.component: s for s in cluster.statistics()}
@@ -142,17 +137,16 @@ def test_one_counter_completes_every_tree_without_the_acker(batch_size):
         assert cluster.exceptions == []
 
 
-def test_an_anchored_batch_sends_its_root_once_a_run():
-    with InMemoryCluster(sentences_topology(["a b c", "d e"]), ackers=1) as cluster:
+def test_an_anchored_batch_is_flat_root_and_ack_val_triples():
+    with InMemoryCluster(sentences_topology(["a b c"]), ackers=1) as cluster:
         sent = frames_of(cluster)
         cluster.run_until_idle()
         ((_, body),) = kinds(sent, wire.ANCHORED)
-        (root, group, other, group2) = body  # one group a sentence: its root, then
-        assert group[0::2] == ["a", "b", "c"] and group2[0::2] == ["d", "e"]  # words, edges
+        assert body[0::3] == ["a", "b", "c"]
+        (root,) = set(body[1::3])
         (_, (first, count, others)), = kinds(sent, wire.COMPLETED)
-        assert (first, count, others) == (root, 2, []) and root >> 63 == 1
-        assert other == root + 1
-        edges = group[1::2]  # each word's edge id, its ack value as the counter gets it
+        assert (first, count, others) == (root, 1, []) and root >> 63 == 1
+        edges = body[2::3]  # each word's edge id, its ack value as the counter gets it
         assert all(0 < e < 1 << 63 for e in edges[:2])  # drawn edges; the last holds the
         assert edges[0] ^ edges[1] ^ edges[2] == root  # split's ack too: all XOR to root
 
@@ -277,10 +271,8 @@ def test_random_trees_through_basic_and_plain_bolts_with_batching(eager, seed):
         assert cluster.exceptions == []
 
 
-@pytest.mark.parametrize("body", [
-    [5, ["a"]], [5, "a"], ["r", ["a", 1]], [5, ["a", 1.5]], [5, ["a", 1], 6],
-    [{5: 1}, ["a", "x"]], [5, ["a", 1, "b"], 6, [2]],  # (flat, 4 items: still refused)
-    [["a"], 5, 1, ["b"], 6, 2]])  # (the triples of before 2026-11-28)
+@pytest.mark.parametrize("body", [[["a"], 5], [["a"], 5, "x"], [["a"], "r", 1],
+                                  [["a"], 5, 1.5, ["b"]]])
 def test_a_malformed_anchored_body_is_refused_as_a_wire_error(body):
     with InMemoryCluster(sentences_topology(["a"]), ackers=1) as cluster:
         (split,), (count,) = (cluster.plan.component_tasks()[c] for c in ("split", "count"))
@@ -480,73 +472,3 @@ def test_a_basic_bolts_children_reach_the_fields_task_of_their_key_tracked_or_no
         feed = cluster.user_object(*cluster.plan.component_tasks()["feed"])
         assert sorted(feed.acked) == list(range(len(KEYS)))
         assert cluster.exceptions == []
-
-
-# -- a tree's root once a run: the groups of a BasicBolt's input (2026-11-28) --------------
-
-class Interleaved(BasicBolt):
-    """Per sentence: its first word the written-out way, its second anchored by hand (the
-    general way), the rest the written-out way again; "bad" fails the sentence after its
-    words went out."""
-
-    outputs = ["word"]
-
-    def process(self, tup):
-        first, second, *rest = tup.values[0].split()
-        self.emit([first])
-        self.emit([second], anchors=[tup])
-        for word in rest:
-            self.emit([word])
-        if "bad" in rest:
-            raise FailedException("a bad sentence")
-
-
-@pytest.mark.parametrize("counters", [1, 2])
-def test_an_inputs_children_keep_their_order_and_trees_however_they_were_emitted(counters):
-    """A BasicBolt's written-out children join their input's group for their task, the
-    root sent once: a child emitted another way closes the group, so the ones after it
-    come after it; a failed input's group takes no child of the next input (which would
-    carry the wrong root: that tree would time out, never complete)."""
-    sentences = [f"s{i}a s{i}b s{i}c s{i}d" for i in range(12)]
-    sentences[5] = "s5a s5b bad s5d"
-    topo = Topology("interleaved")
-    topo.spout("feed", Sentences(sentences))
-    topo.bolt("split", Interleaved).shuffle_grouping("feed")
-    topo.bolt("count", Order, parallelism=counters).fields_grouping(  # (acks each word,
-        "split", ["word"])  # keeps their order)
-    with InMemoryCluster(topo, ackers=1, target_latency=None, message_timeout=30.0) as cluster:
-        sent = frames_of(cluster)
-        cluster.run_until_idle()
-        feed = cluster.user_object(*cluster.plan.component_tasks()["feed"])
-        assert sorted(feed.acked) == [i for i in range(12) if i != 5] and feed.failed == [5]
-        got = [w for t in cluster.plan.component_tasks()["count"]
-               for w in cluster.user_object(t).seen]
-        for task in cluster.plan.component_tasks()["count"]:  # each task's in emit order
-            words = cluster.user_object(task).seen
-            assert words == sorted(words, key=lambda w: (int(w[1:-1]) if w != "bad" else 5,
-                                                         "abcd".index(w[-1]) if w != "bad"
-                                                         else 2))
-        assert sorted(got) == sorted(w for s in sentences for w in s.split())
-        groups = [len(body) // 2 for _, body in kinds(sent, wire.ANCHORED)]
-        assert sum(groups) < 4 * 12  # fewer groups than words: the roots went once a run
-
-
-def test_an_anchored_group_gives_its_tuples_its_root_and_each_its_own_edge():
-    """Decoding: each tuple of a group gets the group's ids and its own ack_val (a map's
-    group, its map): the count's acks are exactly the XOR of each root's edges."""
-    with InMemoryCluster(sentences_topology(["a"]), ackers=1) as cluster:
-        (split,), (count,) = (cluster.plan.component_tasks()[c] for c in ("split", "count"))
-        stream = cluster.plan.stream_ids()[("split", "default")]
-        first = 1 << 63 | 7
-        body = [first, ["a", 1, "b", 2, "c", 8], {first + 1: 5, 9: 6}, ["d", 0],
-                first + 2, ["e", 4], first, ["f", 16]]
-        sent = frames_of(cluster)
-        cluster.executors[count].on_frame(
-            wire.data_header(wire.ANCHORED, stream, count, split), wire.pack(body))
-        acks: dict = {}
-        for _, b in kinds(sent, wire.ACKS):
-            for op, root, value in zip(b[0::3], b[1::3], b[2::3]):
-                assert op == wire.ACK_ACK
-                acks[root] = acks.get(root, 0) ^ value
-        assert acks == {first: 1 ^ 2 ^ 8 ^ 16, first + 1: 5, 9: 6, first + 2: 4}
-        assert cluster.user_object(count).counts == dict.fromkeys("abcdef", 1)

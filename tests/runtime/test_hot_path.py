@@ -208,7 +208,7 @@ def test_a_tuple_a_bolt_kept_is_never_changed_and_the_others_are_made_anew(kind)
         first = 1 << 63 | 5
         body = {wire.DATA: list(range(12)), wire.RUN: [first, list(range(12))],
                 wire.TRACKED: [x for n in range(12) for x in (n, {first: n + 1})],
-                wire.ANCHORED: [first, [x for n in range(12) for x in (n, n + 1)]]}[kind]
+                wire.ANCHORED: [x for n in range(12) for x in (n, first, n + 1)]}[kind]
         bolt.on_frame(header, wire.encode_batch(body))
         ids = {wire.DATA: [None] * 12, wire.RUN: [first + n for n in range(12)],
                wire.TRACKED: [{first: n + 1} for n in range(12)],
@@ -248,12 +248,10 @@ def test_input_set_aside_while_output_waits_is_taken_up_with_its_values_and_ids(
         first = 1 << 63 | 5
         body = {wire.DATA: [3, 4, 5, 6], wire.RUN: [first, [3, 4, 5, 6]],
                 wire.TRACKED: [x for n in (3, 4, 5, 6) for x in (n, {first: n})],
-                # groups: a root's run of two, set aside in its middle; a map's group
-                wire.ANCHORED: [first + 3, [3, 21, 4, 28], {first + 5: 9}, [5, 35],
-                                first + 6, [6, 42]]}[kind]
+                wire.ANCHORED: [x for n in (3, 4, 5, 6) for x in (n, first + n, 7 * n)]}[kind]
         ids = {wire.DATA: [None] * 4, wire.RUN: [first + i for i in range(4)],
                wire.TRACKED: [{first: n} for n in (3, 4, 5, 6)],
-               wire.ANCHORED: [first + 3, first + 3, {first + 5: 9}, first + 6]}[kind]
+               wire.ANCHORED: [first + n for n in (3, 4, 5, 6)]}[kind]
         vals = [7 * n if kind == wire.ANCHORED else i if kind == wire.RUN else 0
                 for n, i in zip((3, 4, 5, 6), ids)]  # as sent; a RUN tuple's: its root
         bolt.output_waiting = ["held"]

@@ -9,7 +9,6 @@ import pytest
 
 from runtime import Bolt, Spout, Topology, Tuple, wire
 from runtime.testing import InMemoryCluster, ListSink, ListSpout
-from runtime.wire.frames import anchored_entries
 
 
 class Seen(Bolt):
@@ -181,9 +180,8 @@ def test_anchored_emits_on_a_one_field_stream_complete_their_trees():
     with InMemoryCluster(topo, ackers=1) as cluster:
         sent = sent_frames(cluster)
         cluster.run_until_idle()
-        tracked = [anchored_entries(batch)  # a bolt's: groups of entry, ack_val pairs
-                   for h, batch in sent if h.kind == wire.ANCHORED]
-        assert tracked and all(type(entry) is str for batch in tracked for entry in batch[::2])
+        tracked = [batch for h, batch in sent if h.kind == wire.ANCHORED]  # a bolt's: triples
+        assert tracked and all(type(entry) is str for batch in tracked for entry in batch[::3])
         assert sorted(cluster.sink("sink")) == [["a"], ["b"], ["c"], ["d"], ["e"]]
         (spout,) = [cluster.user_object(t) for t in cluster.plan.component_tasks()["sentences"]]
         assert sorted(spout.acked) == [0, 1] and spout.failed == []

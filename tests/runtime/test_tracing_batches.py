@@ -14,7 +14,6 @@ import pytest
 from runtime import Bolt, Topology, wire
 from runtime.engine.tracing import Tracer
 from runtime.testing import InMemoryCluster
-from runtime.wire.frames import anchored_entries
 
 from .test_checkpoints import INTERVAL, WORDS, chaos, drain, fill_log, word_count
 from .test_tracing import Sentences, Split, check_tree
@@ -47,10 +46,10 @@ class Heard(Bolt):
 
 def words_waiting(cluster: InMemoryCluster, ackers: int):
     """What the split's stream holds unsent: its batch (acking off) or its one tracked
-    batch's entries (a BasicBolt's children, groups of pairs, under acking)."""
+    batch's entries (a BasicBolt's children, triples, under acking)."""
     out = cluster.executors[cluster.plan.component_tasks()["split"][0]].streams["default"]
     if ackers:
-        return lambda: anchored_entries(out.outlets[0].tracked[0])[0::2]
+        return lambda: out.outlets[0].tracked[0][0::3]
     return lambda: list(out.items)
 
 
