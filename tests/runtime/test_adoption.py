@@ -44,8 +44,8 @@ def adopting(tmp_path):
     boot = {"secret": b"s" * 32, "run_dir": str(tmp_path), "bundle": b""}
 
     def make(pids: dict[int, int], plan: PhysicalPlan | None = None, **told) -> TopologyMaster:
-        first = TopologyMaster({**boot, "plan": (plan or default).to_data()})  # it writes
-        # where it listens, then "dies"
+        # the first master writes where it listens, then "dies"
+        first = TopologyMaster({**boot, "plan": (plan or default).to_data()})
         first.sock.close(linger=0)
         first.zctx.term()
         for c, pid in pids.items():
