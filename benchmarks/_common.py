@@ -14,6 +14,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import functools
+import os
 import queue
 import random
 import statistics
@@ -190,6 +191,64 @@ def complete_latencies(stats, spout: str) -> tuple[tuple[str, str], ...]:
         raise BenchmarkError("tupleflow: a spout task reported no complete latency")
     return (("p50_ms", f"{max(s['p50'] for s in summaries):.2f}"),
             ("p99_ms", f"{max(s['p99'] for s in summaries):.2f}"))
+
+
+@contextlib.contextmanager
+def started_paused(topology, containers: int, config: dict):
+    """Submit with the spouts paused before their activation, and wait until every
+    instance is ready: the processes are then done with their start-up."""
+    with topology.submit(scheduler="local", containers=containers, config=config) as running:
+        running.pause()
+        try:
+            running.wait_active(timeout=60)
+        except TimeoutError as exc:
+            raise BenchmarkError(f"tupleflow: {exc}") from None
+        yield running
+
+
+def process_roles(running, roles: dict[str, str]) -> dict[int, str]:
+    """Every process of the topology, and this one, by pid: what it is (an instance's
+    role is ``roles`` of its component)."""
+    status = running.status()
+    found = {status["pid"]: "master", os.getpid(): "benchmark"}
+    found.update(dict.fromkeys(status["containers"].values(), "stmgr"))
+    found.update({r.pid: roles[r.component] for r in running.statistics() if r.pid})
+    return found
+
+
+PER_SENTENCE = ("us_per_sentence", 1e6)  # a CPU line's last field, and its scale
+PER_TUPLE = ("ns_per_tuple", 1e9)
+
+
+@dataclass(frozen=True)
+class CpuShare:
+    """The CPU time the processes of one role spent in a run, per tuple of the run (a
+    sentence, a word): ``per`` names the field and its scale."""
+
+    run: Measurement
+    role: str
+    processes: int
+    seconds: float
+    per: tuple[str, float] = PER_SENTENCE
+
+    def line(self) -> str:
+        name, scale = self.per
+        return (f"CPU name={self.run.name} workload={self.run.workload}"
+                f" acking={'on' if self.run.acking else 'off'} role={self.role}"
+                f" processes={self.processes} seconds={self.seconds:.3f}"
+                f" {name}={self.seconds / self.run.tuples * scale:.2f}")
+
+
+def cpu_shares(run: Measurement, roles: dict, before: dict, after: dict,
+               order: tuple[str, ...], per: tuple[str, float] = PER_SENTENCE) -> list[CpuShare]:
+    """One CpuShare per role, in ``order``, and their total."""
+    spent = {pid: after[pid] - before[pid] for pid in after.keys() & before.keys()}
+    shares = []
+    for role in order:
+        pids = [pid for pid in spent if roles[pid] == role]
+        if pids:
+            shares.append(CpuShare(run, role, len(pids), sum(spent[p] for p in pids), per))
+    return shares + [CpuShare(run, "total", len(spent), sum(spent.values()), per)]
 
 
 def cpu_seconds(pids) -> dict[int, float]:

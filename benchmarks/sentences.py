@@ -97,13 +97,12 @@ from __future__ import annotations
 import argparse
 import contextlib
 import multiprocessing
-import os
 import sys
 import tempfile
 import time
-from dataclasses import dataclass
 from itertools import repeat
 
+import _common
 import _hops
 import _slow_bolt
 import msgpack
@@ -118,12 +117,14 @@ from _common import (
     checked_seconds,
     complete_latencies,
     cpu_seconds,
+    cpu_shares,
     engine_options,
     executing_window,
     positive_int,
     run_processes,
     selected,
     share,
+    started_paused,
     timeout_for,
     total,
     vocabulary,
@@ -317,7 +318,7 @@ def tupleflow_run(args, sentences: int, workload: str, rate: float | None) -> li
         return [measured, *hops.lines()]
     if not args.cpu or rate:
         return [measured]
-    return [measured, *cpu_shares(measured, roles, before, after)]
+    return [measured, *cpu_shares(measured, roles, before, after, ROLE_ORDER)]
 
 
 def measurement(args, workload: str, sentences: int, stats) -> Measurement:
@@ -348,26 +349,9 @@ def shape(args) -> tuple[tuple[str, object], ...]:
         (("max_spout_pending", pending),) if pending is not None else ())
 
 
-@contextlib.contextmanager
-def started_paused(topology: Topology, containers: int, config: dict):
-    """Submit with the spouts paused before their activation, and wait until every
-    instance is ready: the processes are then done with their start-up."""
-    with topology.submit(scheduler="local", containers=containers, config=config) as running:
-        running.pause()
-        try:
-            running.wait_active(timeout=60)
-        except TimeoutError as exc:
-            raise BenchmarkError(f"tupleflow: {exc}") from None
-        yield running
-
-
 def process_roles(running) -> dict[int, str]:
     """Every process of the topology, and this one, by pid: what it is."""
-    status = running.status()
-    roles = {status["pid"]: "master", os.getpid(): "benchmark"}
-    roles.update(dict.fromkeys(status["containers"].values(), "stmgr"))
-    roles.update({r.pid: ROLES[r.component] for r in running.statistics() if r.pid})
-    return roles
+    return _common.process_roles(running, ROLES)
 
 
 def wait_until_done(running, sentences: int, words: int, acking: bool) -> list:
@@ -406,34 +390,6 @@ def check_tupleflow(stats, sentences: int, words: int, acking: bool) -> None:
     for component, field, count in expected(sentences, words, acking):
         got = total(stats, component, field)
         check_equal("tupleflow", f'tuples {field} by "{component}"', got, count)
-
-
-@dataclass(frozen=True)
-class CpuShare:
-    """The CPU time the processes of one role spent in a run, per sentence."""
-
-    run: Measurement
-    role: str
-    processes: int
-    seconds: float
-
-    def line(self) -> str:
-        per = self.seconds / self.run.tuples * 1e6
-        return (f"CPU name={self.run.name} workload={self.run.workload}"
-                f" acking={'on' if self.run.acking else 'off'} role={self.role}"
-                f" processes={self.processes} seconds={self.seconds:.3f}"
-                f" us_per_sentence={per:.2f}")
-
-
-def cpu_shares(run: Measurement, roles: dict, before: dict, after: dict) -> list[CpuShare]:
-    """One CpuShare per role, in ``ROLE_ORDER``, and their total."""
-    spent = {pid: after[pid] - before[pid] for pid in after.keys() & before.keys()}
-    shares = []
-    for role in ROLE_ORDER:
-        pids = [pid for pid in spent if roles[pid] == role]
-        if pids:
-            shares.append(CpuShare(run, role, len(pids), sum(spent[p] for p in pids)))
-    return shares + [CpuShare(run, "total", len(spent), sum(spent.values()))]
 
 
 # --- tupleflow, a slow bolt (issue 17) ------------------------------------------

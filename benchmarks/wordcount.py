@@ -42,6 +42,19 @@ Reading the output
     counts add up to ``--tuples``; when one does not, or a run times out, it prints
     ``FAILED ...`` on stderr instead of a RESULT line, and the exit status is 1.
 
+    ``--cpu`` adds, after tupleflow's full-speed RESULT line, a line per role (spout,
+    count, acker, stmgr, master, benchmark) and their total, as ``sentences.py --cpu``
+    does::
+
+        CPU name=tupleflow workload=wordcount acking=on role=spout processes=1
+            seconds=3.920 ns_per_tuple=784.00
+
+    the CPU time (user + system, psutil) its processes spent from the moment every
+    instance was ready, the spouts held paused until then (so start-up is not counted),
+    to the end of the run, per word. Which process is saturated, and what at least once
+    adds to each, is read from these (docs/internals/performance-log.md, "Issue 17,
+    eleventh pass").
+
 Run it as a script (``make bench`` does), with ``runtime`` importable (installed, or
 the repository root on PYTHONPATH)::
 
@@ -58,15 +71,20 @@ import time
 import msgpack
 import zmq
 from _common import (
+    PER_TUPLE,
     WORD_SEED,
     BenchmarkError,
     Measurement,
     base_parser,
     check_equal,
     checked_seconds,
+    cpu_seconds,
+    cpu_shares,
+    process_roles,
     run_processes,
     selected,
     share,
+    started_paused,
     timeout_for,
     vocabulary,
     word_chooser,
@@ -82,6 +100,8 @@ BATCH = 1000  # words per zmq-pipe frame
 # the master and this process ~30 ns of CPU per tuple (1.7 % of the topology's CPU).
 POLL_SECONDS = 0.25
 HALF_RATE_SECONDS = 5.0  # about how long the half-rate latency run lasts
+ROLES = {"words": "spout", "count": "count", "__acker": "acker"}  # component -> role
+ROLE_ORDER = ("spout", "count", "acker", "stmgr", "master", "benchmark")
 
 
 # --- tupleflow --------------------------------------------------------------
@@ -163,25 +183,41 @@ def build_topology(spouts: int, bolts: int, acking: bool, paced: bool = False) -
     return topology
 
 
-def run_tupleflow(args) -> list[Measurement]:
-    """At full speed; with acking on, also at half the measured rate, for latency."""
+def run_tupleflow(args) -> list:
+    """At full speed (with ``--cpu``, its CPU lines after it); with acking on, also at
+    half the measured rate, for latency."""
     acking = args.acking == "on"
     first = tupleflow_run(args, args.tuples, WORKLOAD, acking, rate=None)
     if not acking:
-        return [first]
-    rate = first.tps / 2
+        return first
+    rate = first[0].tps / 2
     tuples = min(args.tuples, max(1000, int(rate * HALF_RATE_SECONDS)))
-    return [first, tupleflow_run(args, tuples, "wordcount-half-rate", acking, rate)]
+    return first + tupleflow_run(args, tuples, "wordcount-half-rate", acking, rate)
 
 
-def tupleflow_run(args, tuples: int, workload: str, acking: bool, rate: float | None):
+def tupleflow_run(args, tuples: int, workload: str, acking: bool, rate: float | None) -> list:
+    """One run: its Measurement, then (``--cpu``, full speed only) its CpuShares."""
     config = {"tuples": tuples, "ackers": 1 if acking else 0, **engine_options(args)}
     if rate:
         config["rate"] = rate / args.spouts
     topology = build_topology(args.spouts, args.bolts, acking, paced=bool(rate))
-    with topology.submit(scheduler="local", containers=args.containers, config=config) as running:
-        stats = wait_until_counted(running, tuples, timeout_for(tuples) + HALF_RATE_SECONDS * 2,
-                                   acking)
+    timeout = timeout_for(tuples) + HALF_RATE_SECONDS * 2
+    if not args.cpu or rate:
+        with topology.submit(scheduler="local", containers=args.containers,
+                             config=config) as running:
+            stats = wait_until_counted(running, tuples, timeout, acking)
+        return [measured(args, tuples, workload, acking, stats)]
+    with started_paused(topology, args.containers, config) as running:
+        roles = process_roles(running, ROLES)
+        before = cpu_seconds(roles)
+        running.resume()
+        stats = wait_until_counted(running, tuples, timeout, acking)
+        after = cpu_seconds(roles)
+    run = measured(args, tuples, workload, acking, stats)
+    return [run, *cpu_shares(run, roles, before, after, ROLE_ORDER, PER_TUPLE)]
+
+
+def measured(args, tuples: int, workload: str, acking: bool, stats) -> Measurement:
     check_tupleflow(stats, tuples)
     extra = latencies(stats) if acking else ()
     return Measurement("tupleflow", workload, acking, args.spouts, args.bolts, tuples,
@@ -328,6 +364,8 @@ IMPLEMENTATIONS = {
 
 def main(argv: list[str] | None = None) -> int:
     parser = base_parser(__doc__)
+    parser.add_argument("--cpu", action="store_true",
+                        help="print each role's CPU per word (tupleflow, full speed)")
     args = parser.parse_args(argv)
     failed = 0
     for name in selected(parser, list(IMPLEMENTATIONS), args.only):
