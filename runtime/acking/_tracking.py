@@ -183,13 +183,12 @@ class SpoutTracker:
             acked += self._complete_cut(first, end, now)
         return acked
 
-    def complete_stretches(self, stretches: list, now: float) -> list:
-        """Roots completed as flat ``first, count`` pairs of stretches (an acker's
-        ``COMPLETED`` frame): their msg_ids, each stretch settled as :meth:`complete_range`
-        settles a range."""
+    def complete_stretches(self, stretches, now: float) -> list:
+        """Roots completed as ``(first, count)`` stretches (an acker's ``COMPLETED``
+        frame, or a long list's own): their msg_ids, each stretch settled as
+        :meth:`complete_range` settles a range."""
         acked: list = []
-        it = iter(stretches)
-        for first, count in zip(it, it):
+        for first, count in stretches:
             if count:
                 acked += self.complete_range(first, count, now)
         return acked
@@ -247,10 +246,7 @@ class SpoutTracker:
             ordered = sorted(roots)  # a repeated root: root by root, as it always was
             stretches = _cuts.stretches(ordered) if len(set(ordered)) == len(ordered) else None
             if stretches is not None:
-                acked: list = []
-                for first, count in stretches:
-                    acked += self.complete_range(first, count, now)
-                return acked
+                return self.complete_stretches(stretches, now)
         return self._complete_each(roots, now)
 
     def _complete_each(self, roots, now: float) -> list:

@@ -218,7 +218,8 @@ class SpoutSide:
         if n == 3:
             acked = tracker.complete_range(first, count, now) if count else []
         else:
-            acked = tracker.complete_stretches(body[:-1], now)
+            it = iter(body[:-1])  # flat first, count pairs
+            acked = tracker.complete_stretches(zip(it, it), now)
         if others:
             acked += tracker.complete(others, now)
         self.counts.acked += len(acked)

@@ -669,7 +669,8 @@ def test_an_ackers_stretches_settle_at_the_spout_exactly_the_trees_it_completed(
                     acked[h.dest] += t.settle(body, 1.0)[0]
                     continue
                 assert h.kind == wire.COMPLETED and len(body) % 2 == 1
-                acked[h.dest] += t.complete_stretches(body[:-1], 1.0)
+                pairs = iter(body[:-1])
+                acked[h.dest] += t.complete_stretches(zip(pairs, pairs), 1.0)
                 acked[h.dest] += t.complete(body[-1], 1.0) if body[-1] else []
             for task, t in trackers.items():
                 mine = [r for r in done if root_task(r, bits) == task]
