@@ -32,7 +32,7 @@ import psutil
 from runtime import wire
 from runtime.model.constants import CHECKPOINTER
 
-from .rebalance import SWITCH_BOUND, split_counts, split_stopped
+from .rebalance import START_BOUND, SWITCH_BOUND, split_counts, split_stopped
 
 log = logging.getLogger("tupleflow.adoption")
 
@@ -296,7 +296,9 @@ class Splitting:
     offsets. Told in the same turn, a spout could take it after the split's rollback had
     rewound it, and read on from the commit files, past the checkpoint's positions: the
     split-death test lost a run of 50 words that way under load (twice in about 23
-    rounds, wt-flake8). Owns the tasks awaited; a rebalance is refused meanwhile."""
+    rounds, wt-flake8). A checkpoint task not ready then (restarting: it starts on the
+    adopted plan and waits for this split, ``CheckpointSpout.start``) is waited for, at
+    most ``START_BOUND`` more. Owns the tasks awaited; a rebalance is refused meanwhile."""
 
     def __init__(self, epoch: int, told: list[int], split: wire.Switch, last: list[int],
                  due: float) -> None:
@@ -311,6 +313,9 @@ class Splitting:
         """Tell the checkpoint task once it is time, and record ``rebalance_cut_short``;
         True when done."""
         if self.awaiting and now < self.due:
+            return False
+        restarting = [t for t in self.last if not master.tasks[t]["ready"]]
+        if restarting and now < self.due + START_BOUND:
             return False
         told = self.told + master.supervision.tell_ready(self.split, self.last)
         master.carry.rebalancing(None)

@@ -355,6 +355,37 @@ def test_under_checkpoints_the_split_is_told_once_every_other_instance_switched(
     assert sorted(cut["tasks"]) == sorted(tm.tasks) and cut["split_again"] == (changed or None)
 
 
+def test_under_checkpoints_a_restarting_checkpoint_task_is_told_to_split_once_ready(
+        adopting):
+    """A checkpoint task restarting when the others have switched is not ready to be told:
+    the new master waits for it (it starts on the adopted plan and waits for the split
+    rather than roll back to the old one; before, nobody told it)."""
+    me = os.getpid()
+    plan = topology().physical_plan(2, checkpoint_interval=0.3)
+    tm = adopting({0: me, 1: me}, plan=plan)
+    tm.carry.rebalancing(plan.epoch, {"sink": 2})
+    for c in (0, 1):
+        tm.handle(b"s%d.3" % c, running(tm, c, {t: 0 for t in tasks_of(tm, c)}))
+    tm.tick(tm.clock())
+    (checkpointer,) = tm.plan.component_tasks()[CHECKPOINTER]
+    tm.tasks.restarted(checkpointer, 1)  # it dies now
+    for t in (t for t in tm.tasks if t != checkpointer):
+        tm.handle(b"i%d.0" % t, wire.Switched(task=t, incarnation=0, epoch=0, moved=None))
+
+    def splits() -> list[bytes]:
+        return [i for i, kind, fields in tm.sent if kind == "switch" and fields["counts"]]
+
+    for _ in range(5):
+        tm.clock.advance(1.0)
+        tm.tick(tm.clock())
+    assert splits() == [] and tm.splitting is not None
+    tm.tasks.welcomed(checkpointer, 1, 4321)
+    tm.tasks.made_ready(checkpointer)
+    tm.supervision.idents[checkpointer] = b"i%d.1" % checkpointer
+    tm.tick(tm.clock())
+    assert splits() == [b"i%d.1" % checkpointer]
+
+
 # -- live settings the dead master never delivered (issue 23) ---------------------------------
 
 def test_an_adopted_instance_is_told_only_the_saved_settings_it_does_not_run(adopting):
