@@ -65,8 +65,10 @@ class CheckpointSpout(SystemTask):
         self.committed = self.rollbacks = self.errors = self.dropped = 0
         self.busy_seconds = 0.0
         # a switch began and the split has not come: no checkpoint, a NEW is no rollback;
-        # when set at start, the monotonic time past which it splits by itself
-        self.awaiting_split = False
+        # until the monotonic time ``split_by``, then it splits over its own plan (when
+        # it started on a plan newer than the committed checkpoint's: ``split_here``) or
+        # rolls back as before (its plan is the old one: a NEW said a newer one began)
+        self.awaiting_split = self.split_here = False
         self.split_by: float | None = None
 
     def _targets(self, plan: PhysicalPlan) -> None:
@@ -105,7 +107,7 @@ class CheckpointSpout(SystemTask):
             # for an older plan; the master tells this task to split once all switched
             log.info("started on plan %d, checkpoint %d is of plan %d: awaiting the split",
                      self.plan.epoch, committed[0], made_for)
-            self.awaiting_split = True
+            self.awaiting_split = self.split_here = True
             self.split_by = self.monotonic() + SPLIT_WAIT
             return
         self.rollback("started")
@@ -125,7 +127,8 @@ class CheckpointSpout(SystemTask):
         log.info("epoch %d: rollback to checkpoint %s (%s)", self.epoch, cid, why)
         self.rollbacks += 1
         self.current, self.pending = None, set()
-        self.awaiting_split, self.split_by = False, None
+        self.awaiting_split = self.split_here = False
+        self.split_by = None
         for task in self.tasks:
             self.send(*p.frame(p.ROLLBACK, self.epoch, cid, task, self.task))
         self.next_at = self.monotonic() + self.interval
@@ -149,10 +152,14 @@ class CheckpointSpout(SystemTask):
         rollback to the committed checkpoint would put the old split of the keyed state on
         the new routing. The restarted task does nothing until its first epoch (a spout
         emits nothing, a bolt drops its input), and the split's rollback, which takes every
-        task back to the split checkpoint, gives it one. No checkpoint meanwhile."""
+        task back to the split checkpoint, gives it one. No checkpoint meanwhile; if no
+        split comes within ``SPLIT_WAIT`` (the rebalance went on without this task), a
+        rollback as before, so that checkpoints never stop for good."""
         log.info("task %d restarted on plan %s during a switch: awaiting the split", task,
                  plan_epoch)
         self.awaiting_split = True
+        if self.split_by is None:
+            self.split_by = self.monotonic() + SPLIT_WAIT
         self.current, self.pending = None, set()
 
     def commit(self) -> None:
@@ -167,8 +174,10 @@ class CheckpointSpout(SystemTask):
         self.next_at = max(now, self.started + self.interval)
 
     def on_timer(self, now: float) -> float:
-        if self.split_by is not None and now >= self.split_by:
+        if self.split_by is not None and now >= self.split_by and self.split_here:
             self._split_unasked()
+        elif self.split_by is not None and now >= self.split_by:
+            self.rollback(f"no split came in {SPLIT_WAIT:.0f} s")
         if self.awaiting_split:
             return now + min(1.0, self.interval)
         if self.current is None and now >= self.next_at:

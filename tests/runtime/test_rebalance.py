@@ -232,6 +232,28 @@ def test_a_checkpoint_task_restarted_before_the_split_and_never_told_splits_by_i
         assert sorted(held_by_index(c, "count")) == [0, 1, 2]
 
 
+def test_a_new_waiting_for_a_split_that_never_comes_is_a_rollback_after_split_wait(
+        tmp_path):
+    """A ``NEW`` from a newer plan makes the checkpoint task wait for the split; if the
+    rebalance never tells it, it rolls back after ``SPLIT_WAIT`` as it did before, so
+    that checkpoints do not stop for good."""
+    from runtime.state._spout import SPLIT_WAIT
+
+    fill_log(tmp_path)
+    with InMemoryCluster(word_count(tmp_path), checkpoint_interval=INTERVAL,
+                         state_store="memory") as c:
+        run(c, 5)
+        old = c.plan.component_tasks()
+        _, checkpointer = switched_but_not_split(c, {"count": 3})
+        c.kill(old["count"][0])
+        run(c, 3)
+        ex = c.executors[checkpointer]
+        assert ex.awaiting_split and ex.current is None
+        rollbacks = ex.rollbacks
+        c.advance(SPLIT_WAIT)
+        assert not ex.awaiting_split and ex.rollbacks == rollbacks + 1
+
+
 # -- the master's split step -------------------------------------------------------------------
 
 def checkpointed_master(tmp_path):
