@@ -320,7 +320,7 @@ class Splitting:
     ``Switch``, and one the stream managers reported running is taken as ready before
     its hello: a checkpoint task killed during the dead master's hold, its new
     incarnation welcomed by this master just after ``cut_short``, split by itself only
-    after ``SPLIT_WAIT`` (1 scratch run in 4). Both at most ``START_BOUND`` past
+    after ``SPLIT_WAIT`` (3 scratch runs in 5). Both at most ``START_BOUND`` past
     ``due``. Owns the tasks awaited; a rebalance is refused meanwhile."""
 
     def __init__(self, epoch: int, told: list[int], split: wire.Switch, last: list[int],

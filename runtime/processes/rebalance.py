@@ -201,7 +201,8 @@ class Rebalance:
         if now - self.split_asked < START_BOUND:
             return False
         log.warning("rebalance: the checkpoint task not ready in %.0f s; going on without "
-                    "the split (it splits by itself: CheckpointSpout.SPLIT_WAIT)", START_BOUND)
+                    "the split (a restarted one splits by itself after "
+                    "CheckpointSpout.SPLIT_WAIT)", START_BOUND)
         return self._resume(now)
 
     def _rolling_back(self, now: float) -> bool:
