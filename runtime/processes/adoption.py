@@ -32,7 +32,7 @@ import psutil
 from runtime import wire
 from runtime.model.constants import CHECKPOINTER
 
-from .rebalance import SWITCH_BOUND, split_counts, split_stopped
+from .rebalance import START_BOUND, SWITCH_BOUND, split_counts, split_stopped
 
 log = logging.getLogger("tupleflow.adoption")
 
@@ -152,6 +152,8 @@ class Adoption:
         self.target: int | None = None
         # adopted tasks whose first report is still to be compared with the live settings
         self.unchecked: set[int] = set()
+        # instances restarted meanwhile: welcomed at the end, on the plan adopted
+        self.hellos: list[tuple[bytes, wire.Hello]] = []
         master.supervision.state = "adopting"  # "running" once every container answered
 
     def tick(self, now: float) -> None:
@@ -224,6 +226,19 @@ class Adoption:
                           for m in told])
         return told
 
+    def hold_hello(self, ident: bytes, msg: wire.Hello) -> bool:
+        """An instance's hello before the end: kept, and answered by :meth:`finish` once
+        the plan the containers run is known. Welcomed at once it got the boot's plan,
+        which is the one the containers were last started on, older than theirs after a
+        rebalance in place: it then routed on the old plan for good, and under
+        checkpoints, restarted between a switch and its split, said ``NEW`` for the old
+        plan, which the checkpoint task answers with a plain rollback (seen in a scratch
+        run of the split-death test with a counter killed in the hold). True if kept."""
+        if self.done:
+            return False
+        self.hellos.append((ident, msg))
+        return True
+
     def finish(self, gone: list[int], now: float) -> None:
         """Take the reported plan, adopt what answered, start again what did not."""
         self.done = True
@@ -251,6 +266,8 @@ class Adoption:
             sup.start_container(c)
         for record in master.tasks.values():
             record["master_restarts"] = self.restarts
+        for ident, hello in self.hellos:  # on the adopted plan; activated once ready
+            master.supervision.on_instance_hello(ident, hello)
         sup.state = "running"
         # the spouts were activated by the master that died, unless it was pausing them
         # for a rebalance it never finished (activating an active spout does nothing)
@@ -296,12 +313,21 @@ class Splitting:
     offsets. Told in the same turn, a spout could take it after the split's rollback had
     rewound it, and read on from the commit files, past the checkpoint's positions: the
     split-death test lost a run of 50 words that way under load (twice in about 23
-    rounds, wt-flake8). Owns the tasks awaited; a rebalance is refused meanwhile."""
+    rounds, wt-flake8). A checkpoint task not ready then (restarting: it starts on the
+    adopted plan and waits for this split, ``CheckpointSpout.start``) is waited for, and
+    once told, its answer is: one restarted, or ready (again) for this master, before it
+    answered is told again. An instance still waiting for its welcome drops a
+    ``Switch``, and one the stream managers reported running is taken as ready before
+    its hello: a checkpoint task killed during the dead master's hold, its new
+    incarnation welcomed by this master just after ``cut_short``, split by itself only
+    after ``SPLIT_WAIT`` (3 scratch runs in 5). Both at most ``START_BOUND`` past
+    ``due``. Owns the tasks awaited; a rebalance is refused meanwhile."""
 
     def __init__(self, epoch: int, told: list[int], split: wire.Switch, last: list[int],
                  due: float) -> None:
         self.epoch, self.told, self.split, self.last, self.due = epoch, told, split, last, due
         self.awaiting = set(told) if last else set()
+        self.split_told: dict[int, int] | None = None  # checkpoint task -> incarnation told
 
     def on_switched(self, msg: wire.Switched, epoch: int) -> None:
         if msg.epoch == epoch:  # not a late answer to the dead master's Switch
@@ -309,15 +335,39 @@ class Splitting:
 
     def tick(self, master: Any, now: float) -> bool:
         """Tell the checkpoint task once it is time, and record ``rebalance_cut_short``;
-        True when done."""
-        if self.awaiting and now < self.due:
+        then await its answer. True when done."""
+        if self.split_told is None:
+            if self.awaiting and now < self.due:
+                return False
+            restarting = [t for t in self.last if not master.tasks[t]["ready"]]
+            if restarting and now < self.due + START_BOUND:
+                return False
+            told = self.told + self._tell_split(master)
+            master.observation.event("rebalance_cut_short", from_epoch=self.epoch,
+                                     epoch=master.plan.epoch, tasks=told,
+                                     split_again=self.split.counts or None)
+            self.awaiting = set(self.split_told)
+        elif self.awaiting and now < self.due + START_BOUND:
+            again = [t for t in self.awaiting if master.tasks[t]["ready"]
+                     and master.tasks[t]["incarnation"] != self.split_told[t]]
+            if again:
+                self._tell_split(master, again)
+        if self.awaiting and now < self.due + START_BOUND:
             return False
-        told = self.told + master.supervision.tell_ready(self.split, self.last)
         master.carry.rebalancing(None)
-        master.observation.event("rebalance_cut_short", from_epoch=self.epoch,
-                                 epoch=master.plan.epoch, tasks=told,
-                                 split_again=self.split.counts or None)
         return True
+
+    def on_ready(self, master: Any, task: int) -> None:
+        """``task`` said it is ready: if it is the checkpoint task and has not answered
+        the split, tell it (again: what it was told before its welcome was dropped)."""
+        if self.split_told is not None and task in self.awaiting:
+            self._tell_split(master, [task])
+
+    def _tell_split(self, master: Any, tasks: list[int] | None = None) -> list[int]:
+        told = master.supervision.tell_ready(self.split, self.last if tasks is None else tasks)
+        self.split_told = {**(self.split_told or {}),
+                           **{t: master.tasks[t]["incarnation"] for t in told}}
+        return told
 
 
 def epoch_of(plan: Any) -> int:

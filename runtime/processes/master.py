@@ -247,7 +247,8 @@ class TopologyMaster(ClientAnswers):
         elif msg.role == "instance":
             if msg.incarnation > 0:  # it may overtake its stream manager's word
                 self.traces.restarted(msg.id)
-            self.supervision.on_instance_hello(ident, msg)
+            if self.adoption is None or not self.adoption.hold_hello(ident, msg):
+                self.supervision.on_instance_hello(ident, msg)
 
     def on_restarted(self, ident: bytes, msg: wire.Restarted) -> None:
         self.traces.restarted(msg.task)  # copies in transit to it died with it
@@ -266,6 +267,8 @@ class TopologyMaster(ClientAnswers):
         for told in self.settings.for_new(task["component"]):
             self.send(ident, told)
         self.supervision.activate(ident)
+        if self.splitting is not None:  # a cut-short rebalance's split, still unanswered
+            self.splitting.on_ready(self, msg.task)
 
     def on_stats(self, ident: bytes, msg: wire.Stats) -> None:
         if self.adoption is not None and not self.adoption.counts(msg.task):

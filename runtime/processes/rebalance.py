@@ -180,16 +180,37 @@ class Rebalance:
         self._tell_sms("switch")
         self._forget_removed()
         self.master.faults.hold("split")  # tests only (faults.py)
+        self.split_asked, self.split_told = now, None  # since when; its incarnation told
+        self.step = self._splitting
+        return self._splitting(now)
+
+    def _splitting(self, now: float) -> bool:
+        """Tell the checkpoint task to split once it is ready: one restarting now (it
+        starts on the new plan, and waits for this split rather than roll back to the old
+        one: ``CheckpointSpout.start``) is waited for, at most ``START_BOUND``."""
         checkpointer = self.plan.component_tasks().get(CHECKPOINTER)
-        if checkpointer and self.master.tasks[checkpointer[0]]["ready"]:
+        if not checkpointer:
+            return self._resume(now)
+        record = self.master.tasks[checkpointer[0]]
+        if record["ready"]:
+            self.split_told, self.split_asked = record["incarnation"], now
             self.awaiting = set(self.master.supervision.tell_ready(
                 wire.Switch(plan=self.plan.to_data(), counts=self.changes), checkpointer))
             self.step = self._rolling_back
             return False
+        if now - self.split_asked < START_BOUND:
+            return False
+        log.warning("rebalance: the checkpoint task not ready in %.0f s; going on without "
+                    "the split (a restarted one splits by itself after "
+                    "CheckpointSpout.SPLIT_WAIT)", START_BOUND)
         return self._resume(now)
 
     def _rolling_back(self, now: float) -> bool:
-        if self.awaiting and now - self.switched < SWITCH_BOUND:
+        checkpointer = self.plan.component_tasks()[CHECKPOINTER][0]
+        if self.awaiting and self.master.tasks[checkpointer]["incarnation"] != self.split_told:
+            self.step = self._splitting  # it restarted before it answered: tell the new one
+            return False
+        if self.awaiting and now - self.split_asked < SWITCH_BOUND:
             return False
         return self._resume(now)
 
@@ -224,7 +245,7 @@ class Rebalance:
         master = self.master
         master.settle()
         if _state.checkpointing(self.plan.config):
-            self.moved = _split(master, self.plan.config, self.changes)
+            self.moved = _split(master, self.plan, self.changes)
         master.faults.hold("restart")  # tests only (faults.py)
         master.replan(self.plan)
         master.supervision.paused = True  # activated in _resume, when every task is ready
@@ -344,15 +365,19 @@ def split_stopped(master: Any, counts: dict[str, int]) -> dict | None:
     """Nothing runs (every container was stopped for a new number of containers): the
     master itself splits the committed keyed state over the plan it starts, as
     :meth:`Rebalance._restart` does. Returns the keys moved (None: nothing committed)."""
-    return _split(master, master.plan.config, counts) if counts else None
+    if not _state.checkpointing(master.plan.config) or master.carry.cut_short() is None:
+        return None
+    return _split(master, master.plan, counts)  # no counts: the commit names the plan
 
 
-def _split(master: Any, config: dict, counts: dict[str, int]) -> dict | None:
+def _split(master: Any, plan: PhysicalPlan, counts: dict[str, int]) -> dict | None:
     """Split the committed keyed state of ``counts``' components over their new numbers
-    of tasks (every task stopped), by ``config``'s store and key groups: the keys moved,
-    or None when nothing was committed."""
+    of tasks in ``plan`` (every task stopped), by its store and key groups: the keys
+    moved, or None when nothing was committed."""
+    config = plan.config
     with contextlib.closing(_open_store(master, config)) as store:
-        return _state.repartition(store, counts, config.get(MAX_PARALLELISMS))
+        return _state.repartition(store, counts, config.get(MAX_PARALLELISMS),
+                                  plan_epoch=plan.epoch)
 
 
 def _open_store(master: Any, config: dict):

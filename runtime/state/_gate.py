@@ -113,7 +113,7 @@ class Checkpointed:
         elif self.kind == "spout" and self.inner.spout is not None:
             self.holding, self.inner.spout.held_acks = True, []
         if self.incarnation > 0:  # what this task held is lost: everyone rolls back
-            self._send(p.NEW, 0, None, self.coordinator)
+            self._send(p.NEW, 0, self.inner.plan.epoch, self.coordinator)
 
     def step(self, calls: int) -> int:
         return self.inner.step(calls) if self.epoch else 0

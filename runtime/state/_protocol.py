@@ -10,7 +10,9 @@ MARKER = 1  # task -> its downstream tasks: what follows is of this epoch
 PREPARE = 2  # checkpoint spout -> spout tasks: save your position, send the barrier
 BARRIER = 3  # task -> its downstream tasks: everything before it is in checkpoint id
 PREPARED = 4  # task -> checkpoint spout: my part of checkpoint id is saved
-NEW = 5  # a restarted task -> checkpoint spout: I lost my state, roll everyone back
+NEW = 5  # a restarted task -> checkpoint spout: I lost my state, roll everyone back; its
+#         id slot is the plan epoch the task started on (a newer one: a rebalance is
+#         switching, and the split's rollback is the one to wait for)
 COMMITTED = 6  # checkpoint spout -> spout tasks: checkpoint id is committed
 OPS = ("rollback", "marker", "prepare", "barrier", "prepared", "new", "committed")
 

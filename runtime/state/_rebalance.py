@@ -49,15 +49,19 @@ def _hashable(key: Any) -> Any:
 
 
 def repartition(store, counts: Mapping[str, int],
-                groups: Mapping[str, int] | None = None) -> dict[str, int] | None:
+                groups: Mapping[str, int] | None = None, *,
+                plan_epoch: int | None = None) -> dict[str, int] | None:
     """Write a new checkpoint from the committed one with the state of each component in
     ``counts`` split over its new number of tasks, through its number of key groups in
     ``groups`` (its max_parallelism; ``KEY_GROUPS`` if not given), and commit it. Returns
     component -> the number of keys moved to a different task index (only components with
     saved state), or None when nothing was committed yet (the new tasks then start empty,
     as would the old); for a windowed component (not stateful too) the number of held
-    tuples moved. Only with the topology's tasks stopped: nothing else may write the
-    store meanwhile."""
+    tuples moved. ``plan_epoch``, the plan split for, is recorded in the commit (``plan``),
+    as each checkpoint records the plan it was taken on: a checkpoint task that starts on
+    a newer plan than that knows the split is still to come. Only with the topology's
+    tasks stopped or taking part in no checkpoint: nothing else may write the store
+    meanwhile."""
     committed = store.committed()
     if committed is None:
         return None
@@ -80,7 +84,8 @@ def repartition(store, counts: Mapping[str, int],
     held = {c: _rewindow(store, cid, snap, c, n, groups.get(c, KEY_GROUPS))
             for c, n in counts.items()}
     moved.update((c, m) for c, m in held.items() if m is not None and moved[c] is None)
-    store.commit(cid, {**info, "rebalanced_from": old})
+    made_for = {} if plan_epoch is None else {"plan": plan_epoch}
+    store.commit(cid, {**info, "rebalanced_from": old, **made_for})
     return {c: m for c, m in moved.items() if m is not None}
 
 

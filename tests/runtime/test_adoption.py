@@ -209,18 +209,22 @@ def test_the_plan_the_containers_run_replaces_the_submitted_one(adopting):
     assert all(r["ready"] for r in tm.tasks.values())
 
 
-def test_a_spout_ready_before_the_adoption_ends_is_activated_then(adopting):
+def test_a_spout_restarted_during_the_adoption_is_welcomed_at_its_end_then_activated(
+        adopting):
+    """Its hello is kept until the plan the containers run is known (the boot's is the
+    one they were last started on, older after a rebalance in place)."""
     me = os.getpid()
     tm = adopting({0: me, 1: me})
     spout = tm.plan.component_tasks()["numbers"][0]
     c = tm.tasks[spout]["container"]
     tm.handle(b"i%d.1" % spout, wire.Hello(role="instance", id=spout, incarnation=1, pid=9))
-    tm.handle(b"i%d.1" % spout, wire.Ready(task=spout, incarnation=1))
-    assert [k for _, k, _ in tm.sent if k == "activate"] == []  # not yet adopted
+    assert [k for _, k, _ in tm.sent if k == "welcome"] == []  # not yet adopted
     for k in (0, 1):
         incarnations = {t: int(t == spout) for t in tasks_of(tm, k)}
         tm.handle(b"s%d.3" % k, running(tm, k, incarnations))
     tm.tick(tm.clock())
+    assert [i for i, k, _ in tm.sent if k == "welcome"] == [b"i%d.1" % spout]
+    tm.handle(b"i%d.1" % spout, wire.Ready(task=spout, incarnation=1))
     activated = [i for i, k, _ in tm.sent if k == "activate"]
     assert b"i%d.1" % spout in activated and len(activated) == len(set(activated))
     assert tm.tasks[spout]["container"] == c
@@ -231,11 +235,11 @@ def test_a_pause_the_handle_made_holds_for_the_new_master(adopting):
     tm = adopting({0: me, 1: me}, paused=True)
     spout = tm.plan.component_tasks()["numbers"][0]
     tm.handle(b"i%d.1" % spout, wire.Hello(role="instance", id=spout, incarnation=1, pid=9))
-    tm.handle(b"i%d.1" % spout, wire.Ready(task=spout, incarnation=1))
     for k in (0, 1):
         incarnations = {t: int(t == spout) for t in tasks_of(tm, k)}
         tm.handle(b"s%d.3" % k, running(tm, k, incarnations))
     tm.tick(tm.clock())
+    tm.handle(b"i%d.1" % spout, wire.Ready(task=spout, incarnation=1))
     assert tm.supervision.status()["paused"] is True
     assert [k for _, k, _ in tm.sent if k == "activate"] == []  # it stays paused
     assert tm.supervision.resume() is True
@@ -302,6 +306,28 @@ def test_a_switch_cut_short_makes_every_container_finish_it(adopting):
     assert all(r["ready"] for r in tm.tasks.values())
 
 
+def test_an_instance_restarted_during_the_adoption_is_welcomed_on_the_plan_adopted(
+        adopting):
+    """Both containers switched to a rebalanced plan the boot's is older than; an added
+    task restarted meanwhile says hello before they answer: it is welcomed once they
+    did, on their plan (before, on the boot's, which does not even hold the task: its
+    hello was dropped; a kept task's was answered with the old plan)."""
+    me = os.getpid()
+    tm = adopting({0: me, 1: me})
+    new = rebalanced(tm)
+    added = max(PhysicalPlan.from_data(new).task_containers())
+    assert added not in tm.tasks  # not in the boot's plan
+    tasks = {c: {t.task: int(t.task == added) for t in PhysicalPlan.from_data(new).tasks_in(c)}
+             for c in (0, 1)}
+    tm.handle(b"i%d.1" % added, wire.Hello(role="instance", id=added, incarnation=1, pid=9))
+    for c in (0, 1):
+        tm.handle(b"s%d.3" % c, running(tm, c, tasks[c], new))
+    tm.tick(tm.clock())
+    assert tm.adoption.done and tm.plan.epoch == new["epoch"]
+    (welcome,) = [f for i, k, f in tm.sent if k == "welcome" and i == b"i%d.1" % added]
+    assert welcome["plan"]["epoch"] == new["epoch"]
+
+
 def test_a_rebalance_no_container_switched_to_is_rolled_back_everywhere(adopting):
     me = os.getpid()
     tm = adopting({0: me, 1: me})
@@ -353,6 +379,54 @@ def test_under_checkpoints_the_split_is_told_once_every_other_instance_switched(
     assert told_to_switch()[len(others):] == [(b"i%d.0" % checkpointer, changed)]
     (cut,) = [e for e in tm.observation.events if e["kind"] == "rebalance_cut_short"]
     assert sorted(cut["tasks"]) == sorted(tm.tasks) and cut["split_again"] == (changed or None)
+
+
+def test_under_checkpoints_a_restarting_checkpoint_task_is_told_to_split_once_ready(
+        adopting):
+    """A checkpoint task restarting when the others have switched is not ready to be told:
+    the new master waits for it (it starts on the adopted plan and waits for the split
+    rather than roll back to the old one; before, nobody told it), then for its answer,
+    and tells it again if it restarted before answering."""
+    me = os.getpid()
+    plan = topology().physical_plan(2, checkpoint_interval=0.3)
+    tm = adopting({0: me, 1: me}, plan=plan)
+    tm.carry.rebalancing(plan.epoch, {"sink": 2})
+    for c in (0, 1):
+        tm.handle(b"s%d.3" % c, running(tm, c, {t: 0 for t in tasks_of(tm, c)}))
+    tm.tick(tm.clock())
+    (checkpointer,) = tm.plan.component_tasks()[CHECKPOINTER]
+    tm.tasks.restarted(checkpointer, 1)  # it dies now
+    for t in (t for t in tm.tasks if t != checkpointer):
+        tm.handle(b"i%d.0" % t, wire.Switched(task=t, incarnation=0, epoch=0, moved=None))
+
+    def splits() -> list[bytes]:
+        return [i for i, kind, fields in tm.sent if kind == "switch" and fields["counts"]]
+
+    for _ in range(5):
+        tm.clock.advance(1.0)
+        tm.tick(tm.clock())
+    assert splits() == [] and tm.splitting is not None
+    tm.tasks.welcomed(checkpointer, 1, 4321)
+    tm.tasks.made_ready(checkpointer)
+    tm.supervision.idents[checkpointer] = b"i%d.1" % checkpointer
+    tm.tick(tm.clock())
+    assert splits() == [b"i%d.1" % checkpointer]
+    # the Switch reached it before its welcome (dropped): it restarts, and is told again
+    tm.tasks.restarted(checkpointer, 2)
+    tm.tick(tm.clock())
+    tm.tasks.welcomed(checkpointer, 2, 4322)
+    tm.tasks.made_ready(checkpointer)
+    tm.supervision.idents[checkpointer] = b"i%d.2" % checkpointer
+    tm.tick(tm.clock())
+    assert splits() == [b"i%d.1" % checkpointer, b"i%d.2" % checkpointer]
+    assert tm.splitting is not None and tm.carry.cut_short() is not None
+    # a Ready after the tell (it was welcomed only now): told again
+    tm.handle(b"i%d.2" % checkpointer, wire.Ready(task=checkpointer, incarnation=2))
+    assert splits()[-1] == b"i%d.2" % checkpointer and len(splits()) == 3
+    tm.handle(b"i%d.2" % checkpointer, wire.Switched(task=checkpointer, incarnation=2,
+                                                     epoch=tm.plan.epoch, moved={}))
+    tm.tick(tm.clock())
+    assert tm.splitting is None and tm.carry.cut_short() is None
 
 
 # -- live settings the dead master never delivered (issue 23) ---------------------------------
