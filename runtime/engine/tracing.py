@@ -188,11 +188,14 @@ class Tracer:
         frame marked with its spans (which unit each of its tuples came from, from the
         notes: a frame holds one list's tail, in order), sent as a run's entry and
         record. Returns each kept frame's kind, body and ``(unit, tuples)`` spans."""
-        notes, heads = window.notes, [list(h) for _, _, h, _ in window.marks]
+        notes, heads = window.notes, [h for _, _, hs, _ in window.marks for h in hs]
         early = bool(window.early)  # a batch filled: the last unit's counts are the rest
         caught = window.close(self.send)
         places: dict[int, dict] = {}
-        index = {id(out): m for m, (out, _, _, _) in enumerate(window.marks)}
+        index, at = {}, 0  # a stream's first list's place in the notes
+        for out, lists, _, _ in window.marks:
+            index[id(out)] = at
+            at += len(lists)
         left: dict[bytes, list[int]] = {}  # header -> what each unit has left in its list
         sizes = _sizes(caught) if early else None
         kept = []
@@ -203,13 +206,12 @@ class Tracer:
                 continue
             counts = left.get(header)
             if counts is None:
-                m = index[id(out)]
-                place = places.get(m)
+                place = places.get(id(out))
                 if place is None:
-                    place = places[m] = out.places()
+                    place = places[id(out)] = out.places()
                 lists, stride, _ = place[header]
-                counts = left[header] = _unit_counts([note[m] for note in notes], heads[m],
-                                                      lists[0], stride)
+                i = index[id(out)] + lists[0]
+                counts = left[header] = _unit_counts(notes, heads[i], i, stride)
                 if early:  # the last unit's: whatever its frames hold past the others'
                     counts[-1] = max(sum(sizes[header]) - sum(counts[:-1]), 0)
             spans = _take(counts, sizes[header].pop(0) if early else None)
@@ -604,11 +606,12 @@ class _Window:
     their lengths when the call began (the heads: untraced tuples, left in place), and
     what the streams sent while the call ran (only when it filled a batch), caught."""
 
-    __slots__ = ("marks", "early", "notes")
+    __slots__ = ("marks", "early", "notes", "flat")
 
     def __init__(self, live: list[StreamOut]) -> None:
         self.early: list[tuple[StreamOut, bytes, bytes]] = []
-        self.notes: list[list[list[int]]] = []  # per unit shared, each stream's lengths
+        self.notes: list[list[int]] = []  # per unit shared, every list's length
+        self.flat: list[list] | None = None  # every pending list, the streams' in order
         self.marks = []
         early = self.early.append
         for out in live:
@@ -619,7 +622,10 @@ class _Window:
     def note(self) -> None:
         """A unit of a shared window is done (a spout's tuple, a bolt's traced input and
         its ack): the pending lists' lengths now, which tell its tuples from the next's."""
-        self.notes.append([list(map(len, lists)) for _, lists, _, _ in self.marks])
+        flat = self.flat
+        if flat is None:  # (one list of lists: one C call a note)
+            flat = self.flat = [part for _, lists, _, _ in self.marks for part in lists]
+        self.notes.append(list(map(len, flat)))
 
     def close(self, send: Send) -> list[tuple[StreamOut, bytes, bytes]]:
         """The frames of the call's tuples, caught; the sends put back. A frame sent
@@ -728,11 +734,12 @@ class _Run:
         self.tuples: list[tuple] = []
 
 
-def _unit_counts(notes: list, heads: list[int], i: int, stride: int) -> list[int]:
-    """Each unit's tuples in the ``i``-th pending list: its length's growth from the
-    note before (the list's head at first) to the unit's own."""
-    counts, before = [], heads[i]
-    for note in notes:  # (each one stream's lengths)
+def _unit_counts(notes: list, head: int, i: int, stride: int) -> list[int]:
+    """Each unit's tuples in the ``i``-th pending list (of the window's, every stream's
+    in order): its length's growth from the note before (``head`` at first) to the
+    unit's own."""
+    counts, before = [], head
+    for note in notes:
         counts.append((note[i] - before) // stride)
         before = note[i]
     return counts
