@@ -228,7 +228,11 @@ class Executor:
         tracer, total, idle = self.tracer, 0, 0
         while calls > 0:
             n = min(calls, tracer.piece())
-            got = self.spout.step(n, self.output_waiting)
+            try:
+                got = self.spout.step(n, self.output_waiting)
+            except BaseException:
+                tracer.cut()  # a run's window is never left open
+                raise
             tracer.arm(got)
             total, calls = total + got, calls - n
             idle = 0 if got else idle + n

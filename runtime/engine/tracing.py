@@ -17,6 +17,17 @@ that frame goes inside it, as an entry of trace id 0 (``riders.py``); what found
 frame by the executor's flush goes alone then. The untraced path, its closures and its
 decoders, is not touched.
 
+Sampling is in runs (since 2026-11-28, wt-runs20): once a gap is used up, a spout traces
+the next :data:`RUN` tuples in one window, and a bolt's traced inputs of one TRACED entry
+share one window too, each tuple (a *unit*) its own trace: tuple ``n`` of a run is trace
+``t + n``, a child the trace of its input. The lengths of the pending lists are noted
+after each unit; a frame caught holds one list's tail in order, so their growth says
+which unit each of its tuples came from: its entry and its ``sent`` record carry these
+*spans*. Where a frame would not hold a list's tail (a grouping that splits an untracked
+batch by value) or an untraced emit could fall into the window (a spout's live direct
+stream), each unit has a window of its own, as before runs; a batch filled inside a run
+ends the run there.
+
 A receiving task processes each inner frame as any other, in the same ``execute`` as the
 frame it rode, with the user's ``process`` wrapped for that inner frame's tuples (the
 wrapper switched per frame, ``BoltSide.on_frame``'s ``before``): each tuple's hop is
@@ -31,6 +42,7 @@ them):
 ======================================================================  ====================
 ``("start", trace, msg_id, started, tracked[, values])``                  a spout traced
 ``("sent", trace, first, parent, dest, stream, body, bare, emitted, kind)``  copies left
+``("sent", trace, first, parents, dest, ..., kind, spans)``               a run's copies left
 ``("hops", trace, first, queued_us, executed_us, outcome, ...)``          copies processed
 ``("outcome", trace, hop, outcome)``                                      a held copy settled
 ``("done", trace, status, complete_ms)``                                  the spout's outcome
@@ -46,9 +58,13 @@ per tuple, flat, its wait and its call in whole microseconds and its outcome's c
 (:data:`~runtime.observe.traces.HOP_OUTCOMES`). ``start`` names neither the spout's
 component nor its task (the report's task is the spout's) and carries the values only
 when no frame of the tuple was caught (the spout's ``sent`` body holds them otherwise).
-Until 2026-11-27 (wt-trace8) hop ids went one by one, a ``hops`` record held a tuple
-``(hop, queued_ms, executed_ms, outcome)`` per copy and ``start`` the values too: a
-traced sentence's report was 820 bytes. The records are tuples, most of atoms: the
+A run's frame (a window several units shared) has ``spans``, flat ``[d, n, ...]``: its
+first ``n`` tuples are of trace ``trace + d``, the next ones of the next span's, with a
+parent a span in ``parents``; its TRACED entry carries the same spans as a sixth field,
+and the receiver writes a ``hops`` record a trace. Until 2026-11-27 (wt-trace8) hop ids
+went one by one, a ``hops`` record held a tuple ``(hop, queued_ms, executed_ms,
+outcome)`` per copy and ``start`` the values too: a traced sentence's report was 820
+bytes. The records are tuples, most of atoms: the
 collector stops tracking such a tuple at its first pass, so the records waiting for a
 report (up to a report interval's) are not traversed again and again.
 """
@@ -124,6 +140,7 @@ class Tracer:
         # needs no cut after it), and the traced tuples of the turn's current piece
         self.rate, self.skip, self.owed, self.after, self.seen = 0.0, 0, 0, 0, 0
         self.run: _Run | None = None  # the spout's open window of traced tuples
+        self.stepping = False  # a piece of the spout's turn is under way (piece, arm)
         self.set_rate(rate)
         # a spout's traced roots: root -> (trace, started); msg_id -> root (timeouts)
         self.roots: dict[int, tuple[int, float]] = {}
@@ -242,14 +259,23 @@ class Tracer:
     # -- a spout's sampled tuples -------------------------------------------------------
     def piece(self) -> int:
         """The spout's calls to make before :meth:`arm` looks again: a run and the gap
-        after it (armed), else the gap left."""
+        after it (armed), else the gap left. A piece is under way until :meth:`arm`."""
+        self.stepping = True
         return max(self.owed + self.after if self.owed > 0 else self.skip, 1)
+
+    def cut(self) -> None:
+        """The piece ended early (its ``next_tuple`` raised): a run under way is caught,
+        what waits put back."""
+        self.stepping = False
+        if self.run is not None:
+            self._end_run()
 
     def arm(self, emitted: int) -> None:
         """After a piece of a spout's turn that emitted ``emitted`` tuples: a run the
         piece cut short is caught (the rest of it is owed, in a run of its own); once
         the gap is used up, a run of :data:`RUN` tuples starts at the next emit (the
         user's ``emit`` is swapped for one call)."""
+        self.stepping = False
         if self.run is not None:
             self._end_run()
         self.skip -= emitted - self.seen  # (the traced ones are no part of a gap)
@@ -297,8 +323,11 @@ class Tracer:
                     self.owed, self.after = RUN, gap(self.rate, RUN)
                 else:
                     user.emit = base
-            elif not run.whole or run.window.early:  # one tuple a window (a grouping
-                self._end_run()  # splits its frames by value), or a batch filled: cut
+            elif not run.whole or run.window.early or not self.stepping:
+                # one tuple a window (a grouping splits its frames by value), a batch
+                # filled, or an emit outside the spout's turn (its ``fail`` replaying,
+                # called on an ACKED frame or a timeout): the window must not outlive it
+                self._end_run()
             return None
 
         emit.traced, emit.base = True, base

@@ -8,7 +8,7 @@ import random
 
 import pytest
 
-from runtime import Spout, Topology, wire
+from runtime import Bolt, Spout, Topology, wire
 from runtime.engine.tracing import RUN
 from runtime.observe.tracestore import TraceStore
 from runtime.testing import InMemoryCluster
@@ -223,3 +223,60 @@ def test_the_store_files_each_span_of_a_runs_frame_in_its_own_tree():
     store.add(1, 0, [("sent", 10, 100, [0], 2, "default", body, True, 1.0, wire.DATA,
                       [0, 1, 1, 2])], now=1.0)
     assert store.malformed == 1
+
+
+class Replaying(Spout):
+    """Numbers 0-9, msg_id the number; a failed one is emitted again from ``fail`` (on
+    the ACKED frame, outside the spout's turn), noting whether a traced run's window was
+    left open by that emit (``tracer``: the task's, set by the test)."""
+
+    outputs = ["n"]
+    tracer = None
+
+    def open(self, config, context):
+        self.i, self.left_open = 0, []
+
+    def next_tuple(self):
+        if self.i < 10:
+            self.emit([self.i], msg_id=self.i)
+            self.i += 1
+
+    def fail(self, msg_id):
+        self.emit([msg_id], msg_id=msg_id)
+        self.left_open.append(type(self).tracer.run is not None)
+
+
+class FailOnce(Bolt):
+    """Fails the first delivery of 2, acks everything else."""
+
+    outputs: list[str] = []
+
+    def prepare(self, config, context):
+        self.failed = False
+
+    def process(self, tup):
+        if tup.values[0] == 2 and not self.failed:
+            self.failed = True
+            self.fail(tup)
+        else:
+            self.ack(tup)
+
+
+def test_an_emit_outside_the_spouts_turn_never_leaves_a_runs_window_open():
+    # a spout's fail() replays from an ACKED frame, between its turns, while a run is
+    # armed: that tuple is traced in a window of its own, closed before fail() returns
+    # (left open, it would hold every batch the timer sends until the next turn, which a
+    # held spout may never take)
+    topo = Topology("replay")
+    topo.spout("numbers", Replaying())
+    topo.bolt("sink", FailOnce).shuffle_grouping("numbers")
+    with InMemoryCluster(topo, ackers=1, trace=1.0, target_latency=None) as cluster:
+        task = cluster.plan.component_tasks()["numbers"][0]
+        Replaying.tracer = cluster.executors[task].tracer
+        cluster.step(10)
+        cluster.run_until_idle()
+        spout = cluster.user_object(task)
+        assert spout.left_open == [False]
+        assert cluster.lineage(2).status == "acked"  # the replay's own trace
+        assert len(cluster.traces(status="failed")) == 1
+        assert sorted(t.msg_id for t in cluster.traces(status="acked")) == list(range(10))
