@@ -299,7 +299,7 @@ class Tracer:
                 return base(values, stream, msg_id)
             tracked = self.acking and msg_id is not None
             run = self.run
-            if run is not None and (run.out is not out or run.tracked is not tracked):
+            if run is not None and (run.out is not out or run.tracked != tracked):
                 self._end_run()  # a run's tuples are of one stream and one kind
                 run = None
             if run is None:  # what waits stays for the usual flush
