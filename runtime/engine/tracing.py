@@ -74,7 +74,6 @@ from __future__ import annotations
 import random
 from collections import deque
 from collections.abc import Callable, Mapping
-from itertools import count
 from math import log as _ln
 from typing import Any
 
@@ -472,17 +471,15 @@ class Tracer:
         """One traced entry of a TRACED frame as ``BoltSide.on_frame`` takes it before
         the frame it rode: its kind and body, the user's ``process`` wrapped for it, and
         what to do once its last tuple is done (once: the frame's end calls it again).
-        A run's entry (``spans``) has each tuple's trace in ``traces``, and a ``hops``
-        record a trace."""
+        A run's entry (``spans``) has a ``hops`` record a trace."""
         # the wrapper is handed to this frame's execute, not set on the user's object:
         # patching it (or reading its __dict__) makes CPython 3.11 give up the inline
         # attribute loads of that object for good, and every untraced tuple after it
         # pays (its own ``self.counts``, ``self.emit``: ~40 % slower each)
         done: list[int] = []  # queued µs, executed µs, outcome code per tuple processed
         chunk = [first]  # the hop of done's first tuple (hop ids are consecutive)
-        traces = None if spans is None else _traces(trace, spans)
         process = self._traced_process(bolt, self.user.process, trace, first, emitted,
-                                       done, traces)
+                                       done, spans, chunk)
 
         def after() -> None:
             if done:  # one record for the entry's tuples (its trace id once, one record
@@ -508,21 +505,29 @@ class Tracer:
             after()
 
     def _traced_process(self, bolt, process, trace: int, first: int, emitted: float,
-                        done: list, traces: list[int] | None = None):
+                        done: list, spans: list | None = None, chunk: list | None = None):
         # called once per traced tuple (ten per sentence at a counter): what it needs is
         # bound here, and a sink (no subscribed stream) skips the catching altogether;
-        # ``done`` takes each tuple's times and outcome for the frame's "hops" record
+        # ``done`` takes each tuple's times and outcome for the frame's "hops" record, and
+        # with ``chunk`` (the hop of done's first) says the tuple's place in the entry,
+        # so its hop and trace are reckoned only when needed (a child's parent, a held
+        # input), not counted a tuple
         wall, counts, live = self.wall, bolt.counts, self.live
-        basic, acking, record, hops = bolt.basic, self.acking, done.extend, count(first)
+        basic, acking, record = bolt.basic, self.acking, done.extend
         whole = bool(live) and all(o.fixed is not None for out in live for o in out.outlets)
-        each = iter(traces) if traces is not None else None
+        at0 = (lambda: 0) if chunk is None else (lambda: chunk[0] - first)
+        traces = _traces(trace, spans) if spans is not None and live else None
+
+        def mark(at: int) -> tuple[int, int]:  # the trace and hop of the entry's at-th
+            if spans is None:
+                return trace, first + at
+            return (traces[at] if traces is not None else _traces(trace, spans)[at],
+                    first + at)
 
         def traced(tup):
-            hop = next(hops)
-            mine = trace if each is None else next(each, trace)
             tracked, failed = tup.ids is not None, counts.failed
             if live:  # a sink (a counter, per word) has no children to catch
-                self._open(mine, hop, acking and tracked, whole, done)
+                self._open(*mark(at0() + len(done) // 3), acking and tracked, whole, done)
             elif self.open is not None:
                 self._close()
             started = wall()
@@ -542,8 +547,8 @@ class Tracer:
                 queued = (started - emitted) * 1e6  # whole µs: 1-3 bytes packed, not 9
                 record((int(queued + 0.5) if queued > 0.0 else 0,
                         int((ended - started) * 1e6 + 0.5), outcome))
-                if outcome == 0 and tracked:
-                    self._hold(tup, mine, hop)
+                if outcome == 0 and tracked:  # (its triple is recorded: the last)
+                    self._hold(tup, *mark(at0() + len(done) // 3 - 1))
 
         return traced
 
