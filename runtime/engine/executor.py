@@ -220,17 +220,19 @@ class Executor:
         return self.spout is not None and self.spout.held(self.output_waiting)
 
     def _sampled_step(self, calls: int) -> int:
-        """A spout's turn cut where the next traced tuple is due (``tracer.skip`` tuples
-        on), so that it is armed in time: two pieces per traced tuple, not a wrapper
-        around every emit. Once armed, the piece runs up to the next one due (the gap
-        after it, ``tracer.after``, is drawn when it is armed): the armed emit traces
-        the piece's first tuple and disarms itself."""
+        """A spout's turn cut where the next run of traced tuples is due (``tracer.skip``
+        tuples on), so that it is armed in time: two pieces per run, not a wrapper
+        around every emit. Once armed, the piece runs over the run and the gap after it
+        (drawn when it is armed): the armed emit traces the run's tuples and disarms
+        itself; a run the piece cuts short is caught at its end (``tracer.arm``)."""
         tracer, total, idle = self.tracer, 0, 0
         while calls > 0:
-            # armed, the piece is the traced tuple and the gap after it
-            skip = tracer.skip if tracer.skip > 0 else tracer.after + 1
-            n = min(calls, skip)
-            got = self.spout.step(n, self.output_waiting)
+            n = min(calls, tracer.piece())
+            try:
+                got = self.spout.step(n, self.output_waiting)
+            except BaseException:
+                tracer.cut()  # a run's window is never left open
+                raise
             tracer.arm(got)
             total, calls = total + got, calls - n
             idle = 0 if got else idle + n

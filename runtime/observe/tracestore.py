@@ -170,7 +170,10 @@ class TraceStore:
         if kind == "hops":  # a frame's copies processed: first hop, flat times and outcomes
             _ran(tree, task, incarnation, record)
         elif kind == "sent":  # a frame's copies: first hop, ..., its body as sent
-            _sent_frame(tree, record)
+            if len(record) == _RUN_SENT:  # a run's: its spans filed in their own trees
+                self._file_run(tree, record)
+            else:
+                _sent_frame(tree, record)
         elif kind == "start":  # newest first means by the spout's emit: it moves to the end
             msg_id, started, tracked = record[2], record[3], record[4]
             tree.start = (msg_id, self.components.get(task, "?"), task,
@@ -187,6 +190,26 @@ class TraceStore:
             tree.status, tree.complete_ms = status, float(record[3])
         else:
             raise ValueError(f"unknown trace record {kind!r}")
+
+    def _file_run(self, tree: _Tree, record: list) -> None:
+        """A run's frame (``("sent", trace, first, parents, ..., kind, spans)``: its tuples
+        of several traces, ``spans`` flat ``[d, n, ...]``, a parent each): each span filed
+        in the tree of trace ``trace + d`` as its part of the frame, the body shared
+        (``(..., kind, offset, n)``: read when that tree is)."""
+        _, trace, first, parents, dest, stream, body, bare, emitted, kind, spans = record
+        if (type(parents) is not list or type(spans) is not list or type(first) is not int
+                or len(spans) != 2 * len(parents) or not set(map(type, spans)) <= {int}):
+            raise TypeError("a run's sent frame has a parent and a span [d, n] a trace")
+        at = 0
+        for parent, d, n in zip(parents, spans[0::2], spans[1::2]):
+            part = ("sent", trace + d, first + at, parent, dest, stream, body, bare, emitted,
+                    kind, at, n)
+            mine = tree if d == 0 else self._tree(trace + d)
+            if mine is None:
+                self.late += 1
+            else:
+                _sent_frame(mine, part)
+            at += n
 
     # -- queries ------------------------------------------------------------------------
     def __len__(self) -> int:
@@ -264,10 +287,12 @@ class TraceStore:
             return
         frames = []
         for frame in tree.frames:
-            if len(frame) == _SENT:
-                _, _, first, parent, dest, stream, body, bare, emitted, kind = frame
+            if len(frame) in _UNREAD:
+                _, _, first, parent, dest, stream, body, bare, emitted, kind = frame[:_SENT]
                 try:
                     values = _copies(wire.batch_values(kind, body), bare)
+                    if len(frame) == _PART:  # a run's frame: this trace's tuples of it
+                        values = values[frame[10]:frame[10] + frame[11]]
                 except (TypeError, ValueError):  # (WireError: a ValueError)
                     self.malformed += 1
                     continue
@@ -382,7 +407,7 @@ def _unplain(plain: list) -> _Tree:
     tree.status = status
     tree.complete_ms = None if complete_ms is None else float(complete_ms)
     tree.frames = tuple(map(_unplain_frame, frames))
-    tree.unread = any(len(frame) == _SENT for frame in tree.frames)
+    tree.unread = any(len(frame) in _UNREAD for frame in tree.frames)
     tree.runs = ()
     for task, incarnation, record in runs:
         _ran(tree, task, incarnation, record)
@@ -393,7 +418,7 @@ def _unplain(plain: list) -> _Tree:
 
 def _unplain_frame(frame: list) -> tuple:
     """A frame back from :meth:`TraceStore.kept`'s data: read, or its record as sent."""
-    if len(frame) == _SENT:
+    if len(frame) in _UNREAD:
         if frame[0] != "sent" or type(frame[2]) is not int or type(frame[6]) is not bytes:
             raise ValueError("an unread frame is its sent record")
         return tuple(frame)
@@ -402,6 +427,9 @@ def _unplain_frame(frame: list) -> tuple:
 
 
 _SENT = 10  # the length of a "sent" record: a frame filed and not read yet
+_RUN_SENT = 11  # a run's "sent" record: its parents a list, and its spans last
+_PART = 12  # a run's frame as one trace files it: the record, its offset and its tuples
+_UNREAD = (_SENT, _PART)
 
 
 def _sent_frame(tree: _Tree, record: list) -> None:
@@ -409,7 +437,8 @@ def _sent_frame(tree: _Tree, record: list) -> None:
     the collector once it has seen it): its first hop id (the others follow it), and its
     body as sent, read when the tree first is (:meth:`TraceStore._read`: most trees
     never are)."""
-    if len(record) != _SENT or type(record[2]) is not int or type(record[6]) is not bytes:
+    if (len(record) not in _UNREAD or type(record[2]) is not int
+            or type(record[6]) is not bytes):
         raise TypeError("a sent frame is its first hop id, ..., its body, ...")
     tree.frames += (tuple(record),)
     tree.unread = True
@@ -418,7 +447,7 @@ def _sent_frame(tree: _Tree, record: list) -> None:
 
 def _dest(frame: tuple) -> Any:
     """The task a frame, read or not, was sent to."""
-    return frame[4] if len(frame) == _SENT else frame[2]
+    return frame[4] if len(frame) in _UNREAD else frame[2]
 
 
 def _copies(entries: Any, bare: bool) -> tuple:

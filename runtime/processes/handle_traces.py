@@ -22,9 +22,11 @@ class TraceQuestions:
 
     def set_trace(self, rate: float | str) -> list[int]:
         """Trace this fraction (0.0..1.0) of spout tuples from now on, in every spout; 0.0
-        turns tracing off. Text is read as ``%topology trace`` reads it. A restarted spout
-        traces at it too. Records a ``trace`` event and returns the tasks told; ValueError
-        for a rate outside 0.0..1.0."""
+        turns tracing off. Samples come in runs of consecutive spout tuples (8), each
+        its own trace (docs/internals/tracing.md, "How the mark travels"). Text is read
+        as ``%topology trace`` reads it. A restarted spout traces at it too. Records a
+        ``trace`` event and returns the tasks told; ValueError for a rate outside
+        0.0..1.0."""
         rate = _controls.check_trace(rate)
         return self._ask(wire.AskSetTrace, value=rate)
 

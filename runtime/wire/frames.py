@@ -37,11 +37,11 @@ ANCHORED = 7  # body: flat tuple, ids, ack_val triples: a bolt's tracked tuples.
 # int root (the tuple belongs to that one tree) with ack_val its edge id, which is its
 # ack value until it anchors tuples of its own; or a {root: edge} map with ack_val 0
 # (acker.md, "Frames")
-TRACED = 8  # body: [[kind, inner body, trace id, first hop id, emit time], ...]: frames of
-# that kind (DATA, TRACKED, RUN, ANCHORED) holding only traced tuples, with their marks
-# (their hop ids consecutive from the first); an entry with trace id 0 is an untraced
-# frame they rode in (its hop id and time unread)
-# (docs/internals/tracing.md)
+TRACED = 8  # body: [[kind, inner body, trace id, first hop id, emit time(, spans)], ...]:
+# frames of that kind (DATA, TRACKED, RUN, ANCHORED) holding only traced tuples, with their
+# marks (their hop ids consecutive from the first; ``spans``, a run's: which trace each
+# tuple is of); an entry with trace id 0 is an untraced frame they rode in (its hop id and
+# time unread) (docs/internals/tracing.md)
 HELLO = 9  # instance -> its stream manager, once connected: "route my frames to me"
 BACKPRESSURE = 10  # stream manager -> peers: src is the cause task; stream 1 = start, 0 = stop
 CHECKPOINT = 11  # body: [op, epoch, checkpoint id]: the checkpoint protocol between the
@@ -133,30 +133,40 @@ def encode_traced(entries: list) -> bytes:
     emitted]``: a frame of that kind holding only tuples of one trace (kind and body
     untouched), the trace id, the first tuple's hop id (the n-th tuple's is ``first +
     n``: a frame's hop ids are consecutive, so none is counted or sent one by one), and
-    when it left. The inner frame keeps its own decoder; only traced tuples pay for the
-    wrap. An entry of trace id 0 is an ordinary frame for the same task the traced
-    entries rode in (its hop id and time are not read): it is processed as if it had
-    come alone.
+    when it left. A run's entry (tuples of several traces, traced in one window) has a
+    sixth field, ``spans``, flat ``[d, n, d, n, ...]``: the frame's first ``n`` tuples
+    are of trace ``trace + d``, the next ``n`` of the next ``d``'s, and so on. The inner
+    frame keeps its own decoder; only traced tuples pay for the wrap. An entry of trace
+    id 0 is an ordinary frame for the same task the traced entries rode in (its hop id
+    and time are not read): it is processed as if it had come alone.
 
     >>> decode_traced(encode_traced([[DATA, encode_batch([["a"]]), 7, 9, 1.5]]))
-    [(1, b'\\x91\\x91\\xa1a', 7, 9, 1.5)]
+    [(1, b'\\x91\\x91\\xa1a', 7, 9, 1.5, None)]
     """
     return _pack(entries)
 
 
-def decode_traced(body: bytes) -> list[tuple[int, bytes, int, int, float]]:
-    """Each entry's kind, inner body, trace id, first hop id and emit time (wall
-    seconds); WireError if any is malformed."""
+def decode_traced(body: bytes) -> list[tuple[int, bytes, int, int, float, list | None]]:
+    """Each entry's kind, inner body, trace id, first hop id, emit time (wall seconds)
+    and spans (None: every tuple of the one trace); WireError if any is malformed."""
     entries = decode_batch(body)
     if not entries or not all(map(_traced_entry, entries)):
         raise WireError("a traced frame must hold [kind, body, trace id, first hop id, "
-                        "emit time] entries")
-    return [(e[0], e[1], e[2], e[3], float(e[4])) for e in entries]
+                        "emit time(, spans)] entries")
+    return [(e[0], e[1], e[2], e[3], float(e[4]), e[5] if len(e) == 6 else None)
+            for e in entries]
 
 
 def _traced_entry(e: Any) -> bool:
-    return (type(e) is list and len(e) == 5 and e[0] in _TRACED_INNER and type(e[1]) is bytes
-            and type(e[2]) is int and type(e[3]) is int and type(e[4]) in (int, float))
+    return (type(e) is list and 5 <= len(e) <= 6 and e[0] in _TRACED_INNER
+            and type(e[1]) is bytes and type(e[2]) is int and type(e[3]) is int
+            and type(e[4]) in (int, float) and (len(e) == 5 or _spans(e[5])))
+
+
+def _spans(spans: Any) -> bool:
+    """A run's spans: ``[d, n, ...]`` pairs of ints, each count at least 1."""
+    return (type(spans) is list and len(spans) >= 2 and not len(spans) % 2
+            and set(map(type, spans)) == {int} and min(spans[1::2]) >= 1)
 
 
 # a tuple frame's batch: items per tuple (RUN: [first root, [entry, ...]], one per entry)

@@ -1,0 +1,282 @@
+"""Traced spout tuples sampled in runs (issue 20; docs/internals/tracing.md, "How the mark
+travels"): each tuple of a run its own trace, a run's frames caught once, and the
+fall-backs to one tuple a window where a frame would not hold a run's tuples in order."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+
+from runtime import Bolt, Spout, Topology, wire
+from runtime.engine.tracing import RUN
+from runtime.observe.tracestore import TraceStore
+from runtime.testing import InMemoryCluster
+
+from .test_tracing import Count, Numbers, Sentences, Sink, Split, check_tree
+
+
+class Counted(Count):
+    """:class:`Count`, counting what it heard (``seen``)."""
+
+    def prepare(self, config, context):
+        super().prepare(config, context)
+        self.seen = 0
+
+    def process(self, tup):
+        self.seen += 1
+        super().process(tup)
+
+
+def line(split_tasks: int = 1, count_tasks: int = 1, batch_size: int | None = None,
+         spout: Spout | None = None, count=Counted) -> Topology:
+    topo = Topology("runs", **({"batch_size": batch_size} if batch_size else {}))
+    topo.spout("sentences", spout or Sentences(20))
+    topo.bolt("split", Split, parallelism=split_tasks).shuffle_grouping("sentences")
+    topo.bolt("count", count, parallelism=count_tasks).fields_grouping("split", ["word"])
+    return topo
+
+
+@pytest.fixture
+def filed(monkeypatch) -> list[tuple[int, tuple]]:
+    """Every record the twin's store files, with the task that reported it."""
+    records: list[tuple[int, tuple]] = []
+    add = TraceStore.add
+    monkeypatch.setattr(TraceStore, "add", lambda self, task, inc, recs, now: (
+        records.extend((task, r) for r in recs), add(self, task, inc, recs, now))[1])
+    return records
+
+
+def sent_by(cluster: InMemoryCluster, filed: list, comp: str) -> list[tuple]:
+    tasks = set(cluster.plan.component_tasks()[comp])
+    return [r for task, r in filed if task in tasks and r[0] == "sent"]
+
+
+def run_whole(topo: Topology, filed: list, ackers: int) -> tuple[list, list, list]:
+    """Run ``topo`` to its end with every tuple traced: its traces, and the spout's and
+    the split's ``sent`` records."""
+    with InMemoryCluster(topo, ackers=ackers, trace=1.0) as cluster:
+        cluster.run_until_idle()
+        traces = cluster.traces()
+        return (traces, sent_by(cluster, filed, "sentences"),
+                sent_by(cluster, filed, "split"))
+
+
+def traces_of(record: tuple) -> int:
+    """How many traces a ``sent`` record covers (a run's: one a span)."""
+    return len(record[10]) // 2 if len(record) == 11 else 1
+
+
+@pytest.mark.parametrize("ackers", [1, 0])
+def test_each_tuple_of_a_run_is_its_own_trace_with_its_parents_and_hops(ackers, filed):
+    with InMemoryCluster(line(), ackers=ackers, trace=1.0) as cluster:
+        cluster.run_until_idle()
+        traces = cluster.traces()
+        assert sorted(t.msg_id for t in traces) == list(range(20))
+        for t in traces:
+            check_tree(t, 4)  # 1 + words hops, each word's parent the sentence
+            assert t.values == (f"s{t.msg_id} a b c",)
+            assert t.hops[0].values == t.values and t.status == "acked"
+            assert t.hops[1].values == (f"s{t.msg_id}",)
+        spout, split = sent_by(cluster, filed, "sentences"), sent_by(cluster, filed, "split")
+    # the runs shared their frames: a spout's record (and the split's) for several trees
+    assert max(map(traces_of, spout)) == RUN and sum(map(traces_of, spout)) == 20
+    assert len(spout) < 20 and len(split) < 20 and sum(map(traces_of, split)) == 20
+    for r in spout + split:
+        if len(r) == 11:
+            assert sum(r[10][1::2]) == len(wire.batch_values(r[9], r[6]))
+
+
+def test_a_run_cut_short_by_the_turns_end_goes_on_in_a_run_of_its_own(filed):
+    random.seed(4)
+    with InMemoryCluster(line(spout=Sentences(40)), ackers=1, trace=1.0,
+                         target_latency=None) as cluster:
+        for _ in range(20):
+            cluster.step(3)  # three calls a turn: a run of 8 is cut at every turn's end
+        cluster.run_until_idle()
+        traces = cluster.traces(limit=100)
+        spout = sent_by(cluster, filed, "sentences")
+    assert sorted(t.msg_id for t in traces) == list(range(40))
+    for t in traces:
+        check_tree(t, 4)
+        assert t.status == "acked"
+    assert max(map(traces_of, spout)) == 3 and sum(map(traces_of, spout)) == 40
+
+
+@pytest.mark.parametrize("turn", [3, 100])
+def test_runs_cut_short_still_trace_the_rate(turn):
+    # the rest of a run a turn's end cut is owed, not forgotten: the fraction stays the
+    # rate (a run and its gap hold RUN / rate tuples)
+    random.seed(turn)
+    topo = Topology("numbers")
+    topo.spout("numbers", Numbers(40_000))
+    topo.bolt("drop", Sink).shuffle_grouping("numbers")
+    with InMemoryCluster(topo, ackers=0, trace=0.25, target_latency=None,
+                         trace_store=40_000) as cluster:
+        for _ in range(40_000 // turn + 1):
+            cluster.step(turn)
+        traced = len(cluster.traces(limit=40_000))
+    # ~1,250 runs of 8: the fraction's sd is ~0.0035
+    assert 0.235 <= traced / 40_000 <= 0.265, traced
+
+
+@pytest.mark.parametrize("ackers", [1, 0])
+def test_a_batch_filled_inside_a_run_cuts_it_and_every_tree_stays_whole(ackers, filed):
+    # batches of 5 tuples: the spout's runs of 8 fill one, and the split's ten-word
+    # windows fill several; the run is cut where the batch filled, the frames caught
+    # numbered by the pending lists' lengths
+    with InMemoryCluster(line(batch_size=5, spout=Sentences(40)), ackers=ackers,
+                         trace=1.0) as cluster:
+        cluster.run_until_idle()
+        for _ in range(3):
+            cluster.advance(0.01)
+        traces = cluster.traces(limit=100)
+        spout, split = sent_by(cluster, filed, "sentences"), sent_by(cluster, filed, "split")
+        heard = sum(cluster.user_object(t).seen
+                    for t in cluster.plan.component_tasks()["count"])
+    assert sorted(t.msg_id for t in traces) == list(range(40))
+    for t in traces:
+        check_tree(t, 4)
+        assert t.values == (f"s{t.msg_id} a b c",) and t.status == "acked"
+    assert heard == 40 * 4
+    assert max(map(traces_of, spout)) <= 5 and max(map(traces_of, split)) > 1
+
+
+def test_a_fields_grouping_over_two_tasks_falls_back_to_one_input_a_window(filed):
+    # acking off, the split's batch is split by value among the counters: which tuples
+    # of a frame a traced input emitted is known only per input, so each has its window
+    traces, spout, split = run_whole(line(count_tasks=2), filed, ackers=0)
+    assert len(traces) == 20
+    for t in traces:
+        check_tree(t, 4)
+    assert max(map(traces_of, spout)) == RUN  # the spout's subscriber takes it whole
+    assert all(len(r) == 10 for r in split)  # one input, one trace a record
+
+
+def test_a_spout_stream_split_by_value_falls_back_to_one_tuple_a_window(filed):
+    # acking off, a shuffle over two split tasks deals the spout's batch: its traced
+    # tuples go one a window, each a record
+    traces, spout, _ = run_whole(line(split_tasks=2), filed, ackers=0)
+    assert len(traces) == 20 and all(len(r) == 10 for r in spout)
+    for t in traces:
+        check_tree(t, 4)
+
+
+class Dealer(Spout):
+    """Sentences on the default stream; a "dealt" stream (direct) it never emits on."""
+
+    outputs = {"default": ["sentence"], "dealt": ["sentence"]}
+
+    def open(self, config, context):
+        self.i = 0
+
+    def next_tuple(self):
+        if self.i < 12:
+            self.emit([f"s{self.i} a b c"], msg_id=self.i)
+            self.i += 1
+
+
+def test_a_spout_with_a_direct_stream_traces_one_tuple_a_window(filed):
+    # its emit_direct is never traced and could fall into a run's window: no runs
+    topo = line(spout=Dealer())
+    topo.bolt("deal", Sink, parallelism=2).direct_grouping("sentences", "dealt")
+    traces, spout, _ = run_whole(topo, filed, ackers=1)
+    assert len(traces) == 12 and all(len(r) == 10 for r in spout)
+    for t in traces:
+        check_tree(t, 4)
+        assert t.status == "acked"
+
+
+def test_a_held_word_inside_a_run_names_its_holder_and_the_runs_others_are_acked(filed):
+    spout = Sentences(12, odd={3: "a hold c", 5: "hold b c"})
+    with InMemoryCluster(line(spout=spout), ackers=1, trace=1.0,
+                         message_timeout=5.0) as cluster:
+        cluster.run_until_idle()
+        cluster.advance(10.0)  # past the timeout
+        counter = cluster.plan.component_tasks()["count"][0]
+        for msg_id in (3, 5):
+            t = cluster.lineage(msg_id)
+            hold = next(h for h in t.hops if h.values == ("hold",))
+            assert t.status == "timed_out" and hold.outcome is None
+            assert t.held_by == ("count", counter)
+            check_tree(t, 4)
+        acked = cluster.traces(status="acked")
+        assert sorted(t.msg_id for t in acked) == [0, 1, 2, 4, 6, 7, 8, 9, 10, 11]
+        assert all(t.held_by is None for t in acked)
+        runs = [r for r in sent_by(cluster, filed, "sentences") if traces_of(r) > 1]
+    assert runs  # the held trees were traced in a run with others
+
+
+def test_the_store_files_each_span_of_a_runs_frame_in_its_own_tree():
+    store = TraceStore({1: "spout", 2: "bolt"})
+    body = wire.encode_batch(["x", "y", "z"])
+    store.add(1, 0, [("start", 10, "a", 1.0, False), ("start", 11, "b", 1.0, False),
+                     ("sent", 10, 100, [0, 0], 2, "default", body, True, 1.0, wire.DATA,
+                      [0, 1, 1, 2])], now=1.0)
+    store.add(2, 0, [("hops", 11, 101, 5, 5, 0, 5, 5, 0), ("hops", 10, 100, 5, 5, 0)],
+              now=1.0)
+    a, b = store.lineage("a", now=1.0), store.lineage("b", now=1.0)
+    assert [h.values for h in a.hops] == [("x",)] and a.status == "acked"
+    assert [h.values for h in b.hops] == [("y",), ("z",)] and b.status == "acked"
+    assert a.values == ("x",) and b.values == ("y",)
+    # a run's record whose parents do not match its spans is refused, counted
+    store.add(1, 0, [("sent", 10, 100, [0], 2, "default", body, True, 1.0, wire.DATA,
+                      [0, 1, 1, 2])], now=1.0)
+    assert store.malformed == 1
+
+
+class Replaying(Spout):
+    """Numbers 0-9, msg_id the number; a failed one is emitted again from ``fail`` (on
+    the ACKED frame, outside the spout's turn), noting whether a traced run's window was
+    left open by that emit (``tracer``: the task's, set by the test)."""
+
+    outputs = ["n"]
+    tracer = None
+
+    def open(self, config, context):
+        self.i, self.left_open = 0, []
+
+    def next_tuple(self):
+        if self.i < 10:
+            self.emit([self.i], msg_id=self.i)
+            self.i += 1
+
+    def fail(self, msg_id):
+        self.emit([msg_id], msg_id=msg_id)
+        self.left_open.append(type(self).tracer.run is not None)
+
+
+class FailOnce(Bolt):
+    """Fails the first delivery of 2, acks everything else."""
+
+    outputs: list[str] = []
+
+    def prepare(self, config, context):
+        self.failed = False
+
+    def process(self, tup):
+        if tup.values[0] == 2 and not self.failed:
+            self.failed = True
+            self.fail(tup)
+        else:
+            self.ack(tup)
+
+
+def test_an_emit_outside_the_spouts_turn_never_leaves_a_runs_window_open():
+    # a spout's fail() replays from an ACKED frame, between its turns, while a run is
+    # armed: that tuple is traced in a window of its own, closed before fail() returns
+    # (left open, it would hold every batch the timer sends until the next turn, which a
+    # held spout may never take)
+    topo = Topology("replay")
+    topo.spout("numbers", Replaying())
+    topo.bolt("sink", FailOnce).shuffle_grouping("numbers")
+    with InMemoryCluster(topo, ackers=1, trace=1.0, target_latency=None) as cluster:
+        task = cluster.plan.component_tasks()["numbers"][0]
+        Replaying.tracer = cluster.executors[task].tracer
+        cluster.step(10)
+        cluster.run_until_idle()
+        spout = cluster.user_object(task)
+        assert spout.left_open == [False]
+        assert cluster.lineage(2).status == "acked"  # the replay's own trace
+        assert len(cluster.traces(status="failed")) == 1
+        assert sorted(t.msg_id for t in cluster.traces(status="acked")) == list(range(10))
