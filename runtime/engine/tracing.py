@@ -466,12 +466,13 @@ class Tracer:
                 after()
 
     def _segment(self, bolt, kind: int, inner: bytes, trace: int, first: int,
-                 emitted: float, spans: list | None = None,
+                 emitted: float, spans: list | None = None, ack_each: bool = False,
                  ) -> tuple[int, bytes, Callable, Callable[[], None]]:
         """One traced entry of a TRACED frame as ``BoltSide.on_frame`` takes it before
         the frame it rode: its kind and body, the user's ``process`` wrapped for it, and
         what to do once its last tuple is done (once: the frame's end calls it again).
-        A run's entry (``spans``) has a ``hops`` record a trace."""
+        A run's entry (``spans``) has a ``hops`` record a trace; ``ack_each``: its acks go
+        as each trace's tuples are done, not at the entry's end."""
         # the wrapper is handed to this frame's execute, not set on the user's object:
         # patching it (or reading its __dict__) makes CPython 3.11 give up the inline
         # attribute loads of that object for good, and every untraced tuple after it
@@ -479,7 +480,7 @@ class Tracer:
         done: list[int] = []  # queued µs, executed µs, outcome code per tuple processed
         chunk = [first]  # the hop of done's first tuple (hop ids are consecutive)
         process = self._traced_process(bolt, self.user.process, trace, first, emitted,
-                                       done, spans, chunk)
+                                       done, spans, chunk, ack_each)
 
         def after() -> None:
             if done:  # one record for the entry's tuples (its trace id once, one record
@@ -498,14 +499,15 @@ class Tracer:
     def _entry(self, bolt, h: wire.Header, inner: bytes, trace: int, first: int,
                emitted: float, spans: list | None, waiting, ack_now: bool) -> None:
         _, _, process, after = self._segment(bolt, h.kind, inner, trace, first, emitted,
-                                             spans)
+                                             spans, ack_now)
         try:
             bolt.on_frame(h, inner, waiting, ack_now=ack_now, process=process)
         finally:
             after()
 
     def _traced_process(self, bolt, process, trace: int, first: int, emitted: float,
-                        done: list, spans: list | None = None, chunk: list | None = None):
+                        done: list, spans: list | None = None, chunk: list | None = None,
+                        ack_each: bool = False):
         # called once per traced tuple (ten per sentence at a counter): what it needs is
         # bound here, and a sink (no subscribed stream) skips the catching altogether;
         # ``done`` takes each tuple's times and outcome for the frame's "hops" record, and
@@ -517,6 +519,13 @@ class Tracer:
         whole = bool(live) and all(o.fixed is not None for out in live for o in out.outlets)
         at0 = (lambda: 0) if chunk is None else (lambda: chunk[0] - first)
         traces = _traces(trace, spans) if spans is not None and live else None
+        # a run's entry processed alone: the acks so far go as the next trace's first
+        # tuple begins, as they would after an entry of one tree. Held for the whole
+        # entry (eight trees), a slow bolt's acks of its first trees left seconds late
+        # and those trees timed out, every hop acked in time (the lead's check,
+        # tracing-log.md, 2026-11-28, early morning)
+        starts = _starts(spans) if ack_each and spans is not None else None
+        flush = bolt.acks.flush
 
         def mark(at: int) -> tuple[int, int]:  # the trace and hop of the entry's at-th
             if spans is None:
@@ -526,6 +535,8 @@ class Tracer:
 
         def traced(tup):
             tracked, failed = tup.ids is not None, counts.failed
+            if starts is not None and at0() + len(done) // 3 in starts:
+                flush()  # (after the previous tuple's ack: a BasicBolt's comes late)
             if live:  # a sink (a counter, per word) has no children to catch
                 self._open(*mark(at0() + len(done) // 3), acking and tracked, whole, done)
             elif self.open is not None:
@@ -735,6 +746,20 @@ def _span_hops(trace: int, spans: list, at: int, hop: int, done: list) -> list[t
         if start >= at + n:
             break
     return records
+
+
+def _starts(spans: list) -> frozenset[int]:
+    """Where each trace of a run's entry after its first begins, from its spans.
+
+    >>> sorted(_starts([0, 2, 1, 3, 2, 1]))
+    [2, 5]
+    """
+    at, starts = 0, set()
+    for n in spans[1::2]:
+        at += n
+        starts.add(at)
+    starts.discard(at)  # the entry's end
+    return frozenset(starts)
 
 
 def _traces(trace: int, spans: list) -> list[int]:

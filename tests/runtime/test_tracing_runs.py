@@ -280,3 +280,42 @@ def test_an_emit_outside_the_spouts_turn_never_leaves_a_runs_window_open():
         assert cluster.lineage(2).status == "acked"  # the replay's own trace
         assert len(cluster.traces(status="failed")) == 1
         assert sorted(t.msg_id for t in cluster.traces(status="acked")) == list(range(10))
+
+
+class Logged(Count):
+    """:class:`Count`, logging each word it processes in ``EVENTS``."""
+
+    def process(self, tup):
+        EVENTS.append(("word", tup.values[0]))
+        super().process(tup)
+
+
+EVENTS: list[tuple[str, str | None]] = []
+
+
+def test_a_runs_entry_lets_each_trees_acks_go_once_its_words_are_done(monkeypatch):
+    """A counter's entry holds a run's words, several sentences': the acks of each
+    sentence's words go before the next sentence's first word is processed, as they did
+    when each tree had an entry of its own. Held for the whole entry, a slow counter's acks
+    of its first trees left seconds late and those trees timed out with every hop acked
+    (test_tracing_mp.py::test_a_slow_bolt_is_named_as_the_holder failed 5 runs of 6)."""
+    from runtime.engine.acks import AckOut
+
+    flush = AckOut.flush
+    monkeypatch.setattr(AckOut, "flush", lambda self: (EVENTS.append(("flush", None)),
+                                                       flush(self))[1])
+    EVENTS.clear()
+    with InMemoryCluster(line(count=Logged), ackers=1, trace=1.0) as cluster:
+        cluster.run_until_idle()
+        assert {t.status for t in cluster.traces()} == {"acked"}
+    words = [i for i, (kind, _) in enumerate(EVENTS) if kind == "word"]
+    assert len(words) == 80  # 20 sentences of 4 words
+    # the counter's words of one entry run without another task's turn in between, so a
+    # flush between two of its words is its own
+    firsts = [i for i in words if EVENTS[i][1].startswith("s")]
+    back_to_back = [(a, b) for a, b in zip(words, words[1:]) if b == a + 1]
+    sentence_starts = [b for a, b in back_to_back if b in firsts]
+    assert not sentence_starts, "a sentence's first word came right after the last one's"
+    for prev, first in zip(words, words[1:]):
+        if first in firsts:
+            assert any(EVENTS[i][0] == "flush" for i in range(prev + 1, first))
