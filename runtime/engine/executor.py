@@ -17,19 +17,23 @@ edge id too). See ``docs/internals/acker.md``.
 
 The executor is a facade over rooms, one phrase each:
 
-=================  ==========================================================
-``wiring.py``      the task's streams, and the collector bound onto the user
-``spout_side.py``  the spout's turns, its tracked roots and their outcomes
-``runs.py``        a tracking spout's default stream, in runs of roots
-``bolt_side.py``   the bolt's input: frames to ``process``
-``bolt_acks.py``   the bolt's acks and fails of its input, and anchored emits
-``acks.py``        the ack messages the task owes ackers and spouts
-``taps.py``        the taps and recordings on the task's streams
-``stats.py``       what the task counted, and its report
-``outbound.py``    per-stream batches, split among subscribers' tasks
-``tracing.py``     the sampled traced tuples: marked, caught, recorded
-``riders.py``      the traced frames waiting to ride the next frame to their task
-=================  ==========================================================
+====================  ==============================================================
+``wiring.py``         the task's streams, and the collector bound onto the user
+``spout_side.py``     the spout's turns, its tracked roots and their outcomes
+``runs.py``           a tracking spout's default stream, in runs of roots
+``bolt_side.py``      the bolt's input: frames to ``process``
+``bolt_acks.py``      the bolt's acks and fails of its input, and anchored emits
+``acks.py``           the ack messages the task owes ackers and spouts
+``taps.py``           the taps and recordings on the task's streams
+``stats.py``          what the task counted, and its report
+``outbound.py``       per-stream batches, split among subscribers' tasks
+``tracing.py``        the sampled traced tuples: marked, caught, recorded
+``tracing_spout.py``  its spout's part: runs sampled, traced roots' outcomes
+``tracing_bolt.py``   its bolt's part: traced inputs processed, held ones watched
+``trace_window.py``   a traced call's window on the pending lists
+``trace_ids.py``      trace and hop ids, the sampling gap, the limits
+``riders.py``         the traced frames waiting to ride the next frame to their task
+====================  ==============================================================
 """
 
 from __future__ import annotations

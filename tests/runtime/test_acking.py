@@ -683,7 +683,7 @@ def test_an_ackers_stretches_settle_at_the_spout_exactly_the_trees_it_completed(
 
 def test_a_spouts_tracer_reads_an_ackers_stretches():
     """The traced roots a ``COMPLETED`` frame of several stretches names are done; the
-    others still wait (runtime/engine/tracing.py, ``on_completed``)."""
+    others still wait (runtime/engine/tracing_spout.py, ``on_completed``)."""
     tracer = Tracer("feed", 1, {}, lambda header, body: None, True, 0.0, TIMEOUT,
                     lambda: 0.0, spout=True)
     tracer.roots = {root: (root, 0.0) for root in (10, 21, 30, 41, 50)}

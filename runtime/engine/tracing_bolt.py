@@ -1,0 +1,265 @@
+"""A bolt's share of tracing (:class:`~runtime.engine.tracing.Tracer`, docs/internals/
+tracing.md, "How the mark travels"): a TRACED frame's entries processed with the user's
+``process`` wrapped (each tuple's hop timed and recorded, its children caught in a window
+the entry's traced inputs share), and the traced inputs it holds past their ``process``
+call watched until acked or failed."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from runtime import wire
+from runtime.model.api import FailedException, Tuple
+
+from .trace_ids import ACKED, FAILED, MAX_WATCHED
+
+__all__ = ["BoltTracing"]
+
+
+class BoltTracing:
+    """A mixin of :class:`~runtime.engine.tracing.Tracer`, whose ``__init__`` sets what
+    it reads (``open``, ``held``, ``live``, ``acking``, ``keep``) and which gives it
+    ``set_aside``, ``catch`` and ``catch_units``."""
+
+    # -- a bolt's traced inputs ---------------------------------------------------------
+    def on_traced(self, bolt, h: wire.Header, body: bytes, waiting) -> None:
+        """A TRACED frame: process each traced inner frame with the user's ``process``
+        wrapped (each tuple's hop recorded, the children it emitted caught and marked,
+        kept to ride this task's next frames), and the untraced frame they rode, if any,
+        as any other, all in one ``execute`` (``BoltSide.on_frame``'s ``before``: one
+        batch of statistics, the wrapper switched per entry, not tested per tuple). The
+        traced entries' acks go with that frame's; when none rode (the entries found no
+        frame by the sender's flush) each entry's go as it is done, as a frame's would:
+        such a frame may hold a flush interval's traced calls (all of them at
+        ``trace=1.0``), and acks held back for all of it would time out trees whose
+        every hop had acked in time."""
+        entries = wire.decode_traced(body)
+        kind, inner, trace, _, _, _ = entries[-1]
+        if trace:  # none rode (a rider is last, trace id 0): entry by entry, acks at once
+            # (once output waits, the entries after are set aside by the bolt's execute)
+            for kind, inner, trace, first, emitted, spans in entries:
+                self._entry(bolt, wire.Header(kind, h.stream, h.dest, h.src), inner,
+                            trace, first, emitted, spans, waiting, True)
+            return
+        done = [self._segment(bolt, *entry) for entry in entries[:-1]]
+        try:  # the frame that rode last, the traced ones before it, in one execute
+            bolt.on_frame(wire.Header(kind, h.stream, h.dest, h.src), inner, waiting,
+                          before=done)
+        finally:  # each entry's hops recorded, children caught, if execute stopped first
+            for _, _, _, after in done:
+                after()
+
+    def _segment(self, bolt, kind: int, inner: bytes, trace: int, first: int,
+                 emitted: float, spans: list | None = None, ack_each: bool = False,
+                 ) -> tuple[int, bytes, Callable, Callable[[], None]]:
+        """One traced entry of a TRACED frame as ``BoltSide.on_frame`` takes it before
+        the frame it rode: its kind and body, the user's ``process`` wrapped for it, and
+        what to do once its last tuple is done (once: the frame's end calls it again).
+        A run's entry (``spans``) has a ``hops`` record a trace; ``ack_each``: its acks go
+        as each trace's tuples are done, not at the entry's end."""
+        # the wrapper is handed to this frame's execute, not set on the user's object:
+        # patching it (or reading its __dict__) makes CPython 3.11 give up the inline
+        # attribute loads of that object for good, and every untraced tuple after it
+        # pays (its own ``self.counts``, ``self.emit``: ~40 % slower each)
+        done: list[int] = []  # queued µs, executed µs, outcome code per tuple processed
+        chunk = [first]  # the hop of done's first tuple (hop ids are consecutive)
+        process = self._traced_process(bolt, self.user.process, trace, first, emitted,
+                                       done, spans, chunk, ack_each)
+
+        def after() -> None:
+            if done:  # one record for the entry's tuples (its trace id once, one record
+                # for the master to file), flat, of atoms: the collector lets it go
+                if spans is None:
+                    self.records.append(("hops", trace, chunk[0], *done))
+                else:
+                    self.records.extend(_span_hops(trace, spans, chunk[0] - first,
+                                                   chunk[0], done))
+                chunk[0] += len(done) // 3
+                done.clear()
+            self._close()  # the last traced input's children, its ack folded in
+
+        return kind, inner, process, after
+
+    def _entry(self, bolt, h: wire.Header, inner: bytes, trace: int, first: int,
+               emitted: float, spans: list | None, waiting, ack_now: bool) -> None:
+        _, _, process, after = self._segment(bolt, h.kind, inner, trace, first, emitted,
+                                             spans, ack_now)
+        try:
+            bolt.on_frame(h, inner, waiting, ack_now=ack_now, process=process)
+        finally:
+            after()
+
+    def _traced_process(self, bolt, process, trace: int, first: int, emitted: float,
+                        done: list, spans: list | None = None, chunk: list | None = None,
+                        ack_each: bool = False):
+        # called once per traced tuple (ten per sentence at a counter): what it needs is
+        # bound here, and a sink (no subscribed stream) skips the catching altogether;
+        # ``done`` takes each tuple's times and outcome for the frame's "hops" record, and
+        # with ``chunk`` (the hop of done's first) says the tuple's place in the entry,
+        # so its hop and trace are reckoned only when needed (a child's parent, a held
+        # input), not counted a tuple
+        wall, counts, live = self.wall, bolt.counts, self.live
+        basic, acking, record = bolt.basic, self.acking, done.extend
+        whole = bool(live) and all(o.fixed is not None for out in live for o in out.outlets)
+        at0 = (lambda: 0) if chunk is None else (lambda: chunk[0] - first)
+        traces = _traces(trace, spans) if spans is not None and live else None
+        # a run's entry processed alone: the acks so far go as the next trace's first
+        # tuple begins, as they would after an entry of one tree. Held for the whole
+        # entry (eight trees), a slow bolt's acks of its first trees left seconds late
+        # and those trees timed out, every hop acked in time (the lead's check,
+        # tracing-log.md, 2026-11-28, early morning)
+        starts = _starts(spans) if ack_each and spans is not None else None
+        flush = bolt.acks.flush
+
+        def mark(at: int) -> tuple[int, int]:  # the trace and hop of the entry's at-th
+            if spans is None:
+                return trace, first + at
+            return (traces[at] if traces is not None else _traces(trace, spans)[at],
+                    first + at)
+
+        def traced(tup):
+            tracked, failed = tup.ids is not None, counts.failed
+            if starts is not None and at0() + len(done) // 3 in starts:
+                flush()  # (after the previous tuple's ack: a BasicBolt's comes late)
+            if live:  # a sink (a counter, per word) has no children to catch
+                self._open(*mark(at0() + len(done) // 3), acking and tracked, whole, done)
+            elif self.open is not None:
+                self._close()
+            started = wall()
+            try:
+                return process(tup)
+            except FailedException:
+                failed = -1  # failed, whatever the count says
+                raise
+            finally:
+                ended = wall()
+                # settled: a BasicBolt's input as process returns, another bolt's once
+                # its ids are gone (acked or failed inside process)
+                if basic or (tracked and tup.ids is None):
+                    outcome = FAILED if counts.failed > failed else ACKED
+                else:
+                    outcome = 0
+                queued = (started - emitted) * 1e6  # whole µs: 1-3 bytes packed, not 9
+                record((int(queued + 0.5) if queued > 0.0 else 0,
+                        int((ended - started) * 1e6 + 0.5), outcome))
+                if outcome == 0 and tracked:  # (its triple is recorded: the last)
+                    self._hold(tup, *mark(at0() + len(done) // 3 - 1))
+
+        return traced
+
+    def _open(self, trace: int, hop: int, only_anchored: bool, whole: bool,
+              segment: list) -> None:
+        """A traced input's children are caught from here: in the window the entry's
+        traced inputs before it opened, if it may be shared (its children's frames each
+        hold one pending list's tail, in order: every subscriber takes the batch whole,
+        or, under acking, they wait in per-task lists; no batch filled yet), else in one
+        of its own. The previous input, acked now, is noted or caught."""
+        open_ = self.open
+        if open_ is not None:
+            window, units, anchored, mine = open_
+            if (mine is segment and anchored == only_anchored and (whole or anchored)
+                    and not window.early):
+                window.note()  # the previous input's children end here
+                units.append((trace, hop))
+                return
+            self._close()
+        self.open = (self.set_aside(), [(trace, hop)], only_anchored, segment)
+
+    def _close(self) -> None:
+        """Catch the children of the traced inputs processed last, if not yet done: after
+        the last one's ``process`` call *and* its ack, so that a BasicBolt's ack folded
+        into its last child (acker.md, "An ack folded into a child") travels with it."""
+        if self.open is not None:
+            window, units, only_anchored, _ = self.open
+            self.open = None
+            if len(units) == 1:
+                trace, hop = units[0]
+                self.catch(window, trace, hop, only_anchored)
+                return
+            window.note()
+            base = units[0][0]
+            self.catch_units(window, base, [(t - base, hop) for t, hop in units],
+                             only_anchored)
+
+    # -- held inputs: acked or failed after their process call --------------------------
+    def _hold(self, tup: Tuple, trace: int, hop: int) -> None:
+        now = self.wall()
+        held = self.held
+        for key in [k for k, (_, _, _, t) in held.items() if now - t > self.keep]:
+            del held[key]
+        if len(held) >= MAX_WATCHED:
+            held.pop(next(iter(held)))
+        held[id(tup)] = (tup, trace, hop, now)
+        self._watch_settles()
+
+    def _watch_settles(self) -> None:
+        """Wrap the user's ``ack`` and ``fail`` while held inputs are watched."""
+        user = self.user
+        if getattr(user.ack, "traced", False):
+            return
+        ack, fail = user.ack, user.fail
+        self._settlers = (ack, fail)
+
+        def traced_ack(tup):
+            self._settled(tup, "acked")
+            return ack(tup)
+
+        def traced_fail(tup):
+            self._settled(tup, "failed")
+            return fail(tup)
+
+        traced_ack.traced = traced_fail.traced = True
+        user.ack, user.fail = traced_ack, traced_fail
+
+    def _settled(self, tup, outcome: str) -> None:
+        entry = self.held.get(id(tup))
+        if entry is not None and entry[0] is tup:
+            del self.held[id(tup)]
+            self.records.append(("outcome", entry[1], entry[2], outcome))
+        if not self.held:
+            self.user.ack, self.user.fail = self._settlers
+
+
+
+def _span_hops(trace: int, spans: list, at: int, hop: int, done: list) -> list[tuple]:
+    """The ``hops`` records of a run's entry's tuples processed from its ``at``-th on
+    (hop ``hop``), ``done`` their flat (queued, executed, outcome) triples: one a span,
+    taken a span at a time (a comparison a word before: ~50 k instructions an entry of
+    eight sentences' words).
+
+    >>> _span_hops(100, [0, 2, 1, 3], 1, 11, [5, 5, 0, 6, 6, 0, 7, 7, 0])
+    [('hops', 100, 11, 5, 5, 0), ('hops', 101, 12, 6, 6, 0, 7, 7, 0)]
+    """
+    n, start, records = len(done) // 3, 0, []
+    for d, count_ in zip(spans[0::2], spans[1::2]):
+        end = start + count_
+        lo, hi = max(start, at), min(end, at + n)  # the span's tuples done now
+        if lo < hi:
+            records.append(("hops", trace + d, hop + lo - at,
+                            *done[3 * (lo - at):3 * (hi - at)]))
+        start = end
+        if start >= at + n:
+            break
+    return records
+
+
+def _starts(spans: list) -> frozenset[int]:
+    """Where each trace of a run's entry after its first begins, from its spans.
+
+    >>> sorted(_starts([0, 2, 1, 3, 2, 1]))
+    [2, 5]
+    """
+    at, starts = 0, set()
+    for n in spans[1::2]:
+        at += n
+        starts.add(at)
+    starts.discard(at)  # the entry's end
+    return frozenset(starts)
+
+
+def _traces(trace: int, spans: list) -> list[int]:
+    """A run's entry's trace of each tuple, from its spans ``[d, n, ...]``."""
+    traces: list[int] = []
+    for d, n in zip(spans[0::2], spans[1::2]):
+        traces += [trace + d] * n
+    return traces
