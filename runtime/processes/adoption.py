@@ -32,7 +32,7 @@ import psutil
 from runtime import wire
 from runtime.model.constants import CHECKPOINTER
 
-from .rebalance import START_BOUND, SWITCH_BOUND, split_counts, split_stopped
+from .rebalance import START_BOUND, SWITCH_BOUND, SplitOrder, split_counts, split_stopped
 
 log = logging.getLogger("tupleflow.adoption")
 
@@ -325,9 +325,10 @@ class Splitting:
 
     def __init__(self, epoch: int, told: list[int], split: wire.Switch, last: list[int],
                  due: float) -> None:
-        self.epoch, self.told, self.split, self.last, self.due = epoch, told, split, last, due
+        self.epoch, self.told, self.last, self.due = epoch, told, last, due
+        self.split = SplitOrder(split)
         self.awaiting = set(told) if last else set()
-        self.split_told: dict[int, int] | None = None  # checkpoint task -> incarnation told
+        self.split_told = False  # whether the checkpoint task was told (once due)
 
     def on_switched(self, msg: wire.Switched, epoch: int) -> None:
         if msg.epoch == epoch:  # not a late answer to the dead master's Switch
@@ -336,22 +337,23 @@ class Splitting:
     def tick(self, master: Any, now: float) -> bool:
         """Tell the checkpoint task once it is time, and record ``rebalance_cut_short``;
         then await its answer. True when done."""
-        if self.split_told is None:
+        if not self.split_told:
             if self.awaiting and now < self.due:
                 return False
             restarting = [t for t in self.last if not master.tasks[t]["ready"]]
             if restarting and now < self.due + START_BOUND:
                 return False
-            told = self.told + self._tell_split(master)
+            self.split_told = True
+            split = self.split.tell(master, self.last)
             master.observation.event("rebalance_cut_short", from_epoch=self.epoch,
-                                     epoch=master.plan.epoch, tasks=told,
-                                     split_again=self.split.counts or None)
-            self.awaiting = set(self.split_told)
+                                     epoch=master.plan.epoch, tasks=self.told + split,
+                                     split_again=self.split.switch.counts or None)
+            self.awaiting = set(split)
         elif self.awaiting and now < self.due + START_BOUND:
-            again = [t for t in self.awaiting if master.tasks[t]["ready"]
-                     and master.tasks[t]["incarnation"] != self.split_told[t]]
+            again = [t for t in self.split.restarted(master, self.awaiting)
+                     if master.tasks[t]["ready"]]
             if again:
-                self._tell_split(master, again)
+                self.split.tell(master, again)
         if self.awaiting and now < self.due + START_BOUND:
             return False
         master.carry.rebalancing(None)
@@ -360,14 +362,8 @@ class Splitting:
     def on_ready(self, master: Any, task: int) -> None:
         """``task`` said it is ready: if it is the checkpoint task and has not answered
         the split, tell it (again: what it was told before its welcome was dropped)."""
-        if self.split_told is not None and task in self.awaiting:
-            self._tell_split(master, [task])
-
-    def _tell_split(self, master: Any, tasks: list[int] | None = None) -> list[int]:
-        told = master.supervision.tell_ready(self.split, self.last if tasks is None else tasks)
-        self.split_told = {**(self.split_told or {}),
-                           **{t: master.tasks[t]["incarnation"] for t in told}}
-        return told
+        if self.split_told and task in self.awaiting:
+            self.split.tell(master, [task])
 
 
 def epoch_of(plan: Any) -> int:

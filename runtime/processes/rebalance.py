@@ -57,6 +57,28 @@ SWITCH_BOUND = 10.0  # seconds to wait for every instance's ``switched``; then g
 START_BOUND = 60.0
 
 
+class SplitOrder:
+    """A rebalance's split, told to the checkpoint task, and the incarnation of it each
+    telling reached. One restarted before it answered starts on the new plan and waits
+    for a split it was never told (``CheckpointSpout.start``): it must be told again
+    once it is ready. Kept by a rebalance's last step (:meth:`Rebalance._splitting`) and
+    by a cut-short one's (``adoption.Splitting``), each with its own bounds."""
+
+    def __init__(self, switch: wire.Switch) -> None:
+        self.switch = switch  # the plan, with the rebalanced components' counts
+        self.told: dict[int, int] = {}  # task -> incarnation told
+
+    def tell(self, master: Any, tasks: list[int]) -> list[int]:
+        """Tell ``tasks`` (those ready: ``Supervision.tell_ready``); the tasks told."""
+        told = master.supervision.tell_ready(self.switch, tasks)
+        self.told.update({t: master.tasks[t]["incarnation"] for t in told})
+        return told
+
+    def restarted(self, master: Any, awaited: set[int]) -> list[int]:
+        """The tasks of ``awaited`` (told, not yet answered) that restarted since."""
+        return [t for t in awaited if master.tasks[t]["incarnation"] != self.told.get(t)]
+
+
 class Rebalance:
     """One rebalance in progress (at most one: :meth:`TopologyMaster.on_rebalance` guards):
     the client waiting for it, the old and new plans, the step it is at and when each
@@ -180,7 +202,8 @@ class Rebalance:
         self._tell_sms("switch")
         self._forget_removed()
         self.master.faults.hold("split")  # tests only (faults.py)
-        self.split_asked, self.split_told = now, None  # since when; its incarnation told
+        self.split_asked = now  # since when (the split told: since it was told)
+        self.split = SplitOrder(wire.Switch(plan=self.plan.to_data(), counts=self.changes))
         self.step = self._splitting
         return self._splitting(now)
 
@@ -191,11 +214,9 @@ class Rebalance:
         checkpointer = self.plan.component_tasks().get(CHECKPOINTER)
         if not checkpointer:
             return self._resume(now)
-        record = self.master.tasks[checkpointer[0]]
-        if record["ready"]:
-            self.split_told, self.split_asked = record["incarnation"], now
-            self.awaiting = set(self.master.supervision.tell_ready(
-                wire.Switch(plan=self.plan.to_data(), counts=self.changes), checkpointer))
+        if self.master.tasks[checkpointer[0]]["ready"]:
+            self.split_asked = now
+            self.awaiting = set(self.split.tell(self.master, checkpointer))
             self.step = self._rolling_back
             return False
         if now - self.split_asked < START_BOUND:
@@ -206,8 +227,7 @@ class Rebalance:
         return self._resume(now)
 
     def _rolling_back(self, now: float) -> bool:
-        checkpointer = self.plan.component_tasks()[CHECKPOINTER][0]
-        if self.awaiting and self.master.tasks[checkpointer]["incarnation"] != self.split_told:
+        if self.split.restarted(self.master, self.awaiting):
             self.step = self._splitting  # it restarted before it answered: tell the new one
             return False
         if self.awaiting and now - self.split_asked < SWITCH_BOUND:
