@@ -10,12 +10,15 @@ import random
 import sys
 from collections import deque
 
+import cloudpickle
 import pytest
 
 from runtime import BasicBolt, Bolt, Spout, Topology, wire
 from runtime.acking import _ids
 from runtime.engine import wiring
-from runtime.testing import InMemoryCluster
+from runtime.testing import InMemoryCluster, ListSpout
+
+cloudpickle.register_pickle_by_value(sys.modules[__name__])  # its bolts, to real processes
 
 PURE = os.environ.get("TUPLEFLOW_PURE_PYTHON", "") not in ("", "0")
 
@@ -254,3 +257,35 @@ def test_neither_way_keeps_a_reference_to_what_it_was_given(closures):
         assert type(split.emit).__name__ == ("EmitChild" if closures == "c" else "function")
         assert sorted(cluster.user_object(tasks["feed"][0]).acked) == list(range(20))
     assert split.held == [(0, 0)] * 20 and count.held == [0] * 20
+
+
+class Kinds(Bolt):
+    """Writes the kind of its ``ack`` and ``emit`` to a file of its own in the run
+    directory, then acks its input."""
+
+    outputs: list[str] = []
+
+    def prepare(self, config, context):
+        path = os.path.join(context.run_dir, f"kinds-{context.task_id}.txt")
+        with open(path, "w") as f:
+            f.write(f"{type(self.ack).__name__} {type(self.emit).__name__}\n")
+
+    def process(self, tup):
+        self.ack(tup)
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(90)
+def test_the_instances_of_a_running_topology_use_the_c_closures(closures):
+    """The engine's processes import the extension from the same checkout as the test
+    (an editable install builds it in place) and follow TUPLEFLOW_PURE_PYTHON."""
+    topo = Topology("hot-mp", spout_wait=0.005)
+    topo.spout("feed", ListSpout([[f"w{i}"] for i in range(50)], fields=["word"]))
+    topo.bolt("kinds", Kinds).shuffle_grouping("feed")
+    with topo.submit(ackers=1) as running:
+        running.wait_until(lambda stats: sum(s.acked for s in stats
+                                             if s.component == "feed") == 50, timeout=60)
+        (name,) = [n for n in os.listdir(running.run_dir) if n.startswith("kinds-")]
+        with open(os.path.join(running.run_dir, name)) as f:
+            kinds = f.read().split()
+    assert kinds == (["Ack", "function"] if closures == "c" else ["function", "function"])
