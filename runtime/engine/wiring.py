@@ -44,6 +44,13 @@ try:  # the acking path's hottest closures in C (setup.py builds it; optional)
     from . import _hot
 except ImportError:
     _hot = None
+else:  # its emits' own edge-id generator, seeded as runtime.acking._ids's is: from
+    _hot.seed(os.urandom(32))  # os.urandom, and again in every forked child
+    os.register_at_fork(after_in_child=lambda: _hot.seed(os.urandom(32)))
+
+# The C emits draw edge ids from their own generator (True), or call the one new_id
+# draws from (False: the same ids as the Python closures under the same seed, for tests)
+C_EDGE_IDS = True
 
 Send = Callable[[bytes, bytes], None]
 _TUPLES = (Tuple, OneFieldTuple)
@@ -321,6 +328,13 @@ def _c_module():
     return _hot
 
 
+def _c_bits(bits):
+    """What the C emits draw edge ids with: None, their own generator (xoshiro256**,
+    ~460 instructions a child less than a call of ``bits``; performance-log.md, "Issue
+    17, twelfth pass"), unless a test asks for ``bits`` itself."""
+    return None if C_EDGE_IDS else bits
+
+
 def _one_target(streams: Mapping[str, StreamOut]) -> dict[str, Callable]:
     """Per stream whose one subscriber takes each tuple on one task: ``batch_of(values)``,
     the tracked batch of that task (for the bolt's fast anchored emit: a tuple anchored
@@ -377,7 +391,7 @@ def _basic_default_first(emit, bolt: BoltSide, out: StreamOut, cap: int):
     if hot is not None:
         emit_child = hot.EmitChild(
             spec=emit_child, emit=emit, current=current, last=last, out=out, one=one,
-            tracked=tracked, pick=pick, bits=bits, new_id=new_id, default=DEFAULT_STREAM,
+            tracked=tracked, pick=pick, bits=_c_bits(bits), new_id=new_id, default=DEFAULT_STREAM,
             tuple_type=Tuple, one_type=OneFieldTuple, n=n, cap=cap, bare=bare)
     if outlet.str_key is None or one is not None:
         return emit_child
@@ -421,7 +435,7 @@ def _str_key_first(emit_child, bolt: BoltSide, out: StreamOut, cap: int):
         return emit_keyed
     return hot.EmitKeyed(
         spec=emit_keyed, current=current, last=last, out=out, tracked=tracked, key_at=at,
-        tasks=tasks, bits=bits, new_id=new_id, default=DEFAULT_STREAM, tuple_type=Tuple,
+        tasks=tasks, bits=_c_bits(bits), new_id=new_id, default=DEFAULT_STREAM, tuple_type=Tuple,
         one_type=OneFieldTuple, n=n, cap=cap, bare=bare)
 
 

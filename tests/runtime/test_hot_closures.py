@@ -180,9 +180,10 @@ def _run(monkeypatch, pure: bool, target: str) -> dict:
 @pytest.mark.skipif(PURE, reason="TUPLEFLOW_PURE_PYTHON is set: no C closures to compare")
 @pytest.mark.parametrize("target", TARGETS)
 def test_the_c_closures_send_ack_and_raise_exactly_as_the_python_ones(monkeypatch, target):
-    """The same seed of the edge ids' generator: the same frames, byte for byte, the
-    same acks, counts and errors, with the C closures in use in one run and none in
-    the other."""
+    """The C emits drawing their edge ids from the generator new_id draws from, seeded
+    the same: the same frames, byte for byte, the same acks, counts and errors, with
+    the C closures in use in one run and none in the other."""
+    monkeypatch.setattr(wiring, "C_EDGE_IDS", False)
     c, python = _run(monkeypatch, False, target), _run(monkeypatch, True, target)
     assert {"Ack", TARGETS[target][0], "EmitRun"} <= c["kinds"]
     assert not {"Ack", "EmitChild", "EmitKeyed", "EmitRun"} & python["kinds"]
@@ -193,6 +194,40 @@ def test_the_c_closures_send_ack_and_raise_exactly_as_the_python_ones(monkeypatc
     assert len(anchored) >= 3 and sum(map(len, map(wire.decode_batch, anchored))) > 100
     for key in ("seen", "stats", "exceptions", "sent"):
         assert c[key] == python[key], key
+
+
+@pytest.mark.skipif(PURE, reason="TUPLEFLOW_PURE_PYTHON is set: no C closures to compare")
+@pytest.mark.parametrize("target", TARGETS)
+def test_with_their_own_edge_ids_the_c_emits_decide_every_tree_the_same(monkeypatch, target):
+    """The C emits' own generator (the default): other edge ids, so other bytes, but
+    the same frames in the same order, and the same acks, counts and errors."""
+    c, python = _run(monkeypatch, False, target), _run(monkeypatch, True, target)
+    for key in ("seen", "stats", "exceptions"):
+        assert c[key] == python[key], key
+    assert [h for h, _ in c["sent"]] == [h for h, _ in python["sent"]]
+    assert c["sent"] != python["sent"]
+
+
+@pytest.mark.skipif(PURE, reason="TUPLEFLOW_PURE_PYTHON is set: no C generator")
+def test_the_c_edge_ids_are_drawn_as_new_id_draws_and_anew_in_a_forked_child():
+    draws = [wiring._hot.draw() for _ in range(20_000)]
+    assert all(0 < d < 2**63 for d in draws) and len(set(draws)) == len(draws)
+    assert 9_000 < sum(d >> 62 for d in draws) < 11_000  # the top bit, half the time
+    wiring._hot.seed(bytes(range(32)))
+    first = [wiring._hot.draw() for _ in range(3)]
+    wiring._hot.seed(bytes(range(32)))
+    assert [wiring._hot.draw() for _ in range(3)] == first
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child: its next draw, to the parent
+        os.write(write, wiring._hot.draw().to_bytes(8, "big"))
+        os._exit(0)
+    os.close(write)
+    child = int.from_bytes(os.read(read, 8), "big")
+    os.waitpid(pid, 0)
+    os.close(read)
+    assert child != wiring._hot.draw()  # reseeded at the fork (from os.urandom)
+    wiring._hot.seed(os.urandom(32))
 
 
 def test_the_python_closures_are_chosen_when_asked(monkeypatch, closures):
