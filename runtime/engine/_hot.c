@@ -277,7 +277,7 @@ HOT_TYPE(AckType, "Ack", AckObject, ack_new,
 /* ``(values, stream=DEFAULT_STREAM, third=None)`` by position or by name (``third``: a
  * bolt's ``anchors``, a spout's ``msg_id``) into ``out``. 0 when parsed; -1 (no error)
  * for anything else, an unknown or repeated name, too many: the closure reports it. */
-static int
+static inline Py_ALWAYS_INLINE int
 parse_args(PyObject *const *args, size_t nargsf, PyObject *kwnames, PyObject *third_name,
            PyObject *deflt, PyObject **out)
 {
@@ -649,64 +649,155 @@ HOT_TYPE(EmitKeyedType, "EmitKeyed", ChildObject, keyed_new,
          "A tracking BasicBolt's emit of a child keyed on a str: the closure "
          "wiring._str_key_first makes, in C.");
 
-/* -- EmitRun: a tracking spout's tracked emit into its one target's run --------------- */
+static PyTypeObject EmitRunType;
+
+/* -- EmitRun and EmitPicked: a tracking spout's tracked emit into a run --------------- */
 
 typedef struct {
     HOT_HEAD
-    PyObject *run, *ids, *stamps;  /* lists: the run's entries, msg_ids, emit times */
+    PyObject *entries, *ids, *stamps;  /* EmitRun: the one run's entries, msg_ids and
+                                        * emit times; EmitPicked: a list of each per task */
     PyObject *runs;      /* the Runs: its ``stamp`` is read at each emit */
     PyObject *out;       /* the StreamOut */
     PyObject *deflt;
-    Py_ssize_t recorder_off, stamp_off, size;
+    PyObject *pick;      /* EmitPicked: the grouping's pick, values -> the task's index */
+    PyObject *emit;      /* EmitPicked: the closure's emit_default, when the pick raised */
+    Py_ssize_t recorder_off, stamp_off, n, size;
+    int bare;
 } RunObject;
 
-static PyObject *
-run_vectorcall(PyObject *op, PyObject *const *args, size_t nargsf, PyObject *kwnames)
+/* The tracked values when the call may take the fast way: by position or name, the
+ * default stream, a msg_id, a list of the stream's arity, no recorder on. NULL with no
+ * error: the closure's way. */
+static inline Py_ALWAYS_INLINE PyObject *
+run_values(RunObject *self, PyObject *const *args, size_t nargsf, PyObject *kwnames,
+           PyObject **a)
 {
-    RunObject *self = (RunObject *)op;
-    PyObject *a[3];
     if (parse_args(args, nargsf, kwnames, str_msg_id, self->deflt, a) < 0
             || a[1] != self->deflt || a[2] == Py_None || !PyList_CheckExact(a[0])
-            || PyList_GET_SIZE(a[0]) != 1)
-        return hot_spec((HotObject *)self, args, nargsf, kwnames);
+            || PyList_GET_SIZE(a[0]) != self->n)
+        return NULL;  /* (a wrong arity: the closure, which picks first, as it does) */
     PyObject *rec = get_field(self->out, self->recorder_off, str_recorder);
     if (rec == NULL)
         return NULL;
     Py_DECREF(rec);
-    if (rec != Py_None)
-        return hot_spec((HotObject *)self, args, nargsf, kwnames);
-    PyObject *entry = PyList_GET_ITEM(a[0], 0);
-    if (PyList_Append(self->ids, a[2]) < 0)
+    return rec == Py_None ? a[0] : NULL;
+}
+
+/* ``run.append(item)`` of ``parts[i]`` (``i`` NULL: of ``parts`` itself, a list). */
+static inline Py_ALWAYS_INLINE int
+append_to(PyObject *parts, PyObject *i, PyObject *item)
+{
+    if (i == NULL)
+        return PyList_Append(parts, item);
+    PyObject *part = PyObject_GetItem(parts, i);
+    if (part == NULL)
+        return -1;
+    int bad;
+    if (PyList_CheckExact(part)) {
+        bad = PyList_Append(part, item);
+    }
+    else {
+        PyObject *r = PyObject_CallMethod(part, "append", "O", item);
+        bad = r == NULL ? -1 : 0;
+        Py_XDECREF(r);
+    }
+    Py_DECREF(part);
+    return bad;
+}
+
+/* The closures' three appends, and a full run sent: msg_id, emit time, entry. */
+static inline Py_ALWAYS_INLINE PyObject *
+run_tail(RunObject *self, PyObject *i, PyObject *msg_id, PyObject *entry)
+{
+    if (append_to(self->ids, i, msg_id) < 0)
         return NULL;
     PyObject *stamp = get_field(self->runs, self->stamp_off, str_stamp);
     if (stamp == NULL)
         return NULL;
-    int bad = PyList_Append(self->stamps, stamp);
+    int bad = append_to(self->stamps, i, stamp);
     Py_DECREF(stamp);
-    if (bad || PyList_Append(self->run, entry) < 0)
+    if (bad || append_to(self->entries, i, entry) < 0)
         return NULL;
-    if (PyList_GET_SIZE(self->run) >= self->size)
+    Py_ssize_t size = PyList_GET_SIZE(self->entries);  /* (EmitRun: the run itself) */
+    if (i != NULL) {
+        PyObject *run = PyObject_GetItem(self->entries, i);
+        size = run == NULL ? -1 : PyObject_Size(run);
+        Py_XDECREF(run);
+        if (size < 0)
+            return NULL;
+    }
+    if (size >= self->size)
         return PyObject_CallMethodNoArgs(self->out, str_flush_tracked);
     return Py_NewRef(Py_None);
 }
 
 static PyObject *
+run_vectorcall(PyObject *op, PyObject *const *args, size_t nargsf, PyObject *kwnames)
+{
+    RunObject *self = (RunObject *)op;
+    PyObject *a[3], *values = run_values(self, args, nargsf, kwnames, a);
+    if (values == NULL)
+        return PyErr_Occurred() ? NULL : hot_spec((HotObject *)self, args, nargsf, kwnames);
+    return run_tail(self, NULL, a[2], PyList_GET_ITEM(values, 0));
+}
+
+static PyObject *
+picked_vectorcall(PyObject *op, PyObject *const *args, size_t nargsf, PyObject *kwnames)
+{
+    RunObject *self = (RunObject *)op;
+    PyObject *a[3], *values = run_values(self, args, nargsf, kwnames, a), *result = NULL;
+    if (values == NULL)
+        return PyErr_Occurred() ? NULL : hot_spec((HotObject *)self, args, nargsf, kwnames);
+    Py_INCREF(values);  /* the pick may run any code: hold what it could take away */
+    PyObject *msg_id = Py_NewRef(a[2]);
+    PyObject *entry = Py_NewRef(self->bare ? PyList_GET_ITEM(values, 0) : values);
+    PyObject *i = PyObject_CallOneArg(self->pick, values);
+    if (i != NULL)
+        result = run_tail(self, i, msg_id, entry);
+    else if (PyErr_ExceptionMatches(PyExc_Exception)) {
+        PyErr_Clear();  /* the checked way reports it (a bad key), as the closure does */
+        result = PyObject_Vectorcall(self->emit, a, 3, NULL);
+    }
+    Py_XDECREF(i);
+    Py_DECREF(entry);
+    Py_DECREF(msg_id);
+    Py_DECREF(values);
+    return result;
+}
+
+static PyObject *
 run_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
 {
-    static char *names[] = {"spec", "run", "ids", "stamps", "runs", "out", "default",
-                            "size", NULL};
-    PyObject *r[7];
-    Py_ssize_t size;
-    if (!PyArg_ParseTupleAndKeywords(args, kwds, "$OOOOOOOn:EmitRun", names, &r[0], &r[1],
-                                     &r[2], &r[3], &r[4], &r[5], &r[6], &size)
-            || exact_lists(r + 1, 3) < 0)
+    static char *names[] = {"spec", "entries", "ids", "stamps", "runs", "out", "default",
+                            "pick", "emit", "n", "size", "bare", NULL};
+    PyObject *r[9] = {NULL};
+    Py_ssize_t n = 1, size = 0;
+    int bare = 1;
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "|$OOOOOOOOOnnp:EmitRun", names, &r[0],
+                                     &r[1], &r[2], &r[3], &r[4], &r[5], &r[6], &r[7], &r[8],
+                                     &n, &size, &bare))
         return NULL;
-    RunObject *self = (RunObject *)hot_alloc(type, run_vectorcall, r,
-                                             NREFS(RunObject, deflt));
+    int picked = type != &EmitRunType;
+    for (int k = 0; k < 7; k++)
+        if (r[k] == NULL)
+            return PyErr_Format(PyExc_TypeError, "%s: missing %s", type->tp_name, names[k]);
+    if (exact_lists(r + 1, 3) < 0)
+        return NULL;
+    if (size < 1 || (bare && n != 1) || (picked && (r[7] == NULL || r[8] == NULL))
+            || (!picked && (r[7] != NULL || !bare))) {
+        PyErr_SetString(PyExc_ValueError, "a size >= 1; EmitRun: one bare field; "
+                        "EmitPicked: a pick and an emit");
+        return NULL;
+    }
+    RunObject *self = (RunObject *)hot_alloc(
+        type, picked ? picked_vectorcall : run_vectorcall, r, NREFS(RunObject, emit));
     if (self != NULL) {
         self->recorder_off = maybe_slot(self->out, "recorder");
         self->stamp_off = maybe_slot(self->runs, "stamp");
+        self->n = n;
         self->size = size;
+        self->bare = bare;
     }
     return (PyObject *)self;
 }
@@ -714,6 +805,10 @@ run_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
 HOT_TYPE(EmitRunType, "EmitRun", RunObject, run_new,
          "A tracking spout's tracked emit of one field into its one target's run: the "
          "closure wiring._one_field_run makes, in C.");
+
+HOT_TYPE(EmitPickedType, "EmitPicked", RunObject, run_new,
+         "A tracking spout's tracked emit into the run of the target its grouping picks: "
+         "the closure wiring._into_runs makes, in C.");
 
 /* -- the module ----------------------------------------------------------------------- */
 
@@ -736,7 +831,8 @@ PyInit__hot(void)
 {
     crc_init();
     if (PyType_Ready(&AckType) < 0 || PyType_Ready(&EmitChildType) < 0
-            || PyType_Ready(&EmitKeyedType) < 0 || PyType_Ready(&EmitRunType) < 0)
+            || PyType_Ready(&EmitKeyedType) < 0 || PyType_Ready(&EmitRunType) < 0
+            || PyType_Ready(&EmitPickedType) < 0)
         return NULL;
     if ((str_recorder = PyUnicode_InternFromString("recorder")) == NULL
             || (str_flush_tracked = PyUnicode_InternFromString("flush_tracked")) == NULL
@@ -752,7 +848,8 @@ PyInit__hot(void)
     if (PyModule_AddObjectRef(m, "Ack", (PyObject *)&AckType) < 0
             || PyModule_AddObjectRef(m, "EmitChild", (PyObject *)&EmitChildType) < 0
             || PyModule_AddObjectRef(m, "EmitKeyed", (PyObject *)&EmitKeyedType) < 0
-            || PyModule_AddObjectRef(m, "EmitRun", (PyObject *)&EmitRunType) < 0) {
+            || PyModule_AddObjectRef(m, "EmitRun", (PyObject *)&EmitRunType) < 0
+            || PyModule_AddObjectRef(m, "EmitPicked", (PyObject *)&EmitPickedType) < 0) {
         Py_DECREF(m);
         return NULL;
     }

@@ -515,7 +515,12 @@ def _into_runs(emit_default, runs: Runs, routes, size: int):
                 return None
         return emit_default(values, stream, msg_id)
 
-    return emit_picked
+    hot = _c_module()
+    if hot is None:
+        return emit_picked
+    return hot.EmitPicked(spec=emit_picked, entries=entries, ids=msg_ids, stamps=stamps,
+                          runs=runs, out=out, default=DEFAULT_STREAM, pick=pick,
+                          emit=emit_default, n=n, size=size, bare=bare)
 
 
 def _into_one_run(emit_default, runs: Runs, out: StreamOut, n: int, size: int):
@@ -572,5 +577,5 @@ def _one_field_run(emit_default, runs: Runs, out: StreamOut, size: int):
     hot = _c_module()
     if hot is None:
         return emit_tracked
-    return hot.EmitRun(spec=emit_tracked, run=run, ids=ids, stamps=stamps, runs=runs,
+    return hot.EmitRun(spec=emit_tracked, entries=run, ids=ids, stamps=stamps, runs=runs,
                        out=out, default=DEFAULT_STREAM, size=size)
