@@ -4,13 +4,15 @@
  *   EmitChild  a tracking BasicBolt's child            (_basic_default_first's ``emit_child``)
  *   EmitKeyed  the same, keyed on a str over tasks     (_str_key_first's ``emit_keyed``)
  *   EmitRun    a tracking spout's one-field emit       (_one_field_run's ``emit_tracked``)
+ *   EmitPicked a tracking spout's emit into the run its grouping picks
+ *                                                      (_into_runs's ``emit_picked``)
  *
  * Each Python closure is the spec and stays the fallback: the C type holds the same
  * captured objects and does exactly the same work on its fast path; any other call (a
  * keyword it does not know, another type, another stream, the wrong arity, the odd case)
  * is handed to the closure with the same arguments, untouched, so behaviour and error
  * messages are the closure's own. What the C saves is the closure's frame and bytecode:
- * ~500-1,000 instructions an ack, ~2,500 a child, ~1,600 a spout's word
+ * ~500-1,000 instructions an ack, ~3,000-4,200 a child, ~1,300-1,600 a spout's tuple
  * (docs/internals/performance-log.md, "Issue 17, twelfth pass").
  *
  * Built by setup.py as an optional extension; where it is absent, or with
