@@ -1,7 +1,8 @@
 # tupleflow: `make demo` to see a topology run, `make test` to run what CI runs.
 #
 # Everything runs inside .venv. Each extra set is installed once and remembered by a stamp file
-# (.venv/.stamp-<extras>) that is newer than pyproject.toml; editing pyproject.toml reinstalls.
+# (.venv/.stamp-<extras>) that is newer than pyproject.toml, setup.py and the C source of the
+# engine's hot closures; editing any of them reinstalls (and so rebuilds the C extension).
 
 SHELL := bash
 .SHELLFLAGS := -eu -o pipefail -c
@@ -19,6 +20,14 @@ PYTEST_ARGS ?=
 # pip older than this cannot install a pyproject.toml-only project in editable mode (PEP 660).
 MIN_PIP := 21.3
 PIP_INSTALL := $(PY) -m pip install --quiet --progress-bar off
+# What an install builds: the package's metadata, and the optional C extension (setup.py).
+BUILD_INPUTS := pyproject.toml setup.py runtime/engine/_hot.c
+# After an install: one line when the C extension could not be built (pip --quiet hides
+# setup.py's own). The engine then runs its Python closures, and `make test` expects them
+# only when told so.
+CHECK_HOT := $(PY) -c 'import runtime.engine._hot' 2>/dev/null || echo "tupleflow: the C \
+extension runtime/engine/_hot.c was not built (no C compiler or Python headers?): the engine \
+runs in pure Python. Set TUPLEFLOW_PURE_PYTHON=1 to run the tests that way." >&2
 
 .PHONY: help venv demo test lint bench clean system-deps bytecode
 
@@ -46,14 +55,16 @@ $(PY):
 	  || $(PIP_INSTALL) --upgrade pip
 
 # One stamp per set of extras. Installing the test extra also satisfies the base stamp.
-$(VENV)/.stamp-base: pyproject.toml | $(PY)
+$(VENV)/.stamp-base: $(BUILD_INPUTS) | $(PY)
 	@echo "installing tupleflow (editable) into $(VENV)"
 	@$(PIP_INSTALL) -e .
+	@$(CHECK_HOT)
 	@touch $@
 
-$(VENV)/.stamp-test: pyproject.toml | $(PY)
+$(VENV)/.stamp-test: $(BUILD_INPUTS) | $(PY)
 	@echo "installing tupleflow[test] (editable) into $(VENV)"
 	@$(PIP_INSTALL) -e '.[test]'
+	@$(CHECK_HOT)
 	@touch $@ $(VENV)/.stamp-base
 
 venv: $(VENV)/.stamp-base
@@ -122,4 +133,5 @@ tutorials: $(VENV)/.stamp-test
 
 clean:
 	rm -rf $(VENV) .pytest_cache .ruff_cache .hypothesis .tupleflow artifacts build dist *.egg-info
+	rm -f runtime/engine/_hot.*.so
 	find . -name __pycache__ -type d -prune -exec rm -rf {} +

@@ -15,6 +15,9 @@ import pytest
 from runtime import BasicBolt, Bolt, FailedException, Spout, Topology, wire
 from runtime.testing import InMemoryCluster
 
+# each test runs with the C closures and with the Python ones (tests/conftest.py)
+pytestmark = pytest.mark.usefixtures("closures")
+
 
 class Sentences(Spout):
     """Emits ``sentences`` sentences of words ``w0 w1 ...``, each with its index as msg_id."""

@@ -10,6 +10,9 @@ from runtime.engine.errors import UserCodeError
 from runtime.engine.spout_side import STEP_CHUNK, _marked_steps, _untracked_steps
 from runtime.testing import InMemoryCluster, ListSink, ListSpout
 
+# each test runs with the C closures and with the Python ones (tests/conftest.py)
+pytestmark = pytest.mark.usefixtures("closures")
+
 
 @pytest.mark.parametrize("calls", [0, 1, STEP_CHUNK - 1, STEP_CHUNK, STEP_CHUNK + 1, 500])
 def test_untracked_steps_make_exactly_the_calls_asked_for(calls):
