@@ -543,13 +543,13 @@ class Counted(InMemoryCluster):
 
 
 def frames_of(trace: float, ackers: int) -> tuple[dict, list]:
-    """Frames per kind, and the traces, for 400 sentences to one counter task, driven as
+    """Frames per kind, and the traces, for 800 sentences to one counter task, driven as
     the instances are: the spout's turns, then the flush timer."""
     Counted.counted = {}
     random.seed(7)
-    with Counted(sentences(Sentences(400), count_tasks=1), ackers=ackers, trace=trace,
+    with Counted(sentences(Sentences(800), count_tasks=1), ackers=ackers, trace=trace,
                  eager_flush=False, target_latency=None) as cluster:
-        for _ in range(40):
+        for _ in range(80):
             cluster.step(25)
             cluster.advance(0.01)
         traces = cluster.traces(limit=1000)
@@ -715,17 +715,17 @@ def test_a_run_of_traced_spout_tuples_cuts_its_turn_once():
     # the turn is cut where a run of traced tuples is due; the piece it starts runs on
     # over the run and the gap after it (drawn when the run is armed), not one a tuple
     random.seed(5)
-    with InMemoryCluster(numbers(20_000), ackers=1, trace=0.01, target_latency=None) as cluster:
+    with InMemoryCluster(numbers(40_000), ackers=1, trace=0.01, target_latency=None) as cluster:
         spout = cluster.executors[cluster.plan.component_tasks()["numbers"][0]].spout
         pieces, step = [], spout.step
         spout.step = lambda calls, waiting: pieces.append(calls) or step(calls, waiting)
-        for _ in range(200):  # 100 calls a turn, 20,000 tuples
+        for _ in range(400):  # 100 calls a turn, 40,000 tuples
             cluster.step(100)
             pieces.append(None)  # a turn's end
         cluster.run_until_idle()
         traced = len(cluster.traces(limit=1000))
-    assert 130 <= traced <= 270  # ~200, in runs of 8
-    cut = len(pieces) - 2 * 200  # pieces beyond one a turn
+    assert 260 <= traced <= 540  # ~400, in runs of 16 (about 25 of them)
+    cut = len(pieces) - 2 * 400  # pieces beyond one a turn
     # one a run (it was one a traced tuple, and two before), and one more for a run
     # a turn's end cut short (its rest is a run of its own)
     assert traced // RUN - 3 <= cut <= traced // RUN + 8, (cut, traced)
