@@ -12,7 +12,7 @@ from runtime.observe.traces import HOP_OUTCOMES
 HELD_FOR = 3.0  # message timeouts a watched tuple (spout root, held input) is kept for
 MAX_WATCHED = 10_000  # traced roots or held inputs one task watches at most
 MAX_RECORDS = 50_000  # records waiting for a report at most (the oldest are dropped)
-RUN = 8  # spout tuples traced in a row once a gap is used up (docs/internals/tracing.md)
+RUN = 16  # spout tuples traced in a row once a gap is used up (docs/internals/tracing.md)
 # an ACKED frame's outcome codes as a trace's status; a hop's outcome codes
 STATUS = {wire.ACKED_OK: "acked", wire.ACKED_FAILED: "failed",
           wire.ACKED_TIMEOUT: "timed_out"}

@@ -7,6 +7,8 @@ call watched until acked or failed."""
 from __future__ import annotations
 
 from collections.abc import Callable
+from math import floor
+from operator import sub
 
 from runtime import wire
 from runtime.model.api import FailedException, Tuple
@@ -63,10 +65,21 @@ class BoltTracing:
         # pays (its own ``self.counts``, ``self.emit``: ~40 % slower each)
         done: list[int] = []  # queued µs, executed µs, outcome code per tuple processed
         chunk = [first]  # the hop of done's first tuple (hop ids are consecutive)
-        process = self._traced_process(bolt, self.user.process, trace, first, emitted,
-                                       done, spans, chunk, ack_each)
+        stamps: list[float] = []  # a sink's: its clock reads (_sink_process)
+        outcomes: dict[int, int] = {}  # a sink's: the outcomes not its default, by tuple
+        default = 0  # a sink's tuples' outcome unless ``outcomes`` says otherwise
+        if self.live or (ack_each and spans is not None):
+            process = self._traced_process(bolt, self.user.process, trace, first,
+                                           emitted, done, spans, chunk, ack_each)
+        else:  # a sink: nothing to catch, no acks to send between traces
+            process, default = self._sink_process(bolt, trace, first, spans, chunk,
+                                                  kind != wire.DATA, stamps, outcomes)
 
         def after() -> None:
+            if stamps:  # a sink's tuples' times, from its clock reads, once an entry
+                done[:] = _hop_times(stamps, emitted, outcomes, default)
+                stamps.clear()
+                outcomes.clear()
             if done:  # one record for the entry's tuples (its trace id once, one record
                 # for the master to file), flat, of atoms: the collector lets it go
                 if spans is None:
@@ -112,10 +125,9 @@ class BoltTracing:
         flush = bolt.acks.flush
 
         def mark(at: int) -> tuple[int, int]:  # the trace and hop of the entry's at-th
-            if spans is None:
-                return trace, first + at
-            return (traces[at] if traces is not None else _traces(trace, spans)[at],
-                    first + at)
+            if traces is not None:
+                return traces[at], first + at
+            return _mark(trace, first, spans, at)
 
         def traced(tup):
             tracked, failed = tup.ids is not None, counts.failed
@@ -146,6 +158,52 @@ class BoltTracing:
                     self._hold(tup, *mark(at0() + len(done) // 3 - 1))
 
         return traced
+
+    def _sink_process(self, bolt, trace: int, first: int, spans: list | None,
+                      chunk: list, tracked: bool, stamps: list, outcomes: dict,
+                      ) -> tuple[Callable, int]:
+        """The user's ``process`` wrapped for a sink's traced entry (no stream anyone
+        subscribes to: a counter, ten calls a sentence), and the outcome its tuples have
+        unless ``outcomes`` says otherwise. Per tuple it reads the clock once, after the
+        call, into ``stamps`` (the first tuple's start is read before its call): a
+        tuple's start is the end of the one before it in the entry, and ``_hop_times``
+        makes the hops' times of the reads once the entry is done. Nothing is caught,
+        and no tuple is built a call: an outcome other than the default (a failed
+        input, one held past its call) is noted by its place."""
+        wall, counts, process, hold = self.wall, bolt.counts, self.user.process, self._hold
+
+        def held(tup, at: int) -> None:  # an input not settled by its call: watched
+            outcomes[at] = 0
+            hold(tup, *_mark(trace, first, spans, chunk[0] - first + at))
+
+        if not (bolt.basic or tracked):  # acking off, or an unanchored input: no outcome
+            def traced(tup):
+                if not stamps:
+                    stamps.append(wall())
+                try:
+                    return process(tup)
+                finally:
+                    stamps.append(wall())
+            return traced, 0
+        basic = bolt.basic
+
+        def traced(tup):  # settled by its call: a BasicBolt's input as the call returns
+            # (failed if it raised), a plain bolt's if its ids are gone (else held)
+            if not stamps:
+                stamps.append(wall())
+            failed = counts.failed
+            try:
+                return process(tup)
+            except FailedException:  # failed, whatever the count says (a plain bolt's
+                outcomes[len(stamps) - 1] = FAILED  # input is an error: held, below)
+                raise
+            finally:
+                stamps.append(wall())
+                if tup.ids is not None and not basic:
+                    held(tup, len(stamps) - 2)
+                elif counts.failed > failed:
+                    outcomes[len(stamps) - 2] = FAILED
+        return traced, ACKED
 
     def _open(self, trace: int, hop: int, only_anchored: bool, whole: bool,
               segment: list) -> None:
@@ -219,6 +277,38 @@ class BoltTracing:
         if not self.held:
             self.user.ack, self.user.fail = self._settlers
 
+
+def _hop_times(stamps: list[float], emitted: float, outcomes: dict[int, int],
+               default: int) -> list[int]:
+    """A sink's entry's hops as ``done`` holds them (flat queued µs, executed µs,
+    outcome per tuple), from its clock reads: ``stamps[0]`` the first tuple's start,
+    ``stamps[n + 1]`` the n-th's end and the next one's start. Each read is made whole
+    µs since the entry left (its ``emitted``), and a call is the difference of two:
+    a tuple's wait and call add up to the next one's wait, each within 1 µs of the
+    times rounded one by one.
+
+    >>> _hop_times([10.000002, 10.000005, 10.000006], 10.0, {1: 2}, 1)
+    [2, 3, 1, 5, 1, 2]
+    """
+    us = [floor((t - emitted) * 1e6 + 0.5) for t in stamps]
+    n = len(us) - 1
+    done = [default] * (3 * n)
+    done[0::3] = us[:-1] if us[0] >= 0 else [max(u, 0) for u in us[:-1]]
+    done[1::3] = list(map(sub, us[1:], us[:-1]))
+    for at, outcome in outcomes.items():
+        done[3 * at + 2] = outcome
+    return done
+
+
+def _mark(trace: int, first: int, spans: list | None, at: int) -> tuple[int, int]:
+    """The trace and hop of an entry's ``at``-th tuple (a run's entry: from its spans).
+
+    >>> _mark(100, 50, [0, 2, 1, 3], 3)
+    (101, 53)
+    """
+    if spans is None:
+        return trace, first + at
+    return _traces(trace, spans)[at], first + at
 
 
 def _span_hops(trace: int, spans: list, at: int, hop: int, done: list) -> list[tuple]:
