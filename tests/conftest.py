@@ -164,13 +164,6 @@ def without_spares():
     return keep
 
 
-def c_closures_expected() -> bool:
-    """Whether this checkout must have built the engine's C closures
-    (runtime/engine/_hot.c): always, unless TUPLEFLOW_PURE_PYTHON=1 says this
-    environment runs in pure Python (no C compiler, or the closures deliberately off)."""
-    return os.environ.get("TUPLEFLOW_PURE_PYTHON", "") in ("", "0")
-
-
 @pytest.fixture(params=["c", "python"])
 def closures(request, monkeypatch):
     """Runs a test once with the engine's C closures and once with its Python ones
@@ -178,7 +171,9 @@ def closures(request, monkeypatch):
     must behave the same. The C run is skipped, saying so, only where the environment
     says it runs in pure Python; a checkout that should have built them and did not
     fails in tests/runtime/test_hot_closures.py."""
-    if request.param == "c" and not c_closures_expected():
+    from runtime.engine.wiring import pure_python
+
+    if request.param == "c" and pure_python():
         pytest.skip("TUPLEFLOW_PURE_PYTHON is set: the C closures are not in use here")
     monkeypatch.setenv("TUPLEFLOW_PURE_PYTHON", "1" if request.param == "python" else "0")
     return request.param

@@ -318,14 +318,18 @@ class Collector:
                                        direct=task)
 
 
+def pure_python() -> bool:
+    """Whether ``TUPLEFLOW_PURE_PYTHON`` (set, and not "0") asks for the Python closures:
+    an environment with no C compiler says so, and the tests then expect no C."""
+    return os.environ.get("TUPLEFLOW_PURE_PYTHON", "") not in ("", "0")
+
+
 def _c_module():
     """The C closures (``runtime.engine._hot``), or None: not built, or
-    ``TUPLEFLOW_PURE_PYTHON=1`` set. Each C closure does exactly its Python closure's work
-    on the fast path and hands any other call to it (docs/internals/performance-log.md,
-    "Issue 17, twelfth pass")."""
-    if os.environ.get("TUPLEFLOW_PURE_PYTHON", "") not in ("", "0"):
-        return None
-    return _hot
+    :func:`pure_python`. Each C closure does exactly its Python closure's work on the
+    fast path and hands any other call to it (docs/internals/performance-log.md, "Issue
+    17, twelfth pass")."""
+    return None if pure_python() else _hot
 
 
 def _c_bits(bits):

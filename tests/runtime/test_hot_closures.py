@@ -20,7 +20,7 @@ from runtime.testing import InMemoryCluster, ListSpout
 
 cloudpickle.register_pickle_by_value(sys.modules[__name__])  # its bolts, to real processes
 
-PURE = os.environ.get("TUPLEFLOW_PURE_PYTHON", "") not in ("", "0")
+PURE = wiring.pure_python()  # this environment runs in pure Python (no C compiler)
 
 
 def test_the_c_closures_were_built_in_this_checkout():
