@@ -130,7 +130,7 @@ class BoltTracing:
         # frame of one root each, and the spout a wake-up each (tracing-log.md,
         # 2026-11-28, late morning)
         starts = _starts(spans) if ack_each and spans is not None else None
-        flush, flushed = bolt.acks.flush, [wall()]
+        flush, flushed = bolt.acks.flush, [wall()] if starts is not None else None
 
         def mark(at: int) -> tuple[int, int]:  # the trace and hop of the entry's at-th
             if traces is not None:
