@@ -316,7 +316,8 @@ class Executor:
                 self.tracer.on_acked(batch)
             return self._spout("ack outcomes").on_acked(batch, self.task)
         if h.kind == wire.TRACED and self.bolt is not None:
-            return self.tracer.on_traced(self.bolt, h, body, self.output_waiting)
+            return self.tracer.on_traced(self.bolt, h, body, self.output_waiting,
+                                         ack_now=not self.drains)
         if h.kind not in _TUPLE_KINDS or self.bolt is None:
             raise wire.WireError(f"frame kind {h.kind} is not for a {self.kind}")
         return self.bolt.on_frame(h, body, self.output_waiting, ack_now=not self.drains)

@@ -13,6 +13,10 @@ HELD_FOR = 3.0  # message timeouts a watched tuple (spout root, held input) is k
 MAX_WATCHED = 10_000  # traced roots or held inputs one task watches at most
 MAX_RECORDS = 50_000  # records waiting for a report at most (the oldest are dropped)
 RUN = 16  # spout tuples traced in a row once a gap is used up (docs/internals/tracing.md)
+# seconds a run's entry processed alone (no untraced frame rode it) holds its finished
+# trees' acks at most: they go at a tree's end once it has run this long (a slow bolt),
+# else with the entry's end (tracing_bolt.py, _traced_process)
+ACKS_HELD = 0.01
 # an ACKED frame's outcome codes as a trace's status; a hop's outcome codes
 STATUS = {wire.ACKED_OK: "acked", wire.ACKED_FAILED: "failed",
           wire.ACKED_TIMEOUT: "timed_out"}

@@ -13,7 +13,7 @@ from operator import sub
 from runtime import wire
 from runtime.model.api import FailedException, Tuple
 
-from .trace_ids import ACKED, FAILED, MAX_WATCHED
+from .trace_ids import ACKED, ACKS_HELD, FAILED, MAX_WATCHED
 
 __all__ = ["BoltTracing"]
 
@@ -24,7 +24,8 @@ class BoltTracing:
     ``set_aside``, ``catch`` and ``catch_units``."""
 
     # -- a bolt's traced inputs ---------------------------------------------------------
-    def on_traced(self, bolt, h: wire.Header, body: bytes, waiting) -> None:
+    def on_traced(self, bolt, h: wire.Header, body: bytes, waiting,
+                  ack_now: bool = True) -> None:
         """A TRACED frame: process each traced inner frame with the user's ``process``
         wrapped (each tuple's hop recorded, the children it emitted caught and marked,
         kept to ride this task's next frames), and the untraced frame they rode, if any,
@@ -34,7 +35,11 @@ class BoltTracing:
         frame by the sender's flush) each entry's go as it is done, as a frame's would:
         such a frame may hold a flush interval's traced calls (all of them at
         ``trace=1.0``), and acks held back for all of it would time out trees whose
-        every hop had acked in time."""
+        every hop had acked in time. ``ack_now`` (False when the driver calls
+        ``drained`` after each drain of its input, as an instance does): whether the
+        acks of a frame that rode go at once or, as any frame's, at the drain's end.
+        Sent at once, they cost the counter a COMPLETED frame a TRACED frame, and the
+        spout a wake-up for it (tracing-log.md, "2026-11-28, late morning")."""
         entries = wire.decode_traced(body)
         kind, inner, trace, _, _, _ = entries[-1]
         if trace:  # none rode (a rider is last, trace id 0): entry by entry, acks at once
@@ -46,7 +51,7 @@ class BoltTracing:
         done = [self._segment(bolt, *entry) for entry in entries[:-1]]
         try:  # the frame that rode last, the traced ones before it, in one execute
             bolt.on_frame(wire.Header(kind, h.stream, h.dest, h.src), inner, waiting,
-                          before=done)
+                          ack_now=ack_now, before=done)
         finally:  # each entry's hops recorded, children caught, if execute stopped first
             for _, _, _, after in done:
                 after()
@@ -117,12 +122,15 @@ class BoltTracing:
         at0 = (lambda: 0) if chunk is None else (lambda: chunk[0] - first)
         traces = _traces(trace, spans) if spans is not None and live else None
         # a run's entry processed alone: the acks so far go as the next trace's first
-        # tuple begins, as they would after an entry of one tree. Held for the whole
-        # entry (eight trees), a slow bolt's acks of its first trees left seconds late
-        # and those trees timed out, every hop acked in time (the lead's check,
-        # tracing-log.md, 2026-11-28, early morning)
+        # tuple begins, as they would after an entry of one tree, once the entry has run
+        # ACKS_HELD since they last went. Held for the whole entry (eight trees), a slow
+        # bolt's acks of its first trees left seconds late and those trees timed out,
+        # every hop acked in time (the lead's check, tracing-log.md, 2026-11-28, early
+        # morning); sent at every tree of a fast bolt's entry, they cost a COMPLETED
+        # frame of one root each, and the spout a wake-up each (tracing-log.md,
+        # 2026-11-28, late morning)
         starts = _starts(spans) if ack_each and spans is not None else None
-        flush = bolt.acks.flush
+        flush, flushed = bolt.acks.flush, [wall()] if starts is not None else None
 
         def mark(at: int) -> tuple[int, int]:  # the trace and hop of the entry's at-th
             if traces is not None:
@@ -132,7 +140,10 @@ class BoltTracing:
         def traced(tup):
             tracked, failed = tup.ids is not None, counts.failed
             if starts is not None and at0() + len(done) // 3 in starts:
-                flush()  # (after the previous tuple's ack: a BasicBolt's comes late)
+                now = wall()  # (after the previous tuple's ack: a BasicBolt's comes late)
+                if now - flushed[0] >= ACKS_HELD:
+                    flush()
+                    flushed[0] = now
             if live:  # a sink (a counter, per word) has no children to catch
                 self._open(*mark(at0() + len(done) // 3), acking and tracked, whole, done)
             elif self.open is not None:

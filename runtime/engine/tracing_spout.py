@@ -177,11 +177,22 @@ class SpoutTracing:
                 self._done(root, STATUS[outcome])
 
     def on_completed(self, body: list) -> None:
-        """A COMPLETED frame, ``[first, count, ..., [root, ...]]``: trees acked."""
+        """A COMPLETED frame, ``[first, count, ..., [root, ...]]``: trees acked. Each
+        watched root is first tested against the stretches' bounds (most are outside:
+        roots still in flight), and one stretch, the usual case, needs no other test: a
+        generator over the stretches for every watched root at every frame cost ~11 µs
+        a frame with 48 roots watched, ~1.7 µs now (tracing-log.md, "2026-11-28, late
+        morning")."""
         if len(body) < 3 or not len(body) % 2 or not set(map(type, body[:-1])) <= {int}:
             return
-        spans = list(zip(body[0:-1:2], body[1:-1:2]))
-        done = [r for r in self.roots if any(f <= r < f + c for f, c in spans)]
+        firsts, counts = body[0:-1:2], body[1:-1:2]
+        lo, hi = min(firsts), max(map(int.__add__, firsts, counts))
+        if len(firsts) == 1:
+            done = [r for r in self.roots if lo <= r < hi]
+        else:
+            spans = list(zip(firsts, counts))
+            done = [r for r in self.roots
+                    if lo <= r < hi and any(f <= r < f + c for f, c in spans)]
         others = body[-1]
         done += [r for r in others if r in self.roots] if type(others) is list else []
         for root in done:

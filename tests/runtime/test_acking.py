@@ -691,6 +691,10 @@ def test_a_spouts_tracer_reads_an_ackers_stretches():
     assert sorted(tracer.roots) == [30, 50]
     assert [record[:3] for record in tracer.records] == [
         ("done", 10, "acked"), ("done", 21, "acked"), ("done", 41, "acked")]
+    tracer.on_completed([45, 6, []])  # one stretch (a bolt's leaves: the usual frame)
+    assert sorted(tracer.roots) == [30]
+    tracer.on_completed([0, 0, []])  # an acker's frame of no stretch
+    assert sorted(tracer.roots) == [30]
 
 
 def test_a_big_clock_jump_times_out_at_once():

@@ -542,13 +542,34 @@ class Counted(InMemoryCluster):
         self.counted[key] = self.counted.get(key, 0) + 1
 
 
-def frames_of(trace: float, ackers: int) -> tuple[dict, list]:
+class Drained(Counted):
+    """:class:`Counted` whose executors hold a frame's acks to the end of a drain, as an
+    instance's do (``drains``): every task's acks of the frames one delivery handed it
+    go once that delivery is done (``drained``), one frame for all of them."""
+
+    def _executor(self, task: int):
+        ex = super()._executor(task)
+        if hasattr(ex, "drains"):
+            ex.drains = True
+        return ex
+
+    def deliver(self) -> int:
+        delivered = 0
+        while True:
+            delivered += super().deliver()
+            for ex in self.executors.values():
+                ex.drained()
+            if not self.frames:
+                return delivered
+
+
+def frames_of(trace: float, ackers: int, twin: type[Counted] = Counted) -> tuple[dict, list]:
     """Frames per kind, and the traces, for 800 sentences to one counter task, driven as
     the instances are: the spout's turns, then the flush timer."""
     Counted.counted = {}
     random.seed(7)
-    with Counted(sentences(Sentences(800), count_tasks=1), ackers=ackers, trace=trace,
-                 eager_flush=False, target_latency=None) as cluster:
+    with twin(sentences(Sentences(800), count_tasks=1), ackers=ackers, trace=trace,
+              eager_flush=False, target_latency=None) as cluster:
         for _ in range(80):
             cluster.step(25)
             cluster.advance(0.01)
@@ -573,6 +594,18 @@ def test_a_traced_call_cuts_no_batch_and_its_tree_never_reaches_the_acker(ackers
              wire.COMPLETED)
     assert {k: traced.get(k, 0) for k in kinds} == {k: untraced.get(k, 0) for k in kinds}
     assert wire.ACKS not in traced
+
+
+def test_a_traced_frames_acks_wait_for_the_drain_as_the_frame_it_carries_would():
+    # an instance sends the acks of the frames one drain read together, at its end: the
+    # acks of a TRACED frame and of the frame it carries go with them, not at once
+    # (at once, each TRACED frame cost the counter a COMPLETED frame of its own, and the
+    # spout a wake-up: tracing-log.md, "2026-11-28, late morning")
+    untraced, _ = frames_of(0.0, 1, Drained)
+    traced, traces = frames_of(0.1, 1, Drained)
+    assert len(traces) >= 10 and all(t.status == "acked" for t in traces)
+    assert traced.pop(wire.TRACED) == traced.pop("riders") > 0
+    assert traced.get(wire.COMPLETED, 0) == untraced.get(wire.COMPLETED, 0) > 0
 
 
 class Watched:

@@ -9,6 +9,7 @@ import random
 import pytest
 
 from runtime import Bolt, Spout, Topology, wire
+from runtime.engine.trace_ids import ACKS_HELD
 from runtime.engine.tracing import RUN
 from runtime.observe.tracestore import TraceStore
 from runtime.testing import InMemoryCluster
@@ -286,39 +287,64 @@ def test_an_emit_outside_the_spouts_turn_never_leaves_a_runs_window_open():
 
 
 class Logged(Count):
-    """:class:`Count`, logging each word it processes in ``EVENTS``."""
+    """:class:`Count`, logging each word it processes in ``EVENTS``; a slow one (``SLOW``
+    holds the twin's clock) takes ``ACKS_HELD`` of it a word."""
 
     def process(self, tup):
         EVENTS.append(("word", tup.values[0]))
+        if SLOW:
+            SLOW[0].advance(ACKS_HELD)
         super().process(tup)
 
 
 EVENTS: list[tuple[str, str | None]] = []
+SLOW: list = []
 
 
-def test_a_runs_entry_lets_each_trees_acks_go_once_its_words_are_done(monkeypatch):
-    """A counter's entry holds a run's words, several sentences': the acks of each
-    sentence's words go before the next sentence's first word is processed, as they did
-    when each tree had an entry of its own. Held for the whole entry, a slow counter's acks
-    of its first trees left seconds late and those trees timed out with every hop acked
-    (test_tracing_mp.py::test_a_slow_bolt_is_named_as_the_holder failed 5 runs of 6)."""
+def logged_run(monkeypatch, slow: bool) -> tuple[list[int], list[int]]:
+    """Every tuple traced (so no untraced frame rides: each entry is processed alone) to
+    a :class:`Logged` counter: the places in ``EVENTS`` of its words, and of each
+    sentence's first word (the flushes of its acks are logged between them)."""
     from runtime.engine.acks import AckOut
 
     flush = AckOut.flush
     monkeypatch.setattr(AckOut, "flush", lambda self: (EVENTS.append(("flush", None)),
                                                        flush(self))[1])
     EVENTS.clear()
+    SLOW.clear()
     with InMemoryCluster(line(count=Logged), ackers=1, trace=1.0) as cluster:
+        if slow:
+            SLOW.append(cluster.clock)
         cluster.run_until_idle()
+        SLOW.clear()
         assert {t.status for t in cluster.traces()} == {"acked"}
     words = [i for i, (kind, _) in enumerate(EVENTS) if kind == "word"]
     assert len(words) == 80  # 20 sentences of 4 words
+    return words, [i for i in words if EVENTS[i][1].startswith("s")]
+
+
+def test_a_slow_runs_entry_lets_each_trees_acks_go_once_its_words_are_done(monkeypatch):
+    """A counter's entry holds a run's words, several sentences': a slow counter's acks of
+    each sentence's words go before the next sentence's first word is processed, as they
+    did when each tree had an entry of its own. Held for the whole entry, a slow counter's
+    acks of its first trees left seconds late and those trees timed out with every hop
+    acked (test_tracing_mp.py::test_a_slow_bolt_is_named_as_the_holder failed 5 runs of
+    6)."""
+    words, firsts = logged_run(monkeypatch, slow=True)
     # the counter's words of one entry run without another task's turn in between, so a
     # flush between two of its words is its own
-    firsts = [i for i in words if EVENTS[i][1].startswith("s")]
     back_to_back = [(a, b) for a, b in zip(words, words[1:]) if b == a + 1]
     sentence_starts = [b for a, b in back_to_back if b in firsts]
     assert not sentence_starts, "a sentence's first word came right after the last one's"
     for prev, first in zip(words, words[1:]):
         if first in firsts:
             assert any(EVENTS[i][0] == "flush" for i in range(prev + 1, first))
+
+
+def test_a_fast_runs_entry_sends_its_trees_acks_together(monkeypatch):
+    """A counter that gets through an entry within ``ACKS_HELD`` sends its trees' acks
+    together, at the entry's end: one COMPLETED frame, not one of a single root a tree
+    (each a wake-up of the spout; tracing-log.md, "2026-11-28, late morning")."""
+    words, firsts = logged_run(monkeypatch, slow=False)
+    back_to_back = [(a, b) for a, b in zip(words, words[1:]) if b == a + 1]
+    assert [b for a, b in back_to_back if b in firsts], "every tree's acks went alone"
