@@ -15,12 +15,12 @@ import pytest
 
 from runtime import BasicBolt, Bolt, Spout, Topology, wire
 from runtime.acking import _ids
-from runtime.engine import wiring
+from runtime.engine import hot
 from runtime.testing import InMemoryCluster, ListSpout
 
 cloudpickle.register_pickle_by_value(sys.modules[__name__])  # its bolts, to real processes
 
-PURE = wiring.pure_python()  # this environment runs in pure Python (no C compiler)
+PURE = hot.pure_python()  # this environment runs in pure Python (no C compiler)
 
 
 def test_the_c_closures_were_built_in_this_checkout():
@@ -28,11 +28,11 @@ def test_the_c_closures_were_built_in_this_checkout():
     (no C compiler, no Python headers) runs the engine in pure Python."""
     if PURE:
         pytest.skip("TUPLEFLOW_PURE_PYTHON is set: this environment runs in pure Python")
-    assert wiring._hot is not None, (
+    assert hot._hot is not None, (
         "runtime/engine/_hot.c was not built: run `pip install -e .` (what `make` does) "
         "or `python setup.py build_ext --inplace`; where no C compiler exists, set "
         "TUPLEFLOW_PURE_PYTHON=1")
-    assert os.path.dirname(wiring._hot.__file__) == os.path.dirname(wiring.__file__)
+    assert os.path.dirname(hot._hot.__file__) == os.path.dirname(hot.__file__)
 
 
 class Words(Spout):
@@ -186,7 +186,7 @@ def test_the_c_closures_send_ack_and_raise_exactly_as_the_python_ones(monkeypatc
     """The C emits drawing their edge ids from the generator new_id draws from, seeded
     the same: the same frames, byte for byte, the same acks, counts and errors, with
     the C closures in use in one run and none in the other."""
-    monkeypatch.setattr(wiring, "C_EDGE_IDS", False)
+    monkeypatch.setattr(hot, "C_EDGE_IDS", False)
     c, python = _run(monkeypatch, False, target), _run(monkeypatch, True, target)
     assert {"Ack", *TARGETS[target][:2]} <= c["kinds"]
     assert not {"Ack", "EmitChild", "EmitKeyed", "EmitRun", "EmitPicked"} & python["kinds"]
@@ -213,24 +213,24 @@ def test_with_their_own_edge_ids_the_c_emits_decide_every_tree_the_same(monkeypa
 
 @pytest.mark.skipif(PURE, reason="TUPLEFLOW_PURE_PYTHON is set: no C generator")
 def test_the_c_edge_ids_are_drawn_as_new_id_draws_and_anew_in_a_forked_child():
-    draws = [wiring._hot.draw() for _ in range(20_000)]
+    draws = [hot._hot.draw() for _ in range(20_000)]
     assert all(0 < d < 2**63 for d in draws) and len(set(draws)) == len(draws)
     assert 9_000 < sum(d >> 62 for d in draws) < 11_000  # the top bit, half the time
-    wiring._hot.seed(bytes(range(32)))
-    first = [wiring._hot.draw() for _ in range(3)]
-    wiring._hot.seed(bytes(range(32)))
-    assert [wiring._hot.draw() for _ in range(3)] == first
+    hot._hot.seed(bytes(range(32)))
+    first = [hot._hot.draw() for _ in range(3)]
+    hot._hot.seed(bytes(range(32)))
+    assert [hot._hot.draw() for _ in range(3)] == first
     read, write = os.pipe()
     pid = os.fork()
     if pid == 0:  # the child: its next draw, to the parent
-        os.write(write, wiring._hot.draw().to_bytes(8, "big"))
+        os.write(write, hot._hot.draw().to_bytes(8, "big"))
         os._exit(0)
     os.close(write)
     child = int.from_bytes(os.read(read, 8), "big")
     os.waitpid(pid, 0)
     os.close(read)
-    assert child != wiring._hot.draw()  # reseeded at the fork (from os.urandom)
-    wiring._hot.seed(os.urandom(32))
+    assert child != hot._hot.draw()  # reseeded at the fork (from os.urandom)
+    hot._hot.seed(os.urandom(32))
 
 
 def test_the_python_closures_are_chosen_when_asked(monkeypatch, closures):
