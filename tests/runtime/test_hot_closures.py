@@ -244,10 +244,11 @@ def test_the_python_closures_are_chosen_when_asked(monkeypatch, closures):
         spout, split, count = (cluster.user_object(tasks[c][0])
                                for c in ("feed", "split", "keyed"))
         kinds = [type(f).__name__ for f in (spout.emit, split.emit, count.ack)]
+        kinds += [type(f).__name__ for f in cluster.executors[tasks["keyed"][0]].bolt._strides]
     if closures == "python":
-        assert kinds == ["function"] * 3
+        assert kinds == ["function"] * 6
     else:
-        assert kinds == ["EmitRun", "EmitKeyed", "Ack"]
+        assert kinds == ["EmitRun", "EmitKeyed", "Ack", "Stride", "Stride", "Stride"]
         assert split.emit.spec.__name__ == "emit_keyed"  # the spec it hands odd calls to
 
 

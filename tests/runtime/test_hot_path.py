@@ -177,11 +177,11 @@ class Fragile(Bolt):
         self.seen.append((tup["n"], tup.component, tup.stream))
 
 
-def _bolt(bolt_class):
+def _bolt(bolt_class, **config):
     topo = Topology("sink")
     topo.spout("numbers", ListSpout([[1]], fields=["n"]))
     topo.bolt("b", bolt_class).shuffle_grouping("numbers")
-    cluster = InMemoryCluster(topo)
+    cluster = InMemoryCluster(topo, **config)
     tasks, streams = cluster.plan.component_tasks(), cluster.plan.stream_ids()
     header = wire.data_header(wire.DATA, streams[("numbers", "default")], tasks["b"][0],
                               tasks["numbers"][0])
@@ -205,7 +205,9 @@ class Keeper(Bolt):
 
 @pytest.mark.parametrize("kind", [wire.DATA, wire.RUN, wire.TRACKED, wire.ANCHORED])
 def test_a_tuple_a_bolt_kept_is_never_changed_and_the_others_are_made_anew(kind):
-    cluster, bolt, header = _bolt(Keeper)
+    # metrics off: the frame in one stride (with them on, its first tuples are each
+    # sampled, each stride making a Tuple of its own)
+    cluster, bolt, header = _bolt(Keeper, metrics=False)
     with cluster:
         header = wire.data_header(kind, *wire.parse_header(header)[1:])
         first = 1 << 63 | 5
@@ -223,7 +225,7 @@ def test_a_tuple_a_bolt_kept_is_never_changed_and_the_others_are_made_anew(kind)
         assert [(t.values, t.ids) for t in bolt.user.kept] == [
             ([n], ids[n]) for n in (0, 3, 6, 9)]  # as they were given, after the batch
         assert len({id(t) for t in bolt.user.kept}) == 4
-        assert len(bolt.user.objects) < 12  # the others were made again in place
+        assert len(bolt.user.objects) <= 5  # the others were made again in place
 
 
 class BasicKeeper(BasicBolt):
