@@ -7,6 +7,7 @@
  *   EmitRun    a tracking spout's one-field emit       (_one_field_run's ``emit_tracked``)
  *   EmitPicked a tracking spout's emit into the run its grouping picks
  *                                                      (_into_runs's ``emit_picked``)
+ *   EmitOne    a spout's untracked one-field emit      (_one_field_first's ``emit_one``)
  *   Stride     a stride of a plain bolt's data loop    (bolt_side's ``_untracked``,
  *                                                       ``_tracked``)
  *
@@ -821,6 +822,60 @@ HOT_TYPE(EmitPickedType, "EmitPicked", RunObject, run_new,
          "A tracking spout's tracked emit into the run of the target its grouping picks: "
          "the closure wiring._into_runs makes, in C.");
 
+/* -- EmitOne: a spout's plain emit of one field ------------------------------------- */
+
+typedef struct {
+    HOT_HEAD
+    PyObject *items;     /* list: the default stream's batch, of bare values */
+    PyObject *flush;     /* its StreamOut's flush */
+    PyObject *deflt;
+    Py_ssize_t size;
+} OneObject;
+
+static PyObject *
+one_vectorcall(PyObject *op, PyObject *const *args, size_t nargsf, PyObject *kwnames)
+{
+    OneObject *self = (OneObject *)op;
+    PyObject *a[3];
+    if (parse_args(args, nargsf, kwnames, str_msg_id, self->deflt, a) < 0
+            || a[1] != self->deflt || a[2] != Py_None || !PyList_CheckExact(a[0])
+            || PyList_GET_SIZE(a[0]) != 1)
+        return hot_spec((HotObject *)self, args, nargsf, kwnames);
+    if (PyList_Append(self->items, PyList_GET_ITEM(a[0], 0)) < 0)
+        return NULL;
+    if (PyList_GET_SIZE(self->items) >= self->size) {
+        PyObject *r = PyObject_CallNoArgs(self->flush);
+        if (r == NULL)
+            return NULL;
+        Py_DECREF(r);  /* (the closure returns None, whatever flush returned) */
+    }
+    return Py_NewRef(Py_None);
+}
+
+static PyObject *
+one_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
+{
+    static char *names[] = {"spec", "items", "flush", "default", "size", NULL};
+    PyObject *r[4];
+    Py_ssize_t size;
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "$OOOOn:EmitOne", names, &r[0], &r[1],
+                                     &r[2], &r[3], &size)
+            || exact_lists(r + 1, 1) < 0)
+        return NULL;
+    if (size < 1) {
+        PyErr_SetString(PyExc_ValueError, "EmitOne: a size >= 1");
+        return NULL;
+    }
+    OneObject *self = (OneObject *)hot_alloc(type, one_vectorcall, r, NREFS(OneObject, deflt));
+    if (self != NULL)
+        self->size = size;
+    return (PyObject *)self;
+}
+
+HOT_TYPE(EmitOneType, "EmitOne", OneObject, one_new,
+         "EmitOne(spec, items, flush, default, size): a spout's untracked emit of one field "
+         "on the default stream, the closure wiring._one_field_first makes, in C.");
+
 /* -- Stride: the bolt's data loop ---------------------------------------------------- */
 
 /* What a stride's rows are: bare entries; ``entry, ids, ack_val`` tuples (zip's); or a
@@ -1036,7 +1091,8 @@ PyInit__hot(void)
     crc_init();
     if (PyType_Ready(&AckType) < 0 || PyType_Ready(&EmitChildType) < 0
             || PyType_Ready(&EmitKeyedType) < 0 || PyType_Ready(&EmitRunType) < 0
-            || PyType_Ready(&EmitPickedType) < 0 || PyType_Ready(&StrideType) < 0)
+            || PyType_Ready(&EmitPickedType) < 0 || PyType_Ready(&StrideType) < 0
+            || PyType_Ready(&EmitOneType) < 0)
         return NULL;
     if ((str_recorder = PyUnicode_InternFromString("recorder")) == NULL
             || (str_flush_tracked = PyUnicode_InternFromString("flush_tracked")) == NULL
@@ -1054,7 +1110,8 @@ PyInit__hot(void)
             || PyModule_AddObjectRef(m, "EmitKeyed", (PyObject *)&EmitKeyedType) < 0
             || PyModule_AddObjectRef(m, "EmitRun", (PyObject *)&EmitRunType) < 0
             || PyModule_AddObjectRef(m, "EmitPicked", (PyObject *)&EmitPickedType) < 0
-            || PyModule_AddObjectRef(m, "Stride", (PyObject *)&StrideType) < 0) {
+            || PyModule_AddObjectRef(m, "Stride", (PyObject *)&StrideType) < 0
+            || PyModule_AddObjectRef(m, "EmitOne", (PyObject *)&EmitOneType) < 0) {
         Py_DECREF(m);
         return NULL;
     }

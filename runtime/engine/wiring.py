@@ -455,7 +455,11 @@ def _one_field_first(emit, items: list, flush, size: int):
         if len(items) >= size:
             flush()
 
-    return emit_one
+    hot = c_module()
+    if hot is None:
+        return emit_one
+    return hot.EmitOne(spec=emit_one, items=items, flush=flush, default=DEFAULT_STREAM,
+                       size=size)
 
 
 def _into_runs(emit_default, runs: Runs, routes, size: int):

@@ -120,10 +120,10 @@ TARGETS = {"one": ("EmitRun", "EmitChild", 1, 1, False),
            "picked": ("EmitPicked", "EmitKeyed", 2, 3, True)}
 
 
-def _topology(items: list, target: str) -> Topology:
+def _topology(items: list, target: str, spout: Spout | None = None) -> Topology:
     _, _, splitters, tasks, keyed = TARGETS[target]
     topo = Topology("hot")
-    topo.spout("feed", Words(items))
+    topo.spout("feed", Words(items) if spout is None else spout)
     topo.bolt("split", Children, parallelism=splitters).shuffle_grouping("feed")
     count = topo.bolt("count", Count, parallelism=tasks)
     count.fields_grouping("split", ["word"]) if keyed else count.shuffle_grouping("split")
@@ -157,14 +157,17 @@ class _Tee(deque):
         super().append(frame)
 
 
-def _run(monkeypatch, pure: bool, target: str) -> dict:
-    """One run of the topology above, its ids seeded: what every task sent, acked,
-    counted and raised."""
+def _run(monkeypatch, pure: bool, target: str, ackers: int = 1,
+         topology: Topology | None = None) -> dict:
+    """One run of the topology above (or of ``topology``), its ids seeded: what every
+    task sent, acked, counted and raised."""
     monkeypatch.setenv("TUPLEFLOW_PURE_PYTHON", "1" if pure else "0")
     _ids._ids.seed(17)
     random.seed(17)  # the shuffle grouping's start
     sent: list = []
-    with InMemoryCluster(_topology(ITEMS, target), ackers=1, batch_size=5, target_latency=None,
+    topology = _topology(ITEMS, target) if topology is None else topology
+    with InMemoryCluster(topology, ackers=ackers, batch_size=5,
+                         target_latency=None,
                          message_timeout=30.0) as cluster:
         cluster.frames = _Tee(cluster.frames, sent)  # every executor sends through it
         cluster.run_until_idle()
@@ -209,6 +212,49 @@ def test_with_their_own_edge_ids_the_c_emits_decide_every_tree_the_same(monkeypa
         assert c[key] == python[key], key
     assert [h for h, _ in c["sent"]] == [h for h, _ in python["sent"]]
     assert c["sent"] != python["sent"]
+
+
+class Plain(Spout):
+    """Emits 23 words the plain way, every fifth with a msg_id, and the odd calls of
+    ITEMS after them. Its calls are written here, not read from a list: a keyword
+    name that came through a pickle is not the interned str the C types compare by
+    identity, and such a call always goes the Python way."""
+
+    outputs = {"default": ["sentence"], "side": ["sentence"]}
+
+    def open(self, config, context):
+        self.n, self.acked, self.failed, self.errors = 0, [], [], []
+
+    def next_tuple(self):
+        n, self.n = self.n, self.n + 1
+        if n < 23:
+            self.emit([f"w{n}"]) if n % 5 else self.emit([f"w{n}"], msg_id=n)
+        elif n < 24:
+            for args in (([f"p{n}"], "default", n), (["x", "y"],), ([],), (("tuple",),)):
+                try:
+                    self.emit(*args)
+                except (TypeError, ValueError) as exc:
+                    self.errors.append((type(exc).__name__, str(exc)))
+
+    def ack(self, msg_id):
+        self.acked.append(msg_id)
+
+
+@pytest.mark.skipif(PURE, reason="TUPLEFLOW_PURE_PYTHON is set: no C closures to compare")
+@pytest.mark.parametrize("target", ["one", "keyed"])
+def test_at_most_once_the_c_emits_send_and_raise_exactly_as_the_python_ones(monkeypatch,
+                                                                          target):
+    """No acker: the spout's plain emit (EmitOne; a msg_id's tuple acked at once) and
+    the bolts' data loop (Stride), its batches flushed when full, the odd calls too."""
+    topology = _topology([], target, Plain())
+    c, python = (_run(monkeypatch, pure, target, ackers=0, topology=topology)
+                 for pure in (False, True))
+    assert {"EmitOne"} <= c["kinds"] and "EmitOne" not in python["kinds"]
+    feed = next(seen for seen in python["seen"].values() if seen[2] is None)
+    assert feed[0] == [0, 5, 10, 15, 20, 23] and len(feed[3]) == 2  # (a tuple is taken)
+    assert sum(wire.parse_header(h).kind == wire.DATA for h, _ in python["sent"]) >= 5
+    for key in ("seen", "stats", "exceptions", "sent"):
+        assert c[key] == python[key], key
 
 
 @pytest.mark.skipif(PURE, reason="TUPLEFLOW_PURE_PYTHON is set: no C generator")
