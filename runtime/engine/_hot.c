@@ -17,8 +17,8 @@
  * is handed to the closure with the same arguments, untouched, so behaviour and error
  * messages are the closure's own. What the C saves is the closure's frame and bytecode:
  * ~500-1,000 instructions an ack, ~3,000-4,200 a child, ~1,300-1,600 a spout's tuple
- * (docs/internals/performance-log.md, "Issue 17, twelfth pass"), ~390-560 a tuple of the
- * bolt's loop ("thirteenth pass").
+ * (docs/internals/performance-log.md, "Issue 17, twelfth pass"), ~390-830 a tuple of the
+ * bolt's loop and ~1,180 a spout's plain emit ("thirteenth pass").
  *
  * Built by setup.py as an optional extension; where it is absent, or with
  * TUPLEFLOW_PURE_PYTHON=1, the engine uses the Python closures. */
@@ -987,8 +987,12 @@ stride_vectorcall(PyObject *op, PyObject *const *args, size_t nargsf, PyObject *
         return hot_spec((HotObject *)self, args, nargsf, kwnames);
     Py_ssize_t k = PyLong_AsSsize_t(args[1]);
     uint64_t root = kind == RUN ? PyLong_AsUnsignedLongLong(args[6]) : 0;
-    if (PyErr_Occurred())
-        return NULL;
+    if (PyErr_Occurred() || k < 0 || root + (uint64_t)(k > 0 ? k - 1 : 0) < root) {
+        /* a k or a root out of range, or roots past 2**64 - 1: the spec's way (its
+         * islice refuses a negative k; its count goes on past 2**64) */
+        PyErr_Clear();
+        return hot_spec((HotObject *)self, args, nargsf, kwnames);
+    }
     PyObject *rows = args[0], *process = args[2], *make = args[3], *source = args[4],
         *waiting = args[5];
     PyObject *tup = make_tuple(make, Py_None, source);

@@ -209,3 +209,15 @@ def test_a_stride_keeps_no_reference_to_what_it_was_given(strides):
         tracked(zip([entry] * 5, [ids] * 5, [val] * 5), 5, process, OneFieldTuple, source,
                 [])
     assert [sys.getrefcount(x) for x in (entry, ids, val, source, process)] == before
+
+
+def test_a_k_or_a_root_out_of_the_c_range_is_the_python_ways(strides):
+    untracked, _, run = strides
+    with pytest.raises(ValueError):  # islice's
+        untracked(iter([1]), -1, Seen(), OneFieldTuple, ONE, [])
+    process = Seen()
+    run(iter("ab"), 5, process, OneFieldTuple, ONE, [], -2)  # not a root, but a count
+    assert [ids for _, _, ids, _, _ in process.seen] == [-2, -1]
+    process = Seen()
+    run(iter("ab"), 2, process, OneFieldTuple, ONE, [], (1 << 64) - 1)
+    assert [ids for _, _, ids, _, _ in process.seen] == [(1 << 64) - 1, 1 << 64]
