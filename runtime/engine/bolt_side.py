@@ -218,8 +218,8 @@ class BoltSide(InputAcks):
         it got from the entries' iterator. The word count's bolt, in callgrind: 3,431 ->
         2,799 instructions a tuple at most once with the Python strides, of which its own
         ``process``, decoding and a Tuple's values are ~2,350
-        (docs/internals/performance-log.md, "Word count on a faster machine"), 2,416 with
-        the C ones; at least once 4,311 -> 3,753 ("Issue 17, thirteenth pass")."""
+        (docs/internals/performance-log.md, "Word count on a faster machine"), 2,418 with
+        the C ones; at least once 4,311 -> 3,479 ("Issue 17, thirteenth pass")."""
         counts, n, left = self.counts, len(entries), iter(entries)
         if ids is None:
             rows, stride = left, self._strides[0]
@@ -247,13 +247,12 @@ class BoltSide(InputAcks):
             raise UserCodeError(f"{self.name}.process", exc) from exc
         finally:
             counts.ended_batch(started, done, mark)
-        if first is not None:  # one list for both: each id is its ack_val, as tee gives
-            ids = vals = list(range(first + done, first + n))  # them (_run_parts)
-        if ids is None or first is not None:
-            if done < n:
-                self.leftover = (entries[done:], source, ids, vals)
-        else:
-            self._set_aside(entries, source, (ids, tids), (vals, tvals), done)
+        if first is not None:  # a RUN's rest: its roots counted on, one list for ids and
+            ids = vals = list(range(first + done, first + n))  # vals (each id its own
+        elif ids is not None:  # ack_val, the same int, as tee gave them: _run_parts)
+            return self._set_aside(entries, source, (ids, tids), (vals, tvals), done)
+        if done < n:
+            self.leftover = (entries[done:], source, ids, vals)
 
     def _set_aside(self, entries: list, source: TupleSource, ids: tuple, vals: tuple,
                    done: int) -> None:

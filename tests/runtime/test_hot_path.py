@@ -194,10 +194,11 @@ class Keeper(Bolt):
     outputs = []
 
     def prepare(self, config, context):
-        self.kept, self.seen, self.objects = [], [], set()
+        self.kept, self.seen, self.objects, self.same = [], [], set(), []
 
     def process(self, tup):
         self.seen.append((list(tup.values), tup.ids, tup.ack_val))
+        self.same.append(tup.ids is tup.ack_val)  # a RUN's: one int (the ack reads it)
         self.objects.add(id(tup))
         if tup.values[0] % 3 == 0:
             self.kept.append(tup)
@@ -266,6 +267,8 @@ def test_input_set_aside_while_output_waits_is_taken_up_with_its_values_and_ids(
         bolt.run_leftover()
         assert bolt.executed == 4 and not bolt.leftover
         assert bolt.user.seen == [([n], i, v) for n, i, v in zip((3, 4, 5, 6), ids, vals)]
+        if kind == wire.RUN and bolt_class is Keeper:  # set aside with the same ints
+            assert bolt.user.same == [True] * 4
         assert bolt.acked == (4 if bolt_class is BasicKeeper else 0)  # acked on return
         assert [t.values for t in bolt.user.kept] == [[3], [6]]
 
