@@ -167,11 +167,11 @@ def without_spares():
 @pytest.fixture(params=["c", "python"])
 def closures(request, monkeypatch):
     """Runs a test once with the engine's C closures and once with its Python ones
-    (runtime/engine/wiring.py chooses at wiring time by TUPLEFLOW_PURE_PYTHON): both
+    (runtime/engine/hot.py chooses at wiring time by TUPLEFLOW_PURE_PYTHON): both
     must behave the same. The C run is skipped, saying so, only where the environment
     says it runs in pure Python; a checkout that should have built them and did not
     fails in tests/runtime/test_hot_closures.py."""
-    from runtime.engine.wiring import pure_python
+    from runtime.engine.hot import pure_python
 
     if request.param == "c" and pure_python():
         pytest.skip("TUPLEFLOW_PURE_PYTHON is set: the C closures are not in use here")

@@ -1,4 +1,5 @@
-/* The acking path's hottest closures in C (runtime/engine/wiring.py makes them):
+/* The engine's hottest closures and loop in C (runtime/engine/wiring.py and bolt_side.py
+ * make them; runtime/engine/hot.py chooses C or Python):
  *
  *   Ack        a bolt's ``ack``                        (Collector.bolt_ack's ``ack``)
  *   EmitChild  a tracking BasicBolt's child            (_basic_default_first's ``emit_child``)
@@ -6,6 +7,9 @@
  *   EmitRun    a tracking spout's one-field emit       (_one_field_run's ``emit_tracked``)
  *   EmitPicked a tracking spout's emit into the run its grouping picks
  *                                                      (_into_runs's ``emit_picked``)
+ *   EmitOne    a spout's untracked one-field emit      (_one_field_first's ``emit_one``)
+ *   Stride     a stride of a plain bolt's data loop    (bolt_side's ``_untracked``,
+ *                                                       ``_tracked``)
  *
  * Each Python closure is the spec and stays the fallback: the C type holds the same
  * captured objects and does exactly the same work on its fast path; any other call (a
@@ -13,7 +17,8 @@
  * is handed to the closure with the same arguments, untouched, so behaviour and error
  * messages are the closure's own. What the C saves is the closure's frame and bytecode:
  * ~500-1,000 instructions an ack, ~3,000-4,200 a child, ~1,300-1,600 a spout's tuple
- * (docs/internals/performance-log.md, "Issue 17, twelfth pass").
+ * (docs/internals/performance-log.md, "Issue 17, twelfth pass"), ~390-830 a tuple of the
+ * bolt's loop and ~1,180 a spout's plain emit ("thirteenth pass").
  *
  * Built by setup.py as an optional extension; where it is absent, or with
  * TUPLEFLOW_PURE_PYTHON=1, the engine uses the Python closures. */
@@ -153,22 +158,27 @@ get_field(PyObject *obj, Py_ssize_t off, PyObject *name)
     return PyObject_GetAttr(obj, name);
 }
 
-/* The slots ``ids`` and ``ack_val`` of runtime.model.api.Tuple, which its subclass
- * OneFieldTuple shares: 0, or -1 with an error. */
+/* The slots of runtime.model.api.Tuple, which its subclass OneFieldTuple shares, at
+ * these indexes of ``off``: */
+enum { VALUES, IDS, ACK_VAL, TUPLE_SLOTS };
+
+/* 0, or -1 with an error. */
 static int
-tuple_slots(PyObject *tuple_type, PyObject *one_type, Py_ssize_t *ids, Py_ssize_t *val)
+tuple_slots(PyObject *tuple_type, PyObject *one_type, Py_ssize_t *off)
 {
+    static const char *names[TUPLE_SLOTS] = {"values", "ids", "ack_val"};
     if (!PyType_Check(tuple_type) || !PyType_Check(one_type)) {
         PyErr_SetString(PyExc_TypeError, "tuple_type and one_type must be types");
         return -1;
     }
-    if ((*ids = slot_offset(tuple_type, "ids")) < 0
-            || (*val = slot_offset(tuple_type, "ack_val")) < 0)
-        return -1;
-    if (slot_offset(one_type, "ids") != *ids || slot_offset(one_type, "ack_val") != *val) {
-        if (!PyErr_Occurred())
-            PyErr_SetString(PyExc_TypeError, "one_type must share tuple_type's slots");
-        return -1;
+    for (int i = 0; i < TUPLE_SLOTS; i++) {
+        if ((off[i] = slot_offset(tuple_type, names[i])) < 0)
+            return -1;
+        if (slot_offset(one_type, names[i]) != off[i]) {
+            if (!PyErr_Occurred())
+                PyErr_SetString(PyExc_TypeError, "one_type must share tuple_type's slots");
+            return -1;
+        }
     }
     return 0;
 }
@@ -252,10 +262,10 @@ ack_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
     static char *names[] = {"spec", "leaves", "combined", "acked", "tuple_type",
                             "one_type", "slow", NULL};
     PyObject *r[7];
-    Py_ssize_t ids, val;
+    Py_ssize_t off[TUPLE_SLOTS];
     if (!PyArg_ParseTupleAndKeywords(args, kwds, "OOOO!OOO:Ack", names, &r[0], &r[1], &r[2],
                                      &PyDict_Type, &r[3], &r[4], &r[5], &r[6])
-            || exact_lists(r + 1, 2) < 0 || tuple_slots(r[4], r[5], &ids, &val) < 0)
+            || exact_lists(r + 1, 2) < 0 || tuple_slots(r[4], r[5], off) < 0)
         return NULL;
     if (!PyDict_CheckExact(r[3])) {  /* a subclass's get or __setitem__ would be skipped */
         PyErr_SetString(PyExc_TypeError, "acked must be exactly a dict");
@@ -264,8 +274,8 @@ ack_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
     AckObject *self = (AckObject *)hot_alloc(type, ack_vectorcall, r,
                                              NREFS(AckObject, slow));
     if (self != NULL) {
-        self->ids_off = ids;
-        self->val_off = val;
+        self->ids_off = off[IDS];
+        self->val_off = off[ACK_VAL];
     }
     return (PyObject *)self;
 }
@@ -579,10 +589,10 @@ static ChildObject *
 child_alloc(PyTypeObject *type, vectorcallfunc call, PyObject **r, Py_ssize_t n,
             Py_ssize_t cap, int bare)
 {
-    Py_ssize_t ids, val;
+    Py_ssize_t off[TUPLE_SLOTS];
     /* r: spec current last out tracked bits new_id default tuple_type one_type ... */
     if (exact_lists(r + 1, 1) < 0 || exact_lists(r + 4, 1) < 0
-            || tuple_slots(r[8], r[9], &ids, &val) < 0)
+            || tuple_slots(r[8], r[9], off) < 0)
         return NULL;
     if (bare && n != 1) {
         PyErr_SetString(PyExc_ValueError, "a bare stream has one field");
@@ -591,8 +601,8 @@ child_alloc(PyTypeObject *type, vectorcallfunc call, PyObject **r, Py_ssize_t n,
     ChildObject *self = (ChildObject *)hot_alloc(type, call, r, NREFS(ChildObject, pick));
     if (self == NULL)
         return NULL;
-    self->ids_off = ids;
-    self->val_off = val;
+    self->ids_off = off[IDS];
+    self->val_off = off[ACK_VAL];
     self->recorder_off = maybe_slot(self->out, "recorder");
     self->n = n;
     self->cap = cap;
@@ -812,6 +822,257 @@ HOT_TYPE(EmitPickedType, "EmitPicked", RunObject, run_new,
          "A tracking spout's tracked emit into the run of the target its grouping picks: "
          "the closure wiring._into_runs makes, in C.");
 
+/* -- EmitOne: a spout's plain emit of one field ------------------------------------- */
+
+typedef struct {
+    HOT_HEAD
+    PyObject *items;     /* list: the default stream's batch, of bare values */
+    PyObject *flush;     /* its StreamOut's flush */
+    PyObject *deflt;
+    Py_ssize_t size;
+} OneObject;
+
+static PyObject *
+one_vectorcall(PyObject *op, PyObject *const *args, size_t nargsf, PyObject *kwnames)
+{
+    OneObject *self = (OneObject *)op;
+    PyObject *a[3];
+    if (parse_args(args, nargsf, kwnames, str_msg_id, self->deflt, a) < 0
+            || a[1] != self->deflt || a[2] != Py_None || !PyList_CheckExact(a[0])
+            || PyList_GET_SIZE(a[0]) != 1)
+        return hot_spec((HotObject *)self, args, nargsf, kwnames);
+    if (PyList_Append(self->items, PyList_GET_ITEM(a[0], 0)) < 0)
+        return NULL;
+    if (PyList_GET_SIZE(self->items) >= self->size) {
+        PyObject *r = PyObject_CallNoArgs(self->flush);
+        if (r == NULL)
+            return NULL;
+        Py_DECREF(r);  /* (the closure returns None, whatever flush returned) */
+    }
+    return Py_NewRef(Py_None);
+}
+
+static PyObject *
+one_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
+{
+    static char *names[] = {"spec", "items", "flush", "default", "size", NULL};
+    PyObject *r[4];
+    Py_ssize_t size;
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "$OOOOn:EmitOne", names, &r[0], &r[1],
+                                     &r[2], &r[3], &size)
+            || exact_lists(r + 1, 1) < 0)
+        return NULL;
+    if (size < 1) {
+        PyErr_SetString(PyExc_ValueError, "EmitOne: a size >= 1");
+        return NULL;
+    }
+    OneObject *self = (OneObject *)hot_alloc(type, one_vectorcall, r, NREFS(OneObject, deflt));
+    if (self != NULL)
+        self->size = size;
+    return (PyObject *)self;
+}
+
+HOT_TYPE(EmitOneType, "EmitOne", OneObject, one_new,
+         "EmitOne(spec, items, flush, default, size): a spout's untracked emit of one field "
+         "on the default stream, the closure wiring._one_field_first makes, in C.");
+
+/* -- Stride: the bolt's data loop ---------------------------------------------------- */
+
+/* What a stride's rows are: bare entries; ``entry, ids, ack_val`` tuples (zip's); or a
+ * RUN frame's entries, whose ids and ack_val are one int counted from a root given. */
+enum { UNTRACKED, TRACKED, RUN };
+
+typedef struct {
+    HOT_HEAD
+    PyObject *tuple_type, *one_type;
+    Py_ssize_t off[TUPLE_SLOTS];
+    int rows;            /* UNTRACKED, TRACKED or RUN */
+} StrideObject;
+
+/* Sets the slot at ``off`` of ``obj`` to ``value``, whose reference it takes. */
+static inline Py_ALWAYS_INLINE void
+set_slot(PyObject *obj, Py_ssize_t off, PyObject *value)
+{
+    PyObject **slot = SLOT(obj, off), *old = *slot;
+    *slot = value;
+    Py_XDECREF(old);
+}
+
+/* ``make(entry, source)``, a new reference or NULL. */
+static inline Py_ALWAYS_INLINE PyObject *
+make_tuple(PyObject *make, PyObject *entry, PyObject *source)
+{
+    PyObject *a[2] = {entry, source};
+    return PyObject_Vectorcall(make, a, 2, NULL);
+}
+
+/* The next row's entry, and for a tracked row its ids and ack_val (new references);
+ * 1, 0 when the rows ran out, -1 with an error. ``root``: a RUN's next root. */
+static inline Py_ALWAYS_INLINE int
+next_row(int kind, PyObject *rows, uint64_t root, PyObject **entry, PyObject **ids,
+         PyObject **val)
+{
+    PyObject *row = PyIter_Next(rows);
+    if (row == NULL)
+        return PyErr_Occurred() ? -1 : 0;
+    if (kind == UNTRACKED) {
+        *entry = row;
+        return 1;
+    }
+    if (kind == RUN) {  /* a spout tuple's only copy: its root is its own edge id */
+        if ((*ids = PyLong_FromUnsignedLongLong(root)) == NULL) {
+            Py_DECREF(row);
+            return -1;
+        }
+        *entry = row;
+        *val = Py_NewRef(*ids);  /* the same int: BoltSide's ack tells it by ``is`` */
+        return 1;
+    }
+    if (!PyTuple_CheckExact(row) || PyTuple_GET_SIZE(row) != 3) {
+        Py_DECREF(row);
+        PyErr_SetString(PyExc_ValueError, "a tracked row is entry, ids, ack_val");
+        return -1;
+    }
+    *entry = Py_NewRef(PyTuple_GET_ITEM(row, 0));
+    *ids = Py_NewRef(PyTuple_GET_ITEM(row, 1));
+    *val = Py_NewRef(PyTuple_GET_ITEM(row, 2));
+    Py_DECREF(row);  /* (zip reuses it when this was the last reference) */
+    return 1;
+}
+
+/* ``tup`` (a reference this takes) made ready for ``entry`` (taken too): its values set
+ * when nobody kept it (its reference count is ``*alone``), else a new Tuple; NULL with
+ * an error. */
+static inline Py_ALWAYS_INLINE PyObject *
+ready_tuple(StrideObject *self, PyObject *tup, Py_ssize_t *alone, PyObject *entry,
+            PyObject *make, PyObject *source)
+{
+    if (Py_REFCNT(tup) != *alone) {  /* kept (to ack later, in a window): a new one */
+        PyObject *fresh = make_tuple(make, entry, source);
+        Py_DECREF(entry);
+        Py_DECREF(tup);
+        if (fresh != NULL)
+            *alone = Py_REFCNT(fresh);
+        return fresh;
+    }
+    PyObject *values = entry;
+    if (make == self->one_type) {  /* a one-field stream's bare value, in a new list */
+        if ((values = PyList_New(1)) == NULL) {
+            Py_DECREF(entry);
+            Py_DECREF(tup);
+            return NULL;
+        }
+        PyList_SET_ITEM(values, 0, entry);
+    }
+    set_slot(tup, self->off[VALUES], values);
+    return tup;
+}
+
+/* ``stride(rows, k, process, make, source, waiting[, root])``, as bolt_side's
+ * _untracked, _tracked and _run: up to k rows, each a Tuple reused while nothing but
+ * this loop holds it, ``process`` called on each, ``waiting``'s truth tested after
+ * each call; True when the k were done (or the rows ran out), False when output waits;
+ * the user's exception as it came. Every row is drawn from ``rows`` before it is
+ * processed, and none after, so a stop or a raise leaves them where the Python leaves
+ * them (BoltSide.execute_data reads how far it got from them). */
+static PyObject *
+stride_vectorcall(PyObject *op, PyObject *const *args, size_t nargsf, PyObject *kwnames)
+{
+    StrideObject *self = (StrideObject *)op;
+    int kind = self->rows;
+    if (PyVectorcall_NARGS(nargsf) != (kind == RUN ? 7 : 6) || kwnames != NULL
+            || !PyLong_CheckExact(args[1]) || !PyIter_Check(args[0])
+            || (args[3] != self->tuple_type && args[3] != self->one_type)
+            || (kind == RUN && !PyLong_CheckExact(args[6])))
+        return hot_spec((HotObject *)self, args, nargsf, kwnames);
+    Py_ssize_t k = PyLong_AsSsize_t(args[1]);
+    uint64_t root = kind == RUN ? PyLong_AsUnsignedLongLong(args[6]) : 0;
+    if (PyErr_Occurred() || k < 0 || root + (uint64_t)(k > 0 ? k - 1 : 0) < root) {
+        /* a k or a root out of range, or roots past 2**64 - 1: the spec's way (its
+         * islice refuses a negative k; its count goes on past 2**64) */
+        PyErr_Clear();
+        return hot_spec((HotObject *)self, args, nargsf, kwnames);
+    }
+    PyObject *rows = args[0], *process = args[2], *make = args[3], *source = args[4],
+        *waiting = args[5];
+    PyObject *tup = make_tuple(make, Py_None, source);
+    if (tup == NULL)
+        return NULL;
+    Py_ssize_t alone = Py_REFCNT(tup);
+    PyObject *call[2] = {NULL, NULL};  /* (a slot before the argument: the bound method's) */
+    for (Py_ssize_t i = 0; i < k; i++) {
+        PyObject *entry, *ids = NULL, *val = NULL;
+        int got = next_row(kind, rows, root + (uint64_t)i, &entry, &ids, &val);
+        if (got <= 0) {
+            if (got == 0)
+                break;
+            goto fail;
+        }
+        if ((tup = ready_tuple(self, tup, &alone, entry, make, source)) == NULL) {
+            Py_XDECREF(ids);
+            Py_XDECREF(val);
+            return NULL;
+        }
+        if (kind != UNTRACKED) {
+            set_slot(tup, self->off[IDS], ids);
+            set_slot(tup, self->off[ACK_VAL], val);
+        }
+        call[1] = tup;
+        PyObject *r = PyObject_Vectorcall(process, call + 1,
+                                          1 | PY_VECTORCALL_ARGUMENTS_OFFSET, NULL);
+        if (r == NULL)
+            goto fail;
+        Py_DECREF(r);
+        int stop = PyList_CheckExact(waiting) ? PyList_GET_SIZE(waiting) > 0
+                                              : PyObject_IsTrue(waiting);
+        if (stop < 0)
+            goto fail;
+        if (stop) {
+            Py_DECREF(tup);
+            return Py_NewRef(Py_False);
+        }
+    }
+    Py_DECREF(tup);
+    return Py_NewRef(Py_True);
+fail:
+    Py_DECREF(tup);
+    return NULL;
+}
+
+static PyObject *
+stride_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
+{
+    static char *names[] = {"spec", "tuple_type", "one_type", "rows", NULL};
+    static const char *kinds[] = {"untracked", "tracked", "run"};
+    PyObject *r[3];
+    const char *rows;
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "$OOOs:Stride", names, &r[0], &r[1], &r[2],
+                                     &rows))
+        return NULL;
+    int kind = 0;
+    while (kind < 3 && strcmp(rows, kinds[kind]) != 0)
+        kind++;
+    if (kind == 3) {
+        PyErr_SetString(PyExc_ValueError, "Stride: rows is untracked, tracked or run");
+        return NULL;
+    }
+    Py_ssize_t off[TUPLE_SLOTS];
+    if (tuple_slots(r[1], r[2], off) < 0)
+        return NULL;
+    StrideObject *self = (StrideObject *)hot_alloc(type, stride_vectorcall, r,
+                                                   NREFS(StrideObject, one_type));
+    if (self != NULL) {
+        memcpy(self->off, off, sizeof(off));
+        self->rows = kind;
+    }
+    return (PyObject *)self;
+}
+
+HOT_TYPE(StrideType, "Stride", StrideObject, stride_new,
+         "Stride(spec, tuple_type, one_type, rows): a stride of the bolt's data loop, "
+         "bolt_side._untracked, _tracked or _run (rows 'untracked', 'tracked', 'run'), "
+         "in C.");
+
 /* -- the module ----------------------------------------------------------------------- */
 
 static PyMethodDef hot_methods[] = {
@@ -834,7 +1095,8 @@ PyInit__hot(void)
     crc_init();
     if (PyType_Ready(&AckType) < 0 || PyType_Ready(&EmitChildType) < 0
             || PyType_Ready(&EmitKeyedType) < 0 || PyType_Ready(&EmitRunType) < 0
-            || PyType_Ready(&EmitPickedType) < 0)
+            || PyType_Ready(&EmitPickedType) < 0 || PyType_Ready(&StrideType) < 0
+            || PyType_Ready(&EmitOneType) < 0)
         return NULL;
     if ((str_recorder = PyUnicode_InternFromString("recorder")) == NULL
             || (str_flush_tracked = PyUnicode_InternFromString("flush_tracked")) == NULL
@@ -851,7 +1113,9 @@ PyInit__hot(void)
             || PyModule_AddObjectRef(m, "EmitChild", (PyObject *)&EmitChildType) < 0
             || PyModule_AddObjectRef(m, "EmitKeyed", (PyObject *)&EmitKeyedType) < 0
             || PyModule_AddObjectRef(m, "EmitRun", (PyObject *)&EmitRunType) < 0
-            || PyModule_AddObjectRef(m, "EmitPicked", (PyObject *)&EmitPickedType) < 0) {
+            || PyModule_AddObjectRef(m, "EmitPicked", (PyObject *)&EmitPickedType) < 0
+            || PyModule_AddObjectRef(m, "Stride", (PyObject *)&StrideType) < 0
+            || PyModule_AddObjectRef(m, "EmitOne", (PyObject *)&EmitOneType) < 0) {
         Py_DECREF(m);
         return NULL;
     }

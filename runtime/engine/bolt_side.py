@@ -18,6 +18,7 @@ from runtime.model.topology import ComponentSpec
 from .acks import AckOut
 from .bolt_acks import InputAcks
 from .errors import UserCodeError, call_user
+from .hot import c_module
 from .stats import TaskCounts
 
 _ID_TYPES = {int, dict}
@@ -50,6 +51,8 @@ class BoltSide(InputAcks):
                         for sub in spec.inputs
                         if sub.source in specs and (keyer := _keyer(
                             sub.grouping, specs[sub.source].streams.get(sub.stream, ())))}
+        # execute_data's strides, untracked, tracked and a RUN's: C or Python (hot.py)
+        self._strides = _strides()
 
     # -- frames -------------------------------------------------------------------------
     def on_frame(self, h: wire.Header, body: bytes, waiting: Sized,
@@ -81,8 +84,9 @@ class BoltSide(InputAcks):
             return self.execute(batch, source, None, waiting, None, process, parts)
         entries, ids, vals = _PARTS[h.kind](batch)
         try:
-            if plain:
-                return self.execute_data(entries, source, waiting, ids, vals)
+            if plain:  # (a RUN's ids counted from its first root: execute_data)
+                return self.execute_data(entries, source, waiting, ids, vals,
+                                         batch[0] if h.kind == wire.RUN else None)
             return self.execute(entries, source, ids, waiting, vals, process, parts)
         finally:  # they are few frames, and waiting for the flush timer would add to
             if ack_now:  # complete latency
@@ -198,27 +202,32 @@ class BoltSide(InputAcks):
         self._set_aside(entries, source, (ids, tids), (vals, tvals), done - first)
 
     def execute_data(self, entries: list, source: TupleSource, waiting: Sized,
-                     ids: Iterable | None = None, vals: Iterable | None = None) -> None:
+                     ids: Iterable | None = None, vals: Iterable | None = None,
+                     first: int | None = None) -> None:
         """:meth:`execute` for the commonest frames: untracked tuples (DATA, ``ids`` None)
         or tracked ones (RUN, TRACKED, ANCHORED: ``ids`` and ``vals`` as :meth:`execute`
-        takes them), to a plain bolt (not a BasicBolt), nothing traced riding with them,
+        takes them; a RUN's also its ``first`` root, from which its ids are counted here
+        instead), to a plain bolt (not a BasicBolt), nothing traced riding with them,
         no input set aside. A reused Tuple gets its values set, and a tracked one its
         ``ids`` and ``ack_val`` (an untracked Tuple has no ids and an ``ack_val`` of 0,
         which nothing changes: an ``ack`` or ``fail`` of it leaves its fields alone).
         The loop counts no tuples: it runs from one sampled tuple
         (:meth:`TaskCounts.checkpoint`) to the next, one stride a call of
-        :func:`_untracked` or :func:`_tracked`, and one stopped by output waiting, or a
-        raise, reads how far it got from the entries' iterator. The word count's bolt,
-        in callgrind: 3,431 -> 2,799 instructions a tuple at most once, of which its own
+        :func:`_untracked` or :func:`_tracked` (or of their C twins, ``_hot.Stride``:
+        :func:`_strides`), and one stopped by output waiting, or a raise, reads how far
+        it got from the entries' iterator. The word count's bolt, in callgrind: 3,431 ->
+        2,799 instructions a tuple at most once with the Python strides, of which its own
         ``process``, decoding and a Tuple's values are ~2,350
-        (docs/internals/performance-log.md, "Word count on a faster machine"); the
-        sentences' count at least once: see "Issue 17, ninth pass"."""
+        (docs/internals/performance-log.md, "Word count on a faster machine"), 2,418 with
+        the C ones; at least once 4,311 -> 3,479 ("Issue 17, thirteenth pass")."""
         counts, n, left = self.counts, len(entries), iter(entries)
         if ids is None:
-            rows, stride = left, _untracked
-        else:  # zip takes no more ids than it gives out: the rest are the next ones
+            rows, stride = left, self._strides[0]
+        elif first is None:  # zip takes no more ids than it gives out: the rest are next
             tids, tvals = iter(ids), iter(vals)
-            rows, stride = zip(left, tids, tvals), _tracked
+            rows, stride = zip(left, tids, tvals), self._strides[1]
+        else:
+            rows, stride = left, self._strides[2]
         call = (self.user.process, OneFieldTuple if len(source.fields) == 1 else Tuple,
                 source, waiting)  # (a one-field stream's entries are bare values: wire)
         started = counts.started_batch(self._keyers.get((source.component, source.stream)))
@@ -228,7 +237,8 @@ class BoltSide(InputAcks):
                 if done == mark:
                     mark = counts.checkpoint(done, entries[done])
                 stop = min(n, mark) if mark > done else n  # (mark -1: metrics off)
-                if not stride(rows, stop - done, *call):  # output waits
+                root = () if first is None else (first + done,)
+                if not stride(rows, stop - done, *call, *root):  # output waits
                     done = n - length_hint(left)
                     break
                 done = stop
@@ -237,11 +247,12 @@ class BoltSide(InputAcks):
             raise UserCodeError(f"{self.name}.process", exc) from exc
         finally:
             counts.ended_batch(started, done, mark)
-        if ids is None:
-            if done < n:
-                self.leftover = (entries[done:], source, None, None)
-        else:
-            self._set_aside(entries, source, (ids, tids), (vals, tvals), done)
+        if first is not None:  # a RUN's rest: its roots counted on, one list for ids and
+            ids = vals = list(range(first + done, first + n))  # vals (each id its own
+        elif ids is not None:  # ack_val, the same int, as tee gave them: _run_parts)
+            return self._set_aside(entries, source, (ids, tids), (vals, tvals), done)
+        if done < n:
+            self.leftover = (entries[done:], source, ids, vals)
 
     def _set_aside(self, entries: list, source: TupleSource, ids: tuple, vals: tuple,
                    done: int) -> None:
@@ -280,7 +291,8 @@ def _untracked(entries: Iterator, k: int, process: Callable, make: type,
                source: TupleSource, waiting: Sized) -> bool:
     """Up to ``k`` untracked tuples of :meth:`BoltSide.execute_data`, one Tuple reused
     while nobody keeps it (:meth:`BoltSide.execute` says how that is known); False when
-    it stopped because output waits."""
+    it stopped because output waits. The spec of its C twin (``_hot.Stride``), which
+    ``tests/runtime/test_hot_strides.py`` holds to the same rules."""
     bare = make is OneFieldTuple
     tup = make(None, source)
     alone = getrefcount(tup)
@@ -315,6 +327,30 @@ def _tracked(rows: Iterator, k: int, process: Callable, make: type, source: Tupl
         if waiting:
             return False
     return True
+
+
+def _run(entries: Iterator, k: int, process: Callable, make: type, source: TupleSource,
+         waiting: Sized, root: int) -> bool:
+    """:func:`_tracked` for a RUN frame's entries from the one whose ids and ``ack_val``
+    are the int ``root``, the next one's ``root + 1``, and so on (:func:`_run_parts`):
+    the same int object for both, by which ``ack`` tells a spout tuple's only copy. Its
+    C twin counts them in C, ~300 instructions a tuple less than ``tee`` and ``count``
+    (docs/internals/performance-log.md, "Issue 17, thirteenth pass")."""
+    return _tracked(zip(entries, *tee(count(root))), k, process, make, source, waiting)
+
+
+_STRIDES = {"untracked": _untracked, "tracked": _tracked, "run": _run}
+
+
+def _strides() -> tuple[Callable, Callable, Callable]:
+    """:func:`_untracked`, :func:`_tracked` and :func:`_run`, or their C twins
+    (``_hot.Stride``, which do the same and hand any other call to them), as
+    :mod:`runtime.engine.hot` chooses."""
+    hot = c_module()
+    if hot is None:
+        return _untracked, _tracked, _run
+    return tuple(hot.Stride(spec=spec, tuple_type=Tuple, one_type=OneFieldTuple, rows=rows)
+                 for rows, spec in _STRIDES.items())
 
 
 def _rest(parts: list[tuple], at: int, done: int, tids: Iterator,

@@ -14,14 +14,13 @@ The hottest of them with acking on (the bolt's ``ack``, a BasicBolt's child, a t
 spout's one-field emit) are also written in C (``_hot.c``, built by setup.py): the Python
 closure stays the spec, and the C one, chosen here at wiring time, does the same work on
 its fast path and hands it every other call. ``TUPLEFLOW_PURE_PYTHON=1``, or no built
-extension, keeps the Python closures (docs/internals/performance.md, "The acking closures
-in C").
+extension, keeps the Python closures (``hot.py`` makes the choice;
+docs/internals/performance.md, "The acking closures in C").
 """
 
 from __future__ import annotations
 
 import copy
-import os
 import zlib
 from collections.abc import Callable, Mapping
 
@@ -36,21 +35,10 @@ from runtime.observe.user_metrics import UserMetrics
 
 from .bolt_side import BoltSide
 from .errors import arity, not_a_list, unknown_stream, wrong_arity
+from .hot import c_bits, c_module
 from .outbound import Outlet, StreamOut
 from .runs import Runs
 from .spout_side import SpoutSide
-
-try:  # the acking path's hottest closures in C (setup.py builds it; optional)
-    from . import _hot
-except ImportError:
-    _hot = None
-else:  # its emits' own edge-id generator, seeded as runtime.acking._ids's is: from
-    _hot.seed(os.urandom(32))  # os.urandom, and again in every forked child
-    os.register_at_fork(after_in_child=lambda: _hot.seed(os.urandom(32)))
-
-# The C emits draw edge ids from their own generator (True), or call the one new_id
-# draws from (False: the same ids as the Python closures under the same seed, for tests)
-C_EDGE_IDS = True
 
 Send = Callable[[bytes, bytes], None]
 _TUPLES = (Tuple, OneFieldTuple)
@@ -274,7 +262,7 @@ class Collector:
             else:  # of the root (AckOut); several roots, untracked, acked already
                 slow(tup)
 
-        hot = _c_module()
+        hot = c_module()
         return ack if hot is None else hot.Ack(ack, leaves, combined, acked, *_TUPLES, slow)
 
     def emit_direct(self, task: int, values, stream=DEFAULT_STREAM, msg_id=None,
@@ -316,27 +304,6 @@ class Collector:
             return False
         return self.bolt.emit_anchored(out, values, current if anchors is None else anchors,
                                        direct=task)
-
-
-def pure_python() -> bool:
-    """Whether ``TUPLEFLOW_PURE_PYTHON`` (set, and not "0") asks for the Python closures:
-    an environment with no C compiler says so, and the tests then expect no C."""
-    return os.environ.get("TUPLEFLOW_PURE_PYTHON", "") not in ("", "0")
-
-
-def _c_module():
-    """The C closures (``runtime.engine._hot``), or None: not built, or
-    :func:`pure_python`. Each C closure does exactly its Python closure's work on the
-    fast path and hands any other call to it (docs/internals/performance-log.md, "Issue
-    17, twelfth pass")."""
-    return None if pure_python() else _hot
-
-
-def _c_bits(bits):
-    """What the C emits draw edge ids with: None, their own generator (xoshiro256**,
-    ~460 instructions a child less than a call of ``bits``; performance-log.md, "Issue
-    17, twelfth pass"), unless a test asks for ``bits`` itself."""
-    return None if C_EDGE_IDS else bits
 
 
 def _one_target(streams: Mapping[str, StreamOut]) -> dict[str, Callable]:
@@ -391,11 +358,11 @@ def _basic_default_first(emit, bolt: BoltSide, out: StreamOut, cap: int):
                     return None
         return emit(values, stream, anchors)
 
-    hot = _c_module()
+    hot = c_module()
     if hot is not None:
         emit_child = hot.EmitChild(
             spec=emit_child, emit=emit, current=current, last=last, out=out, one=one,
-            tracked=tracked, pick=pick, bits=_c_bits(bits), new_id=new_id, default=DEFAULT_STREAM,
+            tracked=tracked, pick=pick, bits=c_bits(bits), new_id=new_id, default=DEFAULT_STREAM,
             tuple_type=Tuple, one_type=OneFieldTuple, n=n, cap=cap, bare=bare)
     if outlet.str_key is None or one is not None:
         return emit_child
@@ -434,12 +401,12 @@ def _str_key_first(emit_child, bolt: BoltSide, out: StreamOut, cap: int):
                 return None
         return emit_child(values, stream, anchors)
 
-    hot = _c_module()
+    hot = c_module()
     if hot is None:
         return emit_keyed
     return hot.EmitKeyed(
         spec=emit_keyed, current=current, last=last, out=out, tracked=tracked, key_at=at,
-        tasks=tasks, bits=_c_bits(bits), new_id=new_id, default=DEFAULT_STREAM, tuple_type=Tuple,
+        tasks=tasks, bits=c_bits(bits), new_id=new_id, default=DEFAULT_STREAM, tuple_type=Tuple,
         one_type=OneFieldTuple, n=n, cap=cap, bare=bare)
 
 
@@ -488,7 +455,11 @@ def _one_field_first(emit, items: list, flush, size: int):
         if len(items) >= size:
             flush()
 
-    return emit_one
+    hot = c_module()
+    if hot is None:
+        return emit_one
+    return hot.EmitOne(spec=emit_one, items=items, flush=flush, default=DEFAULT_STREAM,
+                       size=size)
 
 
 def _into_runs(emit_default, runs: Runs, routes, size: int):
@@ -519,7 +490,7 @@ def _into_runs(emit_default, runs: Runs, routes, size: int):
                 return None
         return emit_default(values, stream, msg_id)
 
-    hot = _c_module()
+    hot = c_module()
     if hot is None:
         return emit_picked
     return hot.EmitPicked(spec=emit_picked, entries=entries, ids=msg_ids, stamps=stamps,
@@ -578,7 +549,7 @@ def _one_field_run(emit_default, runs: Runs, out: StreamOut, size: int):
         if len(run) >= size:
             out.flush_tracked()
 
-    hot = _c_module()
+    hot = c_module()
     if hot is None:
         return emit_tracked
     return hot.EmitRun(spec=emit_tracked, entries=run, ids=ids, stamps=stamps, runs=runs,

@@ -15,12 +15,12 @@ import pytest
 
 from runtime import BasicBolt, Bolt, Spout, Topology, wire
 from runtime.acking import _ids
-from runtime.engine import wiring
+from runtime.engine import hot
 from runtime.testing import InMemoryCluster, ListSpout
 
 cloudpickle.register_pickle_by_value(sys.modules[__name__])  # its bolts, to real processes
 
-PURE = wiring.pure_python()  # this environment runs in pure Python (no C compiler)
+PURE = hot.pure_python()  # this environment runs in pure Python (no C compiler)
 
 
 def test_the_c_closures_were_built_in_this_checkout():
@@ -28,11 +28,11 @@ def test_the_c_closures_were_built_in_this_checkout():
     (no C compiler, no Python headers) runs the engine in pure Python."""
     if PURE:
         pytest.skip("TUPLEFLOW_PURE_PYTHON is set: this environment runs in pure Python")
-    assert wiring._hot is not None, (
+    assert hot._hot is not None, (
         "runtime/engine/_hot.c was not built: run `pip install -e .` (what `make` does) "
         "or `python setup.py build_ext --inplace`; where no C compiler exists, set "
         "TUPLEFLOW_PURE_PYTHON=1")
-    assert os.path.dirname(wiring._hot.__file__) == os.path.dirname(wiring.__file__)
+    assert os.path.dirname(hot._hot.__file__) == os.path.dirname(hot.__file__)
 
 
 class Words(Spout):
@@ -120,10 +120,10 @@ TARGETS = {"one": ("EmitRun", "EmitChild", 1, 1, False),
            "picked": ("EmitPicked", "EmitKeyed", 2, 3, True)}
 
 
-def _topology(items: list, target: str) -> Topology:
+def _topology(items: list, target: str, spout: Spout | None = None) -> Topology:
     _, _, splitters, tasks, keyed = TARGETS[target]
     topo = Topology("hot")
-    topo.spout("feed", Words(items))
+    topo.spout("feed", Words(items) if spout is None else spout)
     topo.bolt("split", Children, parallelism=splitters).shuffle_grouping("feed")
     count = topo.bolt("count", Count, parallelism=tasks)
     count.fields_grouping("split", ["word"]) if keyed else count.shuffle_grouping("split")
@@ -157,14 +157,17 @@ class _Tee(deque):
         super().append(frame)
 
 
-def _run(monkeypatch, pure: bool, target: str) -> dict:
-    """One run of the topology above, its ids seeded: what every task sent, acked,
-    counted and raised."""
+def _run(monkeypatch, pure: bool, target: str, ackers: int = 1,
+         topology: Topology | None = None) -> dict:
+    """One run of the topology above (or of ``topology``), its ids seeded: what every
+    task sent, acked, counted and raised."""
     monkeypatch.setenv("TUPLEFLOW_PURE_PYTHON", "1" if pure else "0")
     _ids._ids.seed(17)
     random.seed(17)  # the shuffle grouping's start
     sent: list = []
-    with InMemoryCluster(_topology(ITEMS, target), ackers=1, batch_size=5, target_latency=None,
+    topology = _topology(ITEMS, target) if topology is None else topology
+    with InMemoryCluster(topology, ackers=ackers, batch_size=5,
+                         target_latency=None,
                          message_timeout=30.0) as cluster:
         cluster.frames = _Tee(cluster.frames, sent)  # every executor sends through it
         cluster.run_until_idle()
@@ -186,7 +189,7 @@ def test_the_c_closures_send_ack_and_raise_exactly_as_the_python_ones(monkeypatc
     """The C emits drawing their edge ids from the generator new_id draws from, seeded
     the same: the same frames, byte for byte, the same acks, counts and errors, with
     the C closures in use in one run and none in the other."""
-    monkeypatch.setattr(wiring, "C_EDGE_IDS", False)
+    monkeypatch.setattr(hot, "C_EDGE_IDS", False)
     c, python = _run(monkeypatch, False, target), _run(monkeypatch, True, target)
     assert {"Ack", *TARGETS[target][:2]} <= c["kinds"]
     assert not {"Ack", "EmitChild", "EmitKeyed", "EmitRun", "EmitPicked"} & python["kinds"]
@@ -211,26 +214,69 @@ def test_with_their_own_edge_ids_the_c_emits_decide_every_tree_the_same(monkeypa
     assert c["sent"] != python["sent"]
 
 
+class Plain(Spout):
+    """Emits 23 words the plain way, every fifth with a msg_id, and the odd calls of
+    ITEMS after them. Its calls are written here, not read from a list: a keyword
+    name that came through a pickle is not the interned str the C types compare by
+    identity, and such a call always goes the Python way."""
+
+    outputs = {"default": ["sentence"], "side": ["sentence"]}
+
+    def open(self, config, context):
+        self.n, self.acked, self.failed, self.errors = 0, [], [], []
+
+    def next_tuple(self):
+        n, self.n = self.n, self.n + 1
+        if n < 23:
+            self.emit([f"w{n}"]) if n % 5 else self.emit([f"w{n}"], msg_id=n)
+        elif n < 24:
+            for args in (([f"p{n}"], "default", n), (["x", "y"],), ([],), (("tuple",),)):
+                try:
+                    self.emit(*args)
+                except (TypeError, ValueError) as exc:
+                    self.errors.append((type(exc).__name__, str(exc)))
+
+    def ack(self, msg_id):
+        self.acked.append(msg_id)
+
+
+@pytest.mark.skipif(PURE, reason="TUPLEFLOW_PURE_PYTHON is set: no C closures to compare")
+@pytest.mark.parametrize("target", ["one", "keyed"])
+def test_at_most_once_the_c_emits_send_and_raise_exactly_as_the_python_ones(monkeypatch,
+                                                                          target):
+    """No acker: the spout's plain emit (EmitOne; a msg_id's tuple acked at once) and
+    the bolts' data loop (Stride), its batches flushed when full, the odd calls too."""
+    topology = _topology([], target, Plain())
+    c, python = (_run(monkeypatch, pure, target, ackers=0, topology=topology)
+                 for pure in (False, True))
+    assert {"EmitOne"} <= c["kinds"] and "EmitOne" not in python["kinds"]
+    feed = next(seen for seen in python["seen"].values() if seen[2] is None)
+    assert feed[0] == [0, 5, 10, 15, 20, 23] and len(feed[3]) == 2  # (a tuple is taken)
+    assert sum(wire.parse_header(h).kind == wire.DATA for h, _ in python["sent"]) >= 5
+    for key in ("seen", "stats", "exceptions", "sent"):
+        assert c[key] == python[key], key
+
+
 @pytest.mark.skipif(PURE, reason="TUPLEFLOW_PURE_PYTHON is set: no C generator")
 def test_the_c_edge_ids_are_drawn_as_new_id_draws_and_anew_in_a_forked_child():
-    draws = [wiring._hot.draw() for _ in range(20_000)]
+    draws = [hot._hot.draw() for _ in range(20_000)]
     assert all(0 < d < 2**63 for d in draws) and len(set(draws)) == len(draws)
     assert 9_000 < sum(d >> 62 for d in draws) < 11_000  # the top bit, half the time
-    wiring._hot.seed(bytes(range(32)))
-    first = [wiring._hot.draw() for _ in range(3)]
-    wiring._hot.seed(bytes(range(32)))
-    assert [wiring._hot.draw() for _ in range(3)] == first
+    hot._hot.seed(bytes(range(32)))
+    first = [hot._hot.draw() for _ in range(3)]
+    hot._hot.seed(bytes(range(32)))
+    assert [hot._hot.draw() for _ in range(3)] == first
     read, write = os.pipe()
     pid = os.fork()
     if pid == 0:  # the child: its next draw, to the parent
-        os.write(write, wiring._hot.draw().to_bytes(8, "big"))
+        os.write(write, hot._hot.draw().to_bytes(8, "big"))
         os._exit(0)
     os.close(write)
     child = int.from_bytes(os.read(read, 8), "big")
     os.waitpid(pid, 0)
     os.close(read)
-    assert child != wiring._hot.draw()  # reseeded at the fork (from os.urandom)
-    wiring._hot.seed(os.urandom(32))
+    assert child != hot._hot.draw()  # reseeded at the fork (from os.urandom)
+    hot._hot.seed(os.urandom(32))
 
 
 def test_the_python_closures_are_chosen_when_asked(monkeypatch, closures):
@@ -244,10 +290,11 @@ def test_the_python_closures_are_chosen_when_asked(monkeypatch, closures):
         spout, split, count = (cluster.user_object(tasks[c][0])
                                for c in ("feed", "split", "keyed"))
         kinds = [type(f).__name__ for f in (spout.emit, split.emit, count.ack)]
+        kinds += [type(f).__name__ for f in cluster.executors[tasks["keyed"][0]].bolt._strides]
     if closures == "python":
-        assert kinds == ["function"] * 3
+        assert kinds == ["function"] * 6
     else:
-        assert kinds == ["EmitRun", "EmitKeyed", "Ack"]
+        assert kinds == ["EmitRun", "EmitKeyed", "Ack", "Stride", "Stride", "Stride"]
         assert split.emit.spec.__name__ == "emit_keyed"  # the spec it hands odd calls to
 
 

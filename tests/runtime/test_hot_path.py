@@ -177,11 +177,11 @@ class Fragile(Bolt):
         self.seen.append((tup["n"], tup.component, tup.stream))
 
 
-def _bolt(bolt_class):
+def _bolt(bolt_class, **config):
     topo = Topology("sink")
     topo.spout("numbers", ListSpout([[1]], fields=["n"]))
     topo.bolt("b", bolt_class).shuffle_grouping("numbers")
-    cluster = InMemoryCluster(topo)
+    cluster = InMemoryCluster(topo, **config)
     tasks, streams = cluster.plan.component_tasks(), cluster.plan.stream_ids()
     header = wire.data_header(wire.DATA, streams[("numbers", "default")], tasks["b"][0],
                               tasks["numbers"][0])
@@ -194,10 +194,11 @@ class Keeper(Bolt):
     outputs = []
 
     def prepare(self, config, context):
-        self.kept, self.seen, self.objects = [], [], set()
+        self.kept, self.seen, self.objects, self.same = [], [], set(), []
 
     def process(self, tup):
         self.seen.append((list(tup.values), tup.ids, tup.ack_val))
+        self.same.append(tup.ids is tup.ack_val)  # a RUN's: one int (the ack reads it)
         self.objects.add(id(tup))
         if tup.values[0] % 3 == 0:
             self.kept.append(tup)
@@ -205,7 +206,9 @@ class Keeper(Bolt):
 
 @pytest.mark.parametrize("kind", [wire.DATA, wire.RUN, wire.TRACKED, wire.ANCHORED])
 def test_a_tuple_a_bolt_kept_is_never_changed_and_the_others_are_made_anew(kind):
-    cluster, bolt, header = _bolt(Keeper)
+    # metrics off: the frame in one stride (with them on, its first tuples are each
+    # sampled, each stride making a Tuple of its own)
+    cluster, bolt, header = _bolt(Keeper, metrics=False)
     with cluster:
         header = wire.data_header(kind, *wire.parse_header(header)[1:])
         first = 1 << 63 | 5
@@ -223,7 +226,7 @@ def test_a_tuple_a_bolt_kept_is_never_changed_and_the_others_are_made_anew(kind)
         assert [(t.values, t.ids) for t in bolt.user.kept] == [
             ([n], ids[n]) for n in (0, 3, 6, 9)]  # as they were given, after the batch
         assert len({id(t) for t in bolt.user.kept}) == 4
-        assert len(bolt.user.objects) < 12  # the others were made again in place
+        assert len(bolt.user.objects) <= 5  # the others were made again in place
 
 
 class BasicKeeper(BasicBolt):
@@ -264,6 +267,8 @@ def test_input_set_aside_while_output_waits_is_taken_up_with_its_values_and_ids(
         bolt.run_leftover()
         assert bolt.executed == 4 and not bolt.leftover
         assert bolt.user.seen == [([n], i, v) for n, i, v in zip((3, 4, 5, 6), ids, vals)]
+        if kind == wire.RUN and bolt_class is Keeper:  # set aside with the same ints
+            assert bolt.user.same == [True] * 4
         assert bolt.acked == (4 if bolt_class is BasicKeeper else 0)  # acked on return
         assert [t.values for t in bolt.user.kept] == [[3], [6]]
 
