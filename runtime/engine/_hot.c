@@ -10,6 +10,7 @@
  *   EmitOne    a spout's untracked one-field emit      (_one_field_first's ``emit_one``)
  *   Stride     a stride of a plain bolt's data loop    (bolt_side's ``_untracked``,
  *                                                       ``_tracked``)
+ *   consecutive  whether a bolt's leaves are one run   (acks.py's ``_consecutive``)
  *
  * Each Python closure is the spec and stays the fallback: the C type holds the same
  * captured objects and does exactly the same work on its fast path; any other call (a
@@ -26,6 +27,7 @@
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 #include <structmember.h>
+#include <limits.h>
 #include <stdint.h>
 #include <string.h>
 
@@ -1075,9 +1077,59 @@ HOT_TYPE(StrideType, "Stride", StrideObject, stride_new,
 
 /* -- the module ----------------------------------------------------------------------- */
 
+/* An exact int as a uint64_t, as PyLong_AsUnsignedLongLong: through PyLong_AsUnsignedLong
+ * where that is 64 bits, a loop over the int's three digits, where CPython 3.11's
+ * PyLong_AsUnsignedLongLong goes through a byte array (~230 instructions a root against
+ * ~30 in the word count's count). */
+static inline uint64_t
+as_u64(PyObject *v)
+{
+#if ULONG_MAX == UINT64_MAX
+    return PyLong_AsUnsignedLong(v);
+#else
+    return PyLong_AsUnsignedLongLong(v);
+#endif
+}
+
+/* -- consecutive: a bolt's leaves, one run acked in order? ---------------------------- */
+
+/* ``consecutive(leaves)``, acks.py's ``_consecutive`` in C: whether ``leaves`` (a list)
+ * holds exact ints, each one more than the one before (a spout's run acked in order, which
+ * goes as one ``first, count`` stretch). The Python's ``all(map(lt, ...))`` cost the word
+ * count's count ~320 instructions a word at least once, this ~10
+ * (docs/internals/performance-log.md, "Issue 17, thirteenth pass"). Both are asked of
+ * roots only, ints in [0, 2**64), where they agree; anything else makes this False (and
+ * AckOut then sends the leaves root by root, as it does any leaves out of order). */
+static PyObject *
+hot_consecutive(PyObject *module, PyObject *leaves)
+{
+    if (!PyList_CheckExact(leaves)) {
+        PyErr_SetString(PyExc_TypeError, "consecutive: a list");
+        return NULL;
+    }
+    Py_ssize_t n = PyList_GET_SIZE(leaves);
+    uint64_t prev = 0;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *item = PyList_GET_ITEM(leaves, i);
+        if (!PyLong_CheckExact(item))
+            Py_RETURN_FALSE;
+        uint64_t v = as_u64(item);
+        if (v == (uint64_t)-1 && PyErr_Occurred()) {  /* negative, or past 2**64 - 1 */
+            PyErr_Clear();
+            Py_RETURN_FALSE;
+        }
+        if (i > 0 && v != prev + 1)
+            Py_RETURN_FALSE;
+        prev = v;
+    }
+    return PyBool_FromLong(n > 0);
+}
+
 static PyMethodDef hot_methods[] = {
     {"seed", hot_seed, METH_O, "seed(32 bytes): the emits' own edge-id generator"},
     {"draw", hot_draw, METH_NOARGS, "draw(): an edge id from that generator"},
+    {"consecutive", hot_consecutive, METH_O,
+     "consecutive(leaves): whether a list of ints counts up by one from its first"},
     {NULL}
 };
 

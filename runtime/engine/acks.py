@@ -15,6 +15,7 @@ from runtime.acking._ids import root_task
 from runtime.model.constants import ACKER
 from runtime.model.plan import PhysicalPlan
 
+from .hot import c_module
 from .stats import TaskCounts
 
 Send = Callable[[bytes, bytes], None]
@@ -44,6 +45,8 @@ class AckOut:
         self.combined: list[int] = []
         self._leaf_headers: dict[int, bytes] = {}
         self._task_bits = plan.root_bits()  # the task field of every root
+        hot = c_module()  # whether the leaves are one run acked in order: C or Python
+        self._consecutive = _consecutive if hot is None else hot.consecutive
 
     def queue(self, op: int, root: int, value: int) -> None:
         """Queue one message for the acker task that keeps ``root``: the root id mod the
@@ -96,12 +99,11 @@ class AckOut:
         of it, so its completion goes straight to the spout task written in its root, in
         a ``COMPLETED`` frame, and no acker is asked (docs/internals/acker.md, "Leaves")."""
         leaves, bits = self.leaves, self._task_bits
-        first, last, n = leaves[0], leaves[-1], len(leaves)
+        first, last = leaves[0], leaves[-1]
         task = root_task(first, bits)
-        if (task is not None and last - first == n - 1 and root_task(last, bits) == task
-                and all(map(lt, leaves, islice(leaves, 1, None)))):
+        if task is not None and root_task(last, bits) == task and self._consecutive(leaves):
             # the usual frame: a spout's run, acked in order; sent as first and count
-            self.send(self._leaf_header(task), wire.encode_batch([first, n, []]))
+            self.send(self._leaf_header(task), wire.encode_batch([first, len(leaves), []]))
             leaves.clear()
             return
         for task, roots in self._by_spout_task().items():
@@ -130,6 +132,15 @@ class AckOut:
             header = self._leaf_headers[spout_task] = wire.data_header(
                 wire.COMPLETED, 0, spout_task, self.task)
         return header
+
+
+def _consecutive(leaves: list[int]) -> bool:
+    """Whether ``leaves`` (roots, ints in [0, 2**64)) count up by one from the first: a
+    spout's run acked in order, sent as one ``first, count`` stretch. The spec of its C
+    twin, ``_hot.consecutive``, which does the same in ~10 instructions a root instead of
+    ~320 (docs/internals/performance-log.md, "Issue 17, thirteenth pass")."""
+    return (leaves[-1] - leaves[0] == len(leaves) - 1
+            and all(map(lt, leaves, islice(leaves, 1, None))))
 
 
 def roots_of(ids) -> dict[int, int]:

@@ -8,6 +8,7 @@ from __future__ import annotations
 import os
 import random
 import sys
+import time
 from collections import deque
 
 import cloudpickle
@@ -374,3 +375,56 @@ def test_the_instances_of_a_running_topology_use_the_c_closures(closures):
         with open(os.path.join(running.run_dir, name)) as f:
             kinds = f.read().split()
     assert kinds == (["Ack", "function"] if closures == "c" else ["function", "function"])
+
+
+def consecutive_cases(rng: random.Random) -> list[list[int]]:
+    """Roots as a bolt's leaves hold them: runs in order (at either end of the id space
+    and across 2**63), and runs with a gap, a repeat, two roots swapped, or reversed."""
+    cases = []
+    for start in (1, _ids.SELF_INIT - 3, _ids.SELF_INIT, (1 << 64) - 9,
+                  _ids.SELF_INIT | rng.getrandbits(62)):
+        for n in (1, 2, 9):
+            run = list(range(start, start + n))
+            cases.append(run)
+            if n > 1:
+                cases += [run[:-1] + [run[-1] + 1], run[:-1] + [run[-2]],
+                          [run[1], run[0], *run[2:]], run[::-1]]
+    return cases
+
+
+@pytest.mark.skipif(PURE, reason="TUPLEFLOW_PURE_PYTHON is set: no C function to compare")
+def test_the_c_consecutive_says_of_roots_what_the_python_says():
+    """A bolt's leaves go as one ``first, count`` stretch when they count up by one: the C
+    test (``_hot.consecutive``) answers as its spec (acks.py's ``_consecutive``) for
+    every list of roots, and says False of what is no list of roots at all."""
+    from runtime.engine import _hot, acks
+
+    cases = consecutive_cases(random.Random(7))
+    assert [_hot.consecutive(c) for c in cases] == [acks._consecutive(c) for c in cases]
+    assert sum(map(acks._consecutive, cases)) == 15  # (the runs in order, and only they)
+    for odd in ([], [-2, -1], [1 << 64, (1 << 64) + 1], [True, 2], [1.0, 2.0], ["a"]):
+        assert _hot.consecutive(odd) is False
+    with pytest.raises(TypeError):
+        _hot.consecutive((1, 2))
+
+
+def test_a_bolts_leaves_go_as_one_stretch_only_when_they_count_up(closures):
+    """Leaves acked in order (a spout's run, the usual case) go as ``[first, count, []]``;
+    any others as their list, ``[0, 0, roots]``: with the C test and with the Python."""
+    from runtime.acking._ids import RootIds
+    from runtime.engine.acks import AckOut
+    from runtime.engine.stats import TaskCounts
+
+    topo = Topology("leaves-out")
+    topo.spout("feed", ListSpout([[1]], fields=["n"]))
+    topo.bolt("count", Bolt).shuffle_grouping("feed")
+    plan = topo.physical_plan(1, ackers=1)
+    (spout,), (bolt,) = plan.component_tasks()["feed"], plan.component_tasks()["count"]
+    sent, counts = [], TaskCounts(time.monotonic, time.time, False)
+    out = AckOut(plan, bolt, lambda h, b: sent.append(
+        (wire.parse_header(h).dest, wire.decode_batch(b))), counts)
+    start = RootIds(spout, plan.root_bits()).run_start()
+    for leaves in ([start, start + 1, start + 2], [start + 5, start + 4, start + 6]):
+        out.leaves += leaves
+        out.flush()
+    assert sent == [(spout, [start, 3, []]), (spout, [0, 0, [start + 5, start + 4, start + 6]])]
