@@ -20,15 +20,13 @@ TWO = TupleSource.of("pairs", 4, "default", ["a", "b"])
 ROOT = 1 << 63 | 5
 
 
-@pytest.fixture(params=["python", "c"])
-def strides(request, monkeypatch):
+@pytest.fixture
+def strides(closures):
     """(untracked, tracked, run), made as a BoltSide makes them: the Python strides, or
-    their C twins."""
-    if request.param == "c" and (hot._hot is None or hot.pure_python()):
-        pytest.skip("TUPLEFLOW_PURE_PYTHON is set: no C strides here")
-    monkeypatch.setenv("TUPLEFLOW_PURE_PYTHON", "1" if request.param == "python" else "0")
+    their C twins (conftest's ``closures``: a C run is skipped only where
+    TUPLEFLOW_PURE_PYTHON says so, and fails where the C was not built)."""
     made = bolt_side._strides()
-    kinds = {"python": ["function"] * 3, "c": ["Stride"] * 3}[request.param]
+    kinds = {"python": ["function"] * 3, "c": ["Stride"] * 3}[closures]
     assert [type(s).__name__ for s in made] == kinds
     return made
 
@@ -186,9 +184,8 @@ def test_the_users_exception_comes_out_as_it_was_raised_with_its_row_drawn(strid
     assert raised.value is error and next(entries) == 3
 
 
+@pytest.mark.skipif(hot.pure_python(), reason="TUPLEFLOW_PURE_PYTHON is set: no C strides")
 def test_a_c_stride_hands_an_odd_call_to_its_python_spec():
-    if hot._hot is None or hot.pure_python():
-        pytest.skip("TUPLEFLOW_PURE_PYTHON is set: no C strides here")
     stride = hot._hot.Stride(spec=bolt_side._untracked, tuple_type=Tuple,
                              one_type=OneFieldTuple, rows="untracked")
     process = Seen()
