@@ -21,12 +21,12 @@ PYTEST_ARGS ?=
 MIN_PIP := 21.3
 PIP_INSTALL := $(PY) -m pip install --quiet --progress-bar off
 # What an install builds: the package's metadata, and the optional C extension (setup.py).
-BUILD_INPUTS := pyproject.toml setup.py runtime/engine/_hot.c
+BUILD_INPUTS := pyproject.toml setup.py $(wildcard runtime/engine/_hot*.[ch])
 # After an install: one line when the C extension could not be built (pip --quiet hides
 # setup.py's own). The engine then runs its Python closures, and `make test` expects them
 # only when told so.
 CHECK_HOT := $(PY) -c 'import runtime.engine._hot' 2>/dev/null || echo "tupleflow: the C \
-extension runtime/engine/_hot.c was not built (no C compiler or Python headers?): the engine \
+extension runtime/engine/_hot*.c was not built (no C compiler or Python headers?): the engine \
 runs in pure Python. Set TUPLEFLOW_PURE_PYTHON=1 to run the tests that way." >&2
 
 .PHONY: help venv demo test lint bench clean system-deps bytecode

@@ -7,6 +7,8 @@ The extension is optional: where no C compiler or no Python headers exist, the b
 says so and the install goes on in pure Python (runtime/engine/wiring.py then uses its
 Python closures, as it does with TUPLEFLOW_PURE_PYTHON=1)."""
 
+from glob import glob
+
 from setuptools import Extension, setup
 from setuptools.command.build_ext import build_ext
 
@@ -24,7 +26,8 @@ class _OptionalBuildExt(build_ext):
 
 
 setup(
-    ext_modules=[Extension("runtime.engine._hot", ["runtime/engine/_hot.c"],
-                           optional=True, extra_compile_args=["-O2"])],
+    ext_modules=[Extension("runtime.engine._hot", sorted(glob("runtime/engine/_hot*.c")),
+                           depends=["runtime/engine/_hot.h"], optional=True,
+                           extra_compile_args=["-O2", "-fvisibility=hidden"])],
     cmdclass={"build_ext": _OptionalBuildExt},
 )

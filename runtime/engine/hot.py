@@ -1,5 +1,5 @@
 """The choice between the engine's C closures and loops (``runtime.engine._hot``, built
-by setup.py from ``_hot.c``) and their Python specs, made in one place.
+by setup.py from ``_hot*.c``) and their Python specs, made in one place.
 
 The C module is optional: where it was not built, or ``TUPLEFLOW_PURE_PYTHON`` asks for
 Python, :func:`c_module` is None and the engine runs the Python closures

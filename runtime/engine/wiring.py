@@ -11,7 +11,7 @@ go to :meth:`SpoutSide.emit_root` / :meth:`BoltSide.emit_anchored`, or, on a tra
 spout's default stream, into its :class:`~runtime.engine.runs.Runs`.
 
 The hottest of them with acking on (the bolt's ``ack``, a BasicBolt's child, a tracking
-spout's one-field emit) are also written in C (``_hot.c``, built by setup.py): the Python
+spout's one-field emit) are also written in C (``_hot*.c``, built by setup.py): the Python
 closure stays the spec, and the C one, chosen here at wiring time, does the same work on
 its fast path and hands it every other call. ``TUPLEFLOW_PURE_PYTHON=1``, or no built
 extension, keeps the Python closures (``hot.py`` makes the choice;

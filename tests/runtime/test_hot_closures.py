@@ -1,4 +1,4 @@
-"""The engine's C closures (runtime/engine/_hot.c) against their Python specs
+"""The engine's C closures (runtime/engine/_hot*.c) against their Python specs
 (runtime/engine/wiring.py): built where they should be, chosen at wiring time, and
 indistinguishable from the Python closures in what they send, ack and raise, on the
 fast path and off it (docs/internals/performance-log.md, "Issue 17, twelfth pass")."""
