@@ -179,13 +179,10 @@ class TraceStore:
                 self._file_run(tree, record)
             else:
                 _sent_frame(tree, record)
-        elif kind == "start":  # newest first means by the spout's emit: it moves to the end
-            msg_id, started, tracked = record[2], record[3], record[4]
-            tree.start = (msg_id, self.components.get(task, "?"), task,
-                          tuple(record[5]) if len(record) > 5 else None, float(started),
-                          bool(tracked))
-            self._trees.move_to_end(trace)
-            self._by_msg[_key(msg_id)] = trace
+        elif kind == "start":
+            self._start(tree, trace, task, record)
+        elif kind == "starts":  # a spout's run: consecutive traces, in one record
+            self._file_starts(tree, task, record)
         elif kind == "outcome":
             tree.outcomes[record[2]] = str(record[3])
         elif kind == "done":
@@ -215,6 +212,34 @@ class TraceStore:
             else:
                 _sent_frame(mine, part)
             at += n
+
+    def _file_starts(self, tree: _Tree, task: int, record: list) -> None:
+        """A spout's run's starts (``("starts", trace, tracked, msg_ids, started)``: the
+        tuple ``n`` of the run is trace ``trace + n``), each filed as its ``start``
+        would be. One record a run rather than one a tuple: the spout made, and the
+        master unpacked and dispatched, sixteen (tracing-log.md, "2026-11-28,
+        midday")."""
+        _, trace, tracked, msg_ids, starts = record
+        if (type(msg_ids) is not list or type(starts) is not list
+                or len(msg_ids) != len(starts) or not set(map(type, starts)) <= {float, int}):
+            raise TypeError("a run's starts are its msg_ids and start times, one a tuple")
+        for n, (msg_id, started) in enumerate(zip(msg_ids, starts)):
+            mine = tree if n == 0 else self._tree(trace + n)
+            if mine is None:
+                self.late += 1
+            else:
+                self._start(mine, trace + n, task, ("start", trace + n, msg_id, started,
+                                                    tracked))
+
+    def _start(self, tree: _Tree, trace: int, task: int, record: list) -> None:
+        """A spout tuple's start: its tree is the newest now (newest first means by the
+        spout's emit)."""
+        msg_id, started, tracked = record[2], record[3], record[4]
+        tree.start = (msg_id, self.components.get(task, "?"), task,
+                      tuple(record[5]) if len(record) > 5 else None, float(started),
+                      bool(tracked))
+        self._trees.move_to_end(trace)
+        self._by_msg[_key(msg_id)] = trace
 
     def _file_run_hops(self, tree: _Tree, task: int, incarnation: int,
                        record: list) -> None:

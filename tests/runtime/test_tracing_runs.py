@@ -88,6 +88,13 @@ def test_each_tuple_of_a_run_is_its_own_trace_with_its_parents_and_hops(ackers, 
     for r in spout + split:
         if len(r) == 11:
             assert sum(r[10][1::2]) == len(wire.batch_values(r[9], r[6]))
+    # a run's starts are one record (its tuples' msg_ids and times), a run's entry's
+    # hops one record at each task (its spans fourth): not one a tuple, or a span
+    starts = [r for _, r in filed if r[0] in ("start", "starts")]
+    assert {r[0] for r in starts} == {"starts"} and len(starts) == len(spout)
+    assert sorted(m for r in starts for m in r[3]) == list(range(20))
+    hops = [r for _, r in filed if r[0] == "hops"]
+    assert len(hops) == len(spout) + len(split) and all(type(r[3]) is list for r in hops)
 
 
 def test_a_run_cut_short_by_the_turns_end_goes_on_in_a_run_of_its_own(filed):
@@ -252,10 +259,16 @@ def test_a_runs_entry_is_one_hops_record_filed_a_span_to_each_trace():
     again.refile(store.kept(10, now=2.0))  # each tree's span as a record of its own
     assert [(h.values, h.executed_ms) for h in again.lineage("b", now=2.0).hops] == [
         (("y",), 0.006), (("z",), 0.007)]
-    # spans that do not add up to its times, or a text among them: refused whole
+    # spans that do not add up to its times, or a text among them: refused whole, as
+    # are starts whose times are not one a msg_id
     store.add(2, 0, [("hops", 10, 100, [0, 2], 5, 5, 0), ("hops", 10, 100, [0, 1], 5, "x", 0),
-                     ("hops", 10, 100, [0, "1"], 5, 5, 0)], now=2.0)
-    assert store.malformed == 3
+                     ("hops", 10, 100, [0, "1"], 5, 5, 0),
+                     ("starts", 20, False, ["c", "d"], [1.0]),
+                     ("starts", 20, False, ["c"], ["1.0"])], now=2.0)
+    assert store.malformed == 5 and store.lineage("c", now=2.0) is None
+    store.add(1, 0, [("starts", 20, False, ["c", "d"], [3.0, 3.5])], now=3.0)
+    assert [(t.msg_id, t.started) for t in store.traces(now=3.0)[:2]] == [("d", 3.5),
+                                                                          ("c", 3.0)]
 
 
 def test_an_untracked_runs_status_is_told_without_reading_its_frames(monkeypatch):
