@@ -221,15 +221,19 @@ class TraceStore:
         midday")."""
         _, trace, tracked, msg_ids, starts = record
         if (type(msg_ids) is not list or type(starts) is not list
-                or len(msg_ids) != len(starts) or not set(map(type, starts)) <= {float, int}):
+                or len(msg_ids) != len(starts)):
             raise TypeError("a run's starts are its msg_ids and start times, one a tuple")
+        sum(starts)  # (numbers: a text or None raises TypeError, counted malformed)
+        tracked, trees, component = bool(tracked), self._trees, self.components.get(task, "?")
+        by_msg = self._by_msg
         for n, (msg_id, started) in enumerate(zip(msg_ids, starts)):
             mine = tree if n == 0 else self._tree(trace + n)
             if mine is None:
                 self.late += 1
-            else:
-                self._start(mine, trace + n, task, ("start", trace + n, msg_id, started,
-                                                    tracked))
+                continue
+            mine.start = (msg_id, component, task, None, float(started), tracked)
+            trees.move_to_end(trace + n)
+            by_msg[_key(msg_id)] = trace + n
 
     def _start(self, tree: _Tree, trace: int, task: int, record: list) -> None:
         """A spout tuple's start: its tree is the newest now (newest first means by the
