@@ -335,8 +335,12 @@ def _run_hops(trace: int, spans: list, at: int, hop: int, done: list) -> tuple:
     ('hops', 100, 11, [0, 1, 1, 2], 5, 5, 0, 6, 6, 0, 7, 7, 0)
     >>> _run_hops(100, [0, 2, 1, 3], 2, 12, [6, 6, 0])
     ('hops', 101, 12, [0, 1], 6, 6, 0)
+    >>> _run_hops(100, [0, 1, 1, 1], 0, 11, [5, 5, 0, 6, 6, 0])
+    ('hops', 100, 11, [0, 1, 1, 1], 5, 5, 0, 6, 6, 0)
     """
     n, start, mine = len(done) // 3, 0, []
+    if not at and spans[0] == 0 and sum(spans[1::2]) == n:  # the whole entry (usual):
+        return ("hops", trace, hop, spans, *done)  # its own spans (~1 µs, not ~8)
     for d, count_ in zip(spans[0::2], spans[1::2]):
         end = start + count_
         lo, hi = max(start, at), min(end, at + n)  # the span's tuples done now
