@@ -339,7 +339,7 @@ def _run_hops(trace: int, spans: list, at: int, hop: int, done: list) -> tuple:
     ('hops', 100, 11, [0, 1, 1, 1], 5, 5, 0, 6, 6, 0)
     """
     n, start, mine = len(done) // 3, 0, []
-    if not at and spans[0] == 0 and sum(spans[1::2]) == n:  # the whole entry (usual):
+    if not at and spans and spans[0] == 0 and sum(spans[1::2]) == n:  # the whole entry:
         return ("hops", trace, hop, spans, *done)  # its own spans (~1 µs, not ~8)
     for d, count_ in zip(spans[0::2], spans[1::2]):
         end = start + count_

@@ -256,7 +256,8 @@ class TraceStore:
         trace, first, spans = record[1], record[2], record[3]
         if (type(first) is not int or type(spans) is not list
                 or not set(map(type, spans)) <= {int} or len(spans) % 2
-                or 3 * sum(spans[1::2]) != len(record) - 4 or min(spans, default=-1) < 0):
+                or 3 * sum(spans[1::2]) != len(record) - 4
+                or min(spans[1::2], default=-1) < 0):
             raise TypeError("a run's processed copies are a first hop, spans [d, n], and "
                             "(queued, executed, outcome) each")
         _numbers(record, 4)
