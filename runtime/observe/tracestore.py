@@ -200,17 +200,19 @@ class TraceStore:
         (``(..., kind, offset, n)``: read when that tree is)."""
         _, trace, first, parents, dest, stream, body, bare, emitted, kind, spans = record
         if (type(parents) is not list or type(spans) is not list or type(first) is not int
-                or len(spans) != 2 * len(parents) or not set(map(type, spans)) <= {int}):
+                or len(spans) != 2 * len(parents) or not set(map(type, spans)) <= {int}
+                or type(body) is not bytes):
             raise TypeError("a run's sent frame has a parent and a span [d, n] a trace")
-        at = 0
+        at, trees = 0, self._trees
         for parent, d, n in zip(parents, spans[0::2], spans[1::2]):
-            part = ("sent", trace + d, first + at, parent, dest, stream, body, bare, emitted,
-                    kind, at, n)
-            mine = tree if d == 0 else self._tree(trace + d)
+            # (a tree is looked up before it is made: _tree, a call, only for a new one)
+            mine = tree if d == 0 else trees.get(trace + d) or self._tree(trace + d)
             if mine is None:
                 self.late += 1
-            else:
-                _sent_frame(mine, part)
+            else:  # (_sent_frame's record, checked above for every part)
+                mine.frames += (("sent", trace + d, first + at, parent, dest, stream, body,
+                                 bare, emitted, kind, at, n),)
+                mine.unread, mine.settled = True, None
             at += n
 
     def _file_starts(self, tree: _Tree, task: int, record: list) -> None:
@@ -227,7 +229,7 @@ class TraceStore:
         tracked, trees, component = bool(tracked), self._trees, self.components.get(task, "?")
         by_msg = self._by_msg
         for n, (msg_id, started) in enumerate(zip(msg_ids, starts)):
-            mine = tree if n == 0 else self._tree(trace + n)
+            mine = tree if n == 0 else trees.get(trace + n) or self._tree(trace + n)
             if mine is None:
                 self.late += 1
                 continue
@@ -262,9 +264,9 @@ class TraceStore:
                             "(queued, executed, outcome) each")
         _numbers(record, 4)
         # a tuple of atoms and one of ints: the collector lets it go (as _ran's)
-        record, at = (*record[:3], tuple(spans), *record[4:]), 0
+        record, at, trees = (*record[:3], tuple(spans), *record[4:]), 0, self._trees
         for d, n in zip(spans[0::2], spans[1::2]):
-            mine = tree if d == 0 else self._tree(trace + d)
+            mine = tree if d == 0 else trees.get(trace + d) or self._tree(trace + d)
             if mine is None:
                 self.late += 1
             elif n:
