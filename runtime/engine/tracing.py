@@ -41,9 +41,11 @@ them):
 
 ======================================================================  ====================
 ``("start", trace, msg_id, started, tracked[, values])``                  a spout traced
+``("starts", trace, tracked, msg_ids, started)``                          a spout's run traced
 ``("sent", trace, first, parent, dest, stream, body, bare, emitted, kind)``  copies left
 ``("sent", trace, first, parents, dest, ..., kind, spans)``               a run's copies left
 ``("hops", trace, first, queued_us, executed_us, outcome, ...)``          copies processed
+``("hops", trace, first, spans, queued_us, executed_us, outcome, ...)``   a run's processed
 ``("outcome", trace, hop, outcome)``                                      a held copy settled
 ``("done", trace, status, complete_ms)``                                  the spout's outcome
 ======================================================================  ====================
@@ -61,7 +63,11 @@ when no frame of the tuple was caught (the spout's ``sent`` body holds them othe
 A run's frame (a window several units shared) has ``spans``, flat ``[d, n, ...]``: its
 first ``n`` tuples are of trace ``trace + d``, the next ones of the next span's, with a
 parent a span in ``parents``; its TRACED entry carries the same spans as a sixth field,
-and the receiver writes a ``hops`` record a trace. Until 2026-11-27 (wt-trace8) hop ids
+and the receiver writes one ``hops`` record for the entry, with the spans of the tuples it
+covers (relative to its own trace id, the first tuple's). A spout's run whose every tuple
+is in a frame caught is one ``starts`` record, its ``n``-th msg_id and start time those of
+trace ``trace + n`` (since 2026-11-28, midday, wt-off20: a ``start`` a tuple and a ``hops``
+a span before, each packed, unsealed and filed alone). Until 2026-11-27 (wt-trace8) hop ids
 went one by one, a ``hops`` record held a tuple ``(hop, queued_ms, executed_ms,
 outcome)`` per copy and ``start`` the values too: a traced sentence's report was 820
 bytes. The records are tuples, most of atoms: the

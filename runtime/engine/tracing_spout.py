@@ -127,9 +127,19 @@ class SpoutTracing:
                                 only_anchored=False)
         roots = _roots_of(kept) if run.tracked else {}
         covered = {n for _, _, spans in kept for n, _ in spans}
-        for n, (msg_id, started, values) in enumerate(tuples):
-            self._started(trace + n, msg_id, started, None if n in covered else values,
-                          run.tracked, roots.get(n))
+        if len(covered) < len(tuples):  # (rare) a tuple of no frame: its values recorded
+            for n, (msg_id, started, values) in enumerate(tuples):
+                self._started(trace + n, msg_id, started, None if n in covered else values,
+                              run.tracked, roots.get(n))
+            return
+        # one record for the run's starts (a record a tuple before 2026-11-28, midday)
+        msg_ids, starts = [t[0] for t in tuples], [t[1] for t in tuples]
+        self.records.append(("starts", trace, run.tracked, _plain_all(msg_ids), starts))
+        if run.tracked:
+            for n, msg_id in enumerate(msg_ids):
+                root = roots.get(n)
+                if root is not None:
+                    self._watch_root(root, trace + n, msg_id, starts[n])
 
     def _started(self, trace: int, msg_id, started: float, values, tracked: bool,
                  root: int | None) -> None:
@@ -218,6 +228,12 @@ class SpoutTracing:
 def _plain(msg_id):
     """A msg_id as the reports carry it: itself if msgpack can, else its repr."""
     return msg_id if wire.encodable(msg_id) else repr(msg_id)
+
+
+def _plain_all(msg_ids: list) -> list:
+    """A run's msg_ids as the reports carry them: one test for the whole list, and only
+    when it fails, each its own (:func:`_plain`)."""
+    return msg_ids if wire.encodable(msg_ids) else list(map(_plain, msg_ids))
 
 
 def _root_of(inner: list[tuple[int, bytes]]) -> int | None:

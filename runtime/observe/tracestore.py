@@ -70,7 +70,9 @@ class _Tree:
         self.unread = False  # some frame's body is not read yet
         # copies processed, a traced frame's at a time: (task, incarnation, its "hops"
         # record made a tuple: ("hops", trace, first hop, queued µs, executed µs,
-        # outcome code, ...)), read by _Hops
+        # outcome code, ...)), or a run's entry's span of them: (task, incarnation, the
+        # entry's record ("hops", trace, first hop, spans, ...), shared by its trees,
+        # the span's offset in it, its tuples), read by _Hops (_own_hops)
         self.runs: tuple[tuple, ...] = ()
         self.outcomes: dict[int, str] = {}  # hop -> a later ack or fail of a held copy
         # whether every copy sent ran (an untracked tree's status), None until asked
@@ -97,9 +99,9 @@ class _Hops:
                 self.sent[hop] = (parent, dest, stream, value, emitted)
         # hop -> (task, incarnation, queued_ms, executed_ms, outcome)
         self.ran: dict[int, tuple] = {}
-        for task, incarnation, record in tree.runs:
-            hop = record[2]
-            for at in range(3, len(record), 3):
+        for task, incarnation, record, *span in tree.runs:
+            hop, lo, hi = _own_hops(record, span)
+            for at in range(lo, hi, 3):
                 self.ran[hop] = (task, incarnation, record[at] / 1e3, record[at + 1] / 1e3,
                                  _OUTCOMES.get(record[at + 2]))
                 hop += 1
@@ -168,19 +170,19 @@ class TraceStore:
             self.late += 1
             return
         if kind == "hops":  # a frame's copies processed: first hop, flat times and outcomes
-            _ran(tree, task, incarnation, record)
+            if len(record) % 3 == 1:  # a run's entry's: its spans filed in their own trees
+                self._file_run_hops(tree, task, incarnation, record)
+            else:
+                _ran(tree, task, incarnation, record)
         elif kind == "sent":  # a frame's copies: first hop, ..., its body as sent
             if len(record) == _RUN_SENT:  # a run's: its spans filed in their own trees
                 self._file_run(tree, record)
             else:
                 _sent_frame(tree, record)
-        elif kind == "start":  # newest first means by the spout's emit: it moves to the end
-            msg_id, started, tracked = record[2], record[3], record[4]
-            tree.start = (msg_id, self.components.get(task, "?"), task,
-                          tuple(record[5]) if len(record) > 5 else None, float(started),
-                          bool(tracked))
-            self._trees.move_to_end(trace)
-            self._by_msg[_key(msg_id)] = trace
+        elif kind == "start":
+            self._start(tree, trace, task, record)
+        elif kind == "starts":  # a spout's run: consecutive traces, in one record
+            self._file_starts(tree, task, record)
         elif kind == "outcome":
             tree.outcomes[record[2]] = str(record[3])
         elif kind == "done":
@@ -198,17 +200,78 @@ class TraceStore:
         (``(..., kind, offset, n)``: read when that tree is)."""
         _, trace, first, parents, dest, stream, body, bare, emitted, kind, spans = record
         if (type(parents) is not list or type(spans) is not list or type(first) is not int
-                or len(spans) != 2 * len(parents) or not set(map(type, spans)) <= {int}):
+                or len(spans) != 2 * len(parents) or not set(map(type, spans)) <= {int}
+                or type(body) is not bytes):
             raise TypeError("a run's sent frame has a parent and a span [d, n] a trace")
-        at = 0
+        at, trees = 0, self._trees
         for parent, d, n in zip(parents, spans[0::2], spans[1::2]):
-            part = ("sent", trace + d, first + at, parent, dest, stream, body, bare, emitted,
-                    kind, at, n)
-            mine = tree if d == 0 else self._tree(trace + d)
+            # (a tree is looked up before it is made: _tree, a call, only for a new one)
+            mine = tree if d == 0 else trees.get(trace + d) or self._tree(trace + d)
             if mine is None:
                 self.late += 1
-            else:
-                _sent_frame(mine, part)
+            else:  # (_sent_frame's record, checked above for every part)
+                mine.frames += (("sent", trace + d, first + at, parent, dest, stream, body,
+                                 bare, emitted, kind, at, n),)
+                mine.unread, mine.settled = True, None
+            at += n
+
+    def _file_starts(self, tree: _Tree, task: int, record: list) -> None:
+        """A spout's run's starts (``("starts", trace, tracked, msg_ids, started)``: the
+        tuple ``n`` of the run is trace ``trace + n``), each filed as its ``start``
+        would be. One record a run rather than one a tuple: the spout made, and the
+        master unpacked and dispatched, sixteen (tracing-log.md, "2026-11-28,
+        midday")."""
+        _, trace, tracked, msg_ids, starts = record
+        if (type(msg_ids) is not list or type(starts) is not list
+                or len(msg_ids) != len(starts)):
+            raise TypeError("a run's starts are its msg_ids and start times, one a tuple")
+        sum(starts)  # (numbers: a text or None raises TypeError, counted malformed)
+        tracked, trees, component = bool(tracked), self._trees, self.components.get(task, "?")
+        by_msg = self._by_msg
+        for n, (msg_id, started) in enumerate(zip(msg_ids, starts)):
+            mine = tree if n == 0 else trees.get(trace + n) or self._tree(trace + n)
+            if mine is None:
+                self.late += 1
+                continue
+            mine.start = (msg_id, component, task, None, float(started), tracked)
+            trees.move_to_end(trace + n)
+            by_msg[_key(msg_id)] = trace + n
+
+    def _start(self, tree: _Tree, trace: int, task: int, record: list) -> None:
+        """A spout tuple's start: its tree is the newest now (newest first means by the
+        spout's emit)."""
+        msg_id, started, tracked = record[2], record[3], record[4]
+        tree.start = (msg_id, self.components.get(task, "?"), task,
+                      tuple(record[5]) if len(record) > 5 else None, float(started),
+                      bool(tracked))
+        self._trees.move_to_end(trace)
+        self._by_msg[_key(msg_id)] = trace
+
+    def _file_run_hops(self, tree: _Tree, task: int, incarnation: int,
+                       record: list) -> None:
+        """A run's entry's copies processed (``("hops", trace, first, spans, ...)``: its
+        tuples of several traces, ``spans`` flat ``[d, n, ...]``): the record is kept
+        once, whole, and each span filed in the tree of trace ``trace + d`` as its place
+        in it (read when that tree is). One record an entry rather than one a span: the
+        master unpacked, checked and filed sixteen (tracing-log.md, "2026-11-28,
+        midday")."""
+        trace, first, spans = record[1], record[2], record[3]
+        if (type(first) is not int or type(spans) is not list
+                or not set(map(type, spans)) <= {int} or len(spans) % 2
+                or 3 * sum(spans[1::2]) != len(record) - 4
+                or min(spans[1::2], default=-1) < 0):
+            raise TypeError("a run's processed copies are a first hop, spans [d, n], and "
+                            "(queued, executed, outcome) each")
+        _numbers(record, 4)
+        # a tuple of atoms and one of ints: the collector lets it go (as _ran's)
+        record, at, trees = (*record[:3], tuple(spans), *record[4:]), 0, self._trees
+        for d, n in zip(spans[0::2], spans[1::2]):
+            mine = tree if d == 0 else trees.get(trace + d) or self._tree(trace + d)
+            if mine is None:
+                self.late += 1
+            elif n:
+                mine.runs += ((task, incarnation, record, at, n),)
+                mine.settled = None
             at += n
 
     # -- queries ------------------------------------------------------------------------
@@ -243,18 +306,23 @@ class TraceStore:
         replace it every couple of seconds, and assembles none of them (each save
         assembled 200 traces and copied them, ~110 M instructions; docs/internals/
         tracing.md, wt-tracemaster)."""
-        return [self._plain(tree) for tree, st in islice(self._newest(now), newest)
+        return [self._plain(tree, st) for tree, st in islice(self._newest(now), newest)
                 if st != "pending"]
 
-    def _plain(self, tree: _Tree) -> list:
+    def _plain(self, tree: _Tree, status: str) -> list:
+        """A finished tree as :meth:`refile` reads it, with its ``status`` (an untracked
+        tree's is the store's reading, none of the spout's: without it, until
+        2026-11-28, midday, :meth:`refile` refused every untracked tree it was given)."""
         restarts = tree.restarts
         if restarts is None:  # the ones of its copies' tasks (usually none at all)
             mine = self._restarts
             dests = map(_dest, tree.frames)
             restarts = {dest: mine[dest] for dest in dests
                         if type(dest) is int and dest in mine} if mine else {}
-        return [tree.start, tree.status, tree.complete_ms, tree.frames, tree.runs,
-                tree.outcomes, restarts]
+        if any(len(run) == 5 for run in tree.runs):  # a run's span: its own record, for
+            tree.runs = tuple(map(_own_run, tree.runs))  # the file (once: saved again)
+        return [tree.start, tree.status or status, tree.complete_ms, tree.frames,
+                tree.runs, tree.outcomes, restarts]
 
     def refile(self, kept: list) -> int:
         """File the trees :meth:`kept` made (newest first; by a master before this one),
@@ -295,6 +363,7 @@ class TraceStore:
                         values = values[frame[10]:frame[10] + frame[11]]
                 except (TypeError, ValueError):  # (WireError: a ValueError)
                     self.malformed += 1
+                    tree.settled = None  # (counted by its span until now: _settled)
                     continue
                 hops = tuple(range(first, first + len(values)))
                 frame = (hops, parent, dest, stream, values, emitted)
@@ -323,8 +392,9 @@ class TraceStore:
     def _status(self, tree: _Tree, now: float) -> str:
         if tree.start[5]:  # tracked: the spout's word
             return tree.status or "pending"
-        if tree.settled is None:
-            self._read(tree)
+        if tree.settled is None:  # (a run's frames are counted unread: _settled)
+            if tree.unread and any(len(frame) == _SENT for frame in tree.frames):
+                self._read(tree)
             tree.settled = _settled(tree)
         if tree.settled:
             return "acked"
@@ -457,7 +527,6 @@ def _copies(entries: Any, bare: bool) -> tuple:
     return tuple(zip(entries)) if bare else tuple(map(tuple, entries))
 
 
-_NUMBERS = frozenset({int, float})  # a "hops" record's fields after its kind
 _OUTCOMES = dict(enumerate(HOP_OUTCOMES))  # a code -> the outcome (an unknown one: None)
 
 
@@ -467,22 +536,64 @@ def _ran(tree: _Tree, task: int, incarnation: int, record: list) -> None:
     outcome's code (``runtime.engine.tracing``). Its types are checked here, by one C
     loop: numbers after its kind, or the whole record is refused (counted malformed),
     so that :class:`_Hops` reads it without a check of its own."""
-    if (len(record) % 3 or type(record[2]) is not int
-            or not set(map(type, islice(record, 1, None))) <= _NUMBERS):
+    if len(record) % 3 or type(record[1]) is not int or type(record[2]) is not int:
         raise ValueError("processed copies are a first hop and (queued, executed, "
                          "outcome) each")
+    _numbers(record, 3)
     if len(record) > 3:
         tree.runs += ((task, incarnation, tuple(record)),)
         tree.settled = None
 
 
+def _numbers(record: list, at: int) -> None:
+    """Raise ValueError unless every field of ``record`` from ``at`` on is a number
+    (what the ``hops`` records' times and outcome codes are), so that :class:`_Hops`
+    reads them without a check of its own: one C ``sum`` over them, which a text, a
+    list, a map or None makes raise (a bool is taken as the number it is: harmless
+    where a time or a code is read). ``set(map(type, ...)) <= {int, float}`` called
+    ``type`` once a field (tracing-log.md, "2026-11-28, midday")."""
+    try:
+        sum(islice(record, at, None))
+    except (TypeError, OverflowError):
+        raise ValueError("a hops record holds numbers after its first hop") from None
+
+
+def _own_hops(record: tuple, span: list) -> tuple[int, int, int]:
+    """A processed frame's first hop and where its triples are in ``record``: all of a
+    frame's record, or one span (``[offset, tuples]``) of a run's entry's."""
+    if not span:
+        return record[2], 3, len(record)
+    at, n = span
+    return record[2] + at, 4 + 3 * at, 4 + 3 * (at + n)
+
+
+def _own_run(run: tuple) -> tuple:
+    """A tree's processed frame as a record of its own (a run's span made one)."""
+    if len(run) == 3:
+        return run
+    task, incarnation, record, at, n = run
+    hop, lo, hi = _own_hops(record, [at, n])
+    return (task, incarnation, ("hops", record[1], hop, *record[lo:hi]))
+
+
 def _settled(tree: _Tree) -> bool:
     """Whether every copy of an untracked tree that was sent ran (a processed copy's
-    record is made once its call returned)."""
+    record is made once its call returned). A run's frame not read yet counts as its
+    span says (its first hop and tuples), unread: the master's saves ask every couple
+    of seconds for the status of its newest 200 trees, and acking off each one's
+    bodies were decoded for it (a run's shared bodies once a trace: ~1.5 k values for
+    one tree's 11 copies; tracing-log.md, "2026-11-28, midday"). A frame whose body
+    turns out malformed when it is read is dropped then, and the tree asked again."""
     ran = set()
-    for _, _, record in tree.runs:
-        ran.update(range(record[2], record[2] + len(record) // 3 - 1))
-    sent = {hop for frame in tree.frames for hop in frame[0]}
+    for _, _, record, *span in tree.runs:
+        hop, lo, hi = _own_hops(record, span)
+        ran.update(range(hop, hop + (hi - lo) // 3))
+    sent = set()
+    for frame in tree.frames:
+        if len(frame) == _PART:  # ("sent", trace, first, ..., kind, offset, n)
+            sent.update(range(frame[2], frame[2] + frame[11]))
+        else:
+            sent.update(frame[0])
     return bool(sent) and ran >= sent
 
 

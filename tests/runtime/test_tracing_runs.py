@@ -88,6 +88,13 @@ def test_each_tuple_of_a_run_is_its_own_trace_with_its_parents_and_hops(ackers, 
     for r in spout + split:
         if len(r) == 11:
             assert sum(r[10][1::2]) == len(wire.batch_values(r[9], r[6]))
+    # a run's starts are one record (its tuples' msg_ids and times), a run's entry's
+    # hops one record at each task (its spans fourth): not one a tuple, or a span
+    starts = [r for _, r in filed if r[0] in ("start", "starts")]
+    assert {r[0] for r in starts} == {"starts"} and len(starts) == len(spout)
+    assert sorted(m for r in starts for m in r[3]) == list(range(20))
+    hops = [r for _, r in filed if r[0] == "hops"]
+    assert len(hops) == len(spout) + len(split) and all(type(r[3]) is list for r in hops)
 
 
 def test_a_run_cut_short_by_the_turns_end_goes_on_in_a_run_of_its_own(filed):
@@ -211,12 +218,19 @@ def test_a_held_word_inside_a_run_names_its_holder_and_the_runs_others_are_acked
     assert runs  # the held trees were traced in a run with others
 
 
-def test_the_store_files_each_span_of_a_runs_frame_in_its_own_tree():
+def run_filed() -> tuple[TraceStore, bytes]:
+    """A store with a run of two untracked traces sent: "a" (trace 10) one copy, "x",
+    and "b" (11) two, "y" and "z", in one frame (its body returned too)."""
     store = TraceStore({1: "spout", 2: "bolt"})
     body = wire.encode_batch(["x", "y", "z"])
     store.add(1, 0, [("start", 10, "a", 1.0, False), ("start", 11, "b", 1.0, False),
                      ("sent", 10, 100, [0, 0], 2, "default", body, True, 1.0, wire.DATA,
                       [0, 1, 1, 2])], now=1.0)
+    return store, body
+
+
+def test_the_store_files_each_span_of_a_runs_frame_in_its_own_tree():
+    store, body = run_filed()
     store.add(2, 0, [("hops", 11, 101, 5, 5, 0, 5, 5, 0), ("hops", 10, 100, 5, 5, 0)],
               now=1.0)
     a, b = store.lineage("a", now=1.0), store.lineage("b", now=1.0)
@@ -228,6 +242,47 @@ def test_the_store_files_each_span_of_a_runs_frame_in_its_own_tree():
                       [0, 1, 1, 2])], now=1.0)
     assert store.malformed == 1
 
+
+
+def test_a_runs_entry_is_one_hops_record_filed_a_span_to_each_trace():
+    # the receiver's record of a run's entry (its spans fourth) is filed once, each
+    # span in its own tree: hops, statuses, and the copy kept for a next master
+    store, body = run_filed()
+    store.add(2, 0, [("hops", 10, 100, [0, 1, 1, 1], 5, 5, 0, 6, 6, 0)], now=1.0)
+    assert [t.status for t in store.traces(now=1.5)] == ["pending", "acked"]
+    store.add(2, 0, [("hops", 11, 102, [0, 1], 7, 7, 0)], now=1.0)
+    a, b = store.lineage("a", now=2.0), store.lineage("b", now=2.0)
+    assert [(h.values, h.executed_ms) for h in a.hops] == [(("x",), 0.005)]
+    assert [(h.values, h.executed_ms) for h in b.hops] == [(("y",), 0.006), (("z",), 0.007)]
+    assert (a.status, b.status, store.malformed) == ("acked", "acked", 0)
+    again = TraceStore({1: "spout", 2: "bolt"})
+    again.refile(store.kept(10, now=2.0))  # each tree's span as a record of its own
+    assert [(h.values, h.executed_ms) for h in again.lineage("b", now=2.0).hops] == [
+        (("y",), 0.006), (("z",), 0.007)]
+    # spans that do not add up to its times, or a text among them: refused whole, as
+    # are starts whose times are not one a msg_id
+    store.add(2, 0, [("hops", 10, 100, [0, 2], 5, 5, 0), ("hops", 10, 100, [0, 1], 5, "x", 0),
+                     ("hops", 10, 100, [0, "1"], 5, 5, 0),
+                     ("starts", 20, False, ["c", "d"], [1.0]),
+                     ("starts", 20, False, ["c"], ["1.0"])], now=2.0)
+    assert store.malformed == 5 and store.lineage("c", now=2.0) is None
+    store.add(1, 0, [("starts", 20, False, ["c", "d"], [3.0, 3.5])], now=3.0)
+    assert [(t.msg_id, t.started) for t in store.traces(now=3.0)[:2]] == [("d", 3.5),
+                                                                          ("c", 3.0)]
+
+
+def test_an_untracked_runs_status_is_told_without_reading_its_frames(monkeypatch):
+    # the master's saves ask every couple of seconds for the status of its newest
+    # trees: acking off, a run's frames are counted by their spans, not decoded (the
+    # shared bodies were decoded once a trace, each save, for trees never asked for)
+    store, body = run_filed()
+    store.add(2, 0, [("hops", 10, 100, [0, 1, 1, 2], 5, 5, 0, 5, 5, 0, 5, 5, 0)], now=1.0)
+    read = []
+    values = wire.batch_values
+    monkeypatch.setattr(wire, "batch_values", lambda *a: read.append(a) or values(*a))
+    assert len(store.kept(10, now=1.0)) == 2 and read == []
+    assert [t.status for t in store.traces(now=1.0)] == ["acked", "acked"]
+    assert read  # asked for, the trees are read
 
 class Replaying(Spout):
     """Numbers 0-9, msg_id the number; a failed one is emitted again from ``fail`` (on
