@@ -51,8 +51,10 @@ class BoltSide(InputAcks):
                         for sub in spec.inputs
                         if sub.source in specs and (keyer := _keyer(
                             sub.grouping, specs[sub.source].streams.get(sub.stream, ())))}
-        # execute_data's strides, untracked, tracked and a RUN's: C or Python (hot.py)
-        self._strides = _strides()
+        # execute_data's strides, untracked, tracked and a RUN's: C or Python (hot.py);
+        # a BasicBolt's ack or fail each input as process returns or raises (_basic)
+        self._strides = _strides((self.current, self.ack_basic, self.fail)
+                                 if self.basic else None)
 
     # -- frames -------------------------------------------------------------------------
     def on_frame(self, h: wire.Header, body: bytes, waiting: Sized,
@@ -71,7 +73,7 @@ class BoltSide(InputAcks):
         source = self._source(h.src, h.stream)
         parts = [(*_parts(kind, wire.decode_batch(inner)), call, after)
                  for kind, inner, call, after in before]  # (a frame's traced riders: few)
-        plain = process is None and not self.basic and not self.leftover
+        plain = process is None and not self.leftover
         if plain and parts:
             # a TRACED frame's riders first, each with its wrapper, then the frame they
             # rode in the data loop, as if untraced (at 1 % nearly every frame carries
@@ -207,8 +209,9 @@ class BoltSide(InputAcks):
         """:meth:`execute` for the commonest frames: untracked tuples (DATA, ``ids`` None)
         or tracked ones (RUN, TRACKED, ANCHORED: ``ids`` and ``vals`` as :meth:`execute`
         takes them; a RUN's also its ``first`` root, from which its ids are counted here
-        instead), to a plain bolt (not a BasicBolt), nothing traced riding with them,
-        no input set aside. A reused Tuple gets its values set, and a tracked one its
+        instead), nothing traced riding with them, no input set aside; a BasicBolt's
+        too, whose strides ack or fail each input as :meth:`execute` does
+        (:func:`_basic`). A reused Tuple gets its values set, and a tracked one its
         ``ids`` and ``ack_val`` (an untracked Tuple has no ids and an ``ack_val`` of 0,
         which nothing changes: an ``ack`` or ``fail`` of it leaves its fields alone).
         The loop counts no tuples: it runs from one sampled tuple
@@ -219,7 +222,9 @@ class BoltSide(InputAcks):
         2,799 instructions a tuple at most once with the Python strides, of which its own
         ``process``, decoding and a Tuple's values are ~2,350
         (docs/internals/performance-log.md, "Word count on a faster machine"), 2,418 with
-        the C ones; at least once 4,311 -> 3,479 ("Issue 17, thirteenth pass")."""
+        the C ones; at least once 4,311 -> 3,479 ("Issue 17, thirteenth pass"). The
+        sentences' split (a BasicBolt) in C: 35,951 -> 34,700 a sentence at least once,
+        37,739 -> 36,864 at most once ("fourteenth pass")."""
         counts, n, left = self.counts, len(entries), iter(entries)
         if ids is None:
             rows, stride = left, self._strides[0]
@@ -339,18 +344,46 @@ def _run(entries: Iterator, k: int, process: Callable, make: type, source: Tuple
     return _tracked(zip(entries, *tee(count(root))), k, process, make, source, waiting)
 
 
+def _basic(stride: Callable, current: list, ack: Callable, fail: Callable) -> Callable:
+    """``stride`` for a BasicBolt, as :meth:`BoltSide.execute` runs one: its input is
+    ``current[0]`` while ``process`` runs and while it is acked (``ack``, after a
+    return) or failed (``fail``, after a FailedException, and the stride goes on), and
+    None after, also after a raise, which comes out as raised. Neither keeps the Tuple,
+    so it is reused as a plain bolt's is. The spec of the C strides made with
+    ``current``, ``ack``, ``fail`` and ``failed`` (``_hot.Stride``), which
+    ``tests/runtime/test_hot_strides.py`` holds to the same rules."""
+    def basic_stride(rows, k, process, make, source, waiting, *root) -> bool:
+        def one(tup) -> None:
+            current[0] = tup
+            try:
+                process(tup)
+            except FailedException:
+                fail(tup)
+            else:
+                ack(tup)
+            finally:
+                current[0] = None
+        return stride(rows, k, one, make, source, waiting, *root)
+    return basic_stride
+
+
 _STRIDES = {"untracked": _untracked, "tracked": _tracked, "run": _run}
 
 
-def _strides() -> tuple[Callable, Callable, Callable]:
+def _strides(basic: tuple | None = None) -> tuple[Callable, Callable, Callable]:
     """:func:`_untracked`, :func:`_tracked` and :func:`_run`, or their C twins
     (``_hot.Stride``, which do the same and hand any other call to them), as
-    :mod:`runtime.engine.hot` chooses."""
+    :mod:`runtime.engine.hot` chooses; a BasicBolt's (``basic``: its ``current``, ack
+    and fail) each as :func:`_basic` makes it."""
+    specs = {rows: spec if basic is None else _basic(spec, *basic)
+             for rows, spec in _STRIDES.items()}
     hot = c_module()
     if hot is None:
-        return _untracked, _tracked, _run
-    return tuple(hot.Stride(spec=spec, tuple_type=Tuple, one_type=OneFieldTuple, rows=rows)
-                 for rows, spec in _STRIDES.items())
+        return tuple(specs.values())
+    more = {} if basic is None else {**dict(zip(("current", "ack", "fail"), basic)),
+                                     "failed": FailedException}
+    return tuple(hot.Stride(spec=spec, tuple_type=Tuple, one_type=OneFieldTuple, rows=rows,
+                            **more) for rows, spec in specs.items())
 
 
 def _rest(parts: list[tuple], at: int, done: int, tids: Iterator,
