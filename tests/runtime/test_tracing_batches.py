@@ -260,6 +260,30 @@ def test_a_traced_frame_met_by_waiting_output_sets_all_its_rest_aside(ackers):
         assert [(r[2], len(r[3:]) // 3) for r in hops] == [(51, 1)]  # what ran traced
 
 
+def test_riders_after_one_that_ended_as_output_began_to_wait_are_set_aside():
+    # the first rider's only tuple fills the output: its hops are recorded, and the
+    # next rider and the frame they rode are set aside whole, in order, none processed
+    with InMemoryCluster(to_heard(1), ackers=0, trace=0.0, eager_flush=False,
+                         target_latency=None) as cluster:
+        tasks = cluster.plan.component_tasks()
+        split, count = tasks["split"][0], tasks["count"][0]
+        executor = cluster.executors[count]
+        stream = cluster.plan.streams.index(("split", "default"))
+        body = wire.encode_traced([[wire.DATA, wire.encode_batch(["t1"]), 5, 51, 0.0],
+                                   [wire.DATA, wire.encode_batch(["t2", "t3"]), 6, 61, 0.0],
+                                   [wire.DATA, wire.encode_batch(["u1"]), 0, 0, 0.0]])
+        executor.output_waiting = ["a frame waits"]
+        executor.on_frame(wire.data_header(wire.TRACED, stream, count, split), body)
+        heard = cluster.user_object(count)
+        assert heard.words == ["t1"]
+        assert executor.leftover[0] == ["t2", "t3", "u1"]
+        hops = [r for r in executor.tracer.drain() if r[0] == "hops"]
+        assert [(r[2], len(r[3:]) // 3) for r in hops] == [(51, 1)]
+        executor.output_waiting = ()
+        executor.run_leftover()
+        assert heard.words == ["t1", "t2", "t3", "u1"]
+
+
 def test_a_traced_frame_of_traced_entries_only_met_by_waiting_output_loses_nothing():
     # a TRACED frame no untraced frame rode (every entry traced: at trace=1.0, or what
     # found no frame by the sender's flush), met by waiting output: execute stops after
