@@ -126,9 +126,11 @@ class BoltSide(InputAcks):
         ``before``: batches to process first, in this call, ``(entries, ids, vals,
         process, after)`` each (the traced frames that rode with this one, each with its
         wrapper, ``after()`` once its last tuple is done and acked, before the next
-        batch's first): one call, one batch of statistics, for the whole TRACED frame
-        (docs/internals/tracing-log.md, "2026-11-27, evening"). The switch between wrappers
-        is per batch, not a test per tuple.
+        batch's first), the switch between wrappers per batch, not a test per tuple.
+        Since 2026-11-28 :meth:`on_frame` hands them here only while input is set aside
+        (to be set aside after it); else :meth:`execute_riders` runs them in the data
+        loop, as it runs a BasicBolt's frames (docs/internals/performance-log.md, "Issue
+        17, fourteenth pass").
 
         Once output waits unsent (``waiting``), the rest is set aside in ``leftover`` (a
         bolt emitting 10,000 tuples per input must not turn a whole frame of inputs into
