@@ -333,3 +333,18 @@ def test_a_basic_stride_looks_at_waiting_after_each_input_and_its_ack(basic):
     assert waiting.looks == [1, 2] and next(left) == 2
     assert [how for how, *_ in side.settled] == ["ack", "ack"]  # before the look
     assert side.current == [None]
+
+
+@pytest.mark.skipif(hot.pure_python(), reason="TUPLEFLOW_PURE_PYTHON is set: no C strides")
+def test_a_basic_c_stride_hands_an_odd_call_to_its_python_spec_and_wants_all_four():
+    side = Basic()
+    spec = bolt_side._basic(bolt_side._untracked, side.current, side.ack, side.fail)
+    stride = hot._hot.Stride(spec=spec, tuple_type=Tuple, one_type=OneFieldTuple,
+                             rows="untracked", current=side.current, ack=side.ack,
+                             fail=side.fail, failed=FailedException)
+    # a list, not an iterator: the spec's islice takes it, and acks as the C would
+    assert stride([5, 6], 2, Seen(), OneFieldTuple, ONE, []) is True
+    assert [(how, n) for how, n, *_ in side.settled] == [("ack", 5), ("ack", 6)]
+    with pytest.raises(TypeError, match="all four"):
+        hot._hot.Stride(spec=spec, tuple_type=Tuple, one_type=OneFieldTuple,
+                        rows="untracked", current=side.current, ack=side.ack)
