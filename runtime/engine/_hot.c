@@ -2,8 +2,10 @@
  * make them; runtime/engine/hot.py chooses C or Python):
  *
  *   Ack        a bolt's ``ack``                        (Collector.bolt_ack's ``ack``)
- *   Stride     a stride of a plain bolt's data loop    (bolt_side's ``_untracked``,
- *                                                       ``_tracked``, ``_run``)
+ *   Stride     a stride of a bolt's data loop          (bolt_side's ``_untracked``,
+ *                                                       ``_tracked``, ``_run``; a
+ *                                                       BasicBolt's: ``_basic`` of one,
+ *                                                       new 2026-11-28)
  *                                                                        _hot_bolt.c
  *   EmitChild  a tracking BasicBolt's child            (_basic_default_first's ``emit_child``)
  *   EmitKeyed  the same, keyed on a str over tasks     (_str_key_first's ``emit_keyed``)
@@ -25,7 +27,8 @@
  * messages are the closure's own. What the C saves is the closure's frame and bytecode:
  * ~500-1,000 instructions an ack, ~3,000-4,200 a child, ~1,300-1,600 a spout's tuple
  * (docs/internals/performance-log.md, "Issue 17, twelfth pass"), ~390-830 a tuple of the
- * bolt's loop and ~1,180 a spout's plain emit ("thirteenth pass").
+ * bolt's loop and ~1,180 a spout's plain emit ("thirteenth pass"), ~880-1,250 a
+ * BasicBolt's input ("fourteenth pass").
  *
  * Built by setup.py as an optional extension; where it is absent, or with
  * TUPLEFLOW_PURE_PYTHON=1, the engine uses the Python closures. */

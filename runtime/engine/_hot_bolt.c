@@ -100,6 +100,9 @@ enum { UNTRACKED, TRACKED, RUN };
 typedef struct {
     HOT_HEAD
     PyObject *tuple_type, *one_type;
+    /* a BasicBolt's (all NULL for a plain bolt's): the list whose item 0 is the input
+     * being processed, BoltSide's ack_basic and fail, and FailedException */
+    PyObject *current, *ack, *fail, *failed;
     Py_ssize_t off[TUPLE_SLOTS];
     int rows;            /* UNTRACKED, TRACKED or RUN */
 } StrideObject;
@@ -183,6 +186,53 @@ ready_tuple(StrideObject *self, PyObject *tup, Py_ssize_t *alone, PyObject *entr
     return tup;
 }
 
+/* A BasicBolt's ``process(tup)``, as bolt_side._basic's ``one``: ``tup`` is current[0]
+ * while it runs and while it is acked (``ack``, after a return) or failed (``fail``,
+ * after a FailedException, which is then the exception being handled, as in an
+ * ``except`` clause), and None after, also after a raise; the result or NULL. */
+static PyObject *
+call_basic(StrideObject *self, PyObject *process, PyObject **call)
+{
+    PyObject *tup = call[1], *current = self->current;
+    if (PyList_SetItem(current, 0, Py_NewRef(tup)) < 0)
+        return NULL;
+    PyObject *r = PyObject_Vectorcall(process, call + 1, 1 | PY_VECTORCALL_ARGUMENTS_OFFSET,
+                                      NULL);
+    if (r != NULL) {
+        Py_DECREF(r);
+        r = PyObject_Vectorcall(self->ack, call + 1, 1 | PY_VECTORCALL_ARGUMENTS_OFFSET,
+                                NULL);
+    }
+    else if (PyErr_ExceptionMatches(self->failed)) {
+        PyObject *type, *value, *trace;
+        PyErr_Fetch(&type, &value, &trace);
+        PyErr_NormalizeException(&type, &value, &trace);
+        if (trace != NULL)
+            PyException_SetTraceback(value, trace);
+        PyObject *handled = PyErr_GetHandledException();
+        PyErr_SetHandledException(value);
+        r = PyObject_Vectorcall(self->fail, call + 1, 1 | PY_VECTORCALL_ARGUMENTS_OFFSET,
+                                NULL);
+        PyErr_SetHandledException(handled);
+        Py_XDECREF(handled);
+        Py_XDECREF(type);
+        Py_XDECREF(value);
+        Py_XDECREF(trace);
+    }
+    /* current[0] = None, also after a raise (its old item, tup, the caller holds) */
+    PyObject *type, *value, *trace;
+    PyErr_Fetch(&type, &value, &trace);
+    if (PyList_SetItem(current, 0, Py_NewRef(Py_None)) < 0) {
+        Py_XDECREF(r);
+        Py_XDECREF(type);
+        Py_XDECREF(value);
+        Py_XDECREF(trace);
+        return NULL;
+    }
+    PyErr_Restore(type, value, trace);
+    return r;
+}
+
 /* ``stride(rows, k, process, make, source, waiting[, root])``, as bolt_side's
  * _untracked, _tracked and _run: up to k rows, each a Tuple reused while nothing but
  * this loop holds it, ``process`` called on each, ``waiting``'s truth tested after
@@ -198,7 +248,8 @@ stride_vectorcall(PyObject *op, PyObject *const *args, size_t nargsf, PyObject *
     if (PyVectorcall_NARGS(nargsf) != (kind == RUN ? 7 : 6) || kwnames != NULL
             || !PyLong_CheckExact(args[1]) || !PyIter_Check(args[0])
             || (args[3] != self->tuple_type && args[3] != self->one_type)
-            || (kind == RUN && !PyLong_CheckExact(args[6])))
+            || (kind == RUN && !PyLong_CheckExact(args[6]))
+            || (self->current != NULL && !PyList_CheckExact(self->current)))
         return hot_spec((HotObject *)self, args, nargsf, kwnames);
     Py_ssize_t k = PyLong_AsSsize_t(args[1]);
     uint64_t root = kind == RUN ? PyLong_AsUnsignedLongLong(args[6]) : 0;
@@ -233,8 +284,9 @@ stride_vectorcall(PyObject *op, PyObject *const *args, size_t nargsf, PyObject *
             set_slot(tup, self->off[ACK_VAL], val);
         }
         call[1] = tup;
-        PyObject *r = PyObject_Vectorcall(process, call + 1,
-                                          1 | PY_VECTORCALL_ARGUMENTS_OFFSET, NULL);
+        PyObject *r = self->current != NULL ? call_basic(self, process, call)
+            : PyObject_Vectorcall(process, call + 1, 1 | PY_VECTORCALL_ARGUMENTS_OFFSET,
+                                  NULL);
         if (r == NULL)
             goto fail;
         Py_DECREF(r);
@@ -257,13 +309,28 @@ fail:
 static PyObject *
 stride_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
 {
-    static char *names[] = {"spec", "tuple_type", "one_type", "rows", NULL};
+    static char *names[] = {"spec", "tuple_type", "one_type", "rows", "current", "ack",
+                            "fail", "failed", NULL};
     static const char *kinds[] = {"untracked", "tracked", "run"};
-    PyObject *r[3];
-    const char *rows;
-    if (!PyArg_ParseTupleAndKeywords(args, kwds, "$OOOs:Stride", names, &r[0], &r[1], &r[2],
-                                     &rows))
+    PyObject *r[7] = {NULL};
+    const char *rows = NULL;
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "|$OOOsO!OOO:Stride", names, &r[0], &r[1],
+                                     &r[2], &rows, &PyList_Type, &r[3], &r[4], &r[5], &r[6]))
         return NULL;
+    if (r[0] == NULL || r[1] == NULL || r[2] == NULL || rows == NULL) {
+        PyErr_SetString(PyExc_TypeError, "Stride: spec, tuple_type, one_type and rows");
+        return NULL;
+    }
+    if ((r[3] == NULL) != (r[4] == NULL) || (r[3] == NULL) != (r[5] == NULL)
+            || (r[3] == NULL) != (r[6] == NULL)) {
+        PyErr_SetString(PyExc_TypeError,
+                        "Stride: a BasicBolt's takes current, ack, fail and failed, all four");
+        return NULL;
+    }
+    if (r[6] != NULL && !PyExceptionClass_Check(r[6])) {
+        PyErr_SetString(PyExc_TypeError, "Stride: failed is an exception class");
+        return NULL;
+    }
     int kind = 0;
     while (kind < 3 && strcmp(rows, kinds[kind]) != 0)
         kind++;
@@ -275,7 +342,7 @@ stride_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
     if (tuple_slots(r[1], r[2], off) < 0)
         return NULL;
     StrideObject *self = (StrideObject *)hot_alloc(type, stride_vectorcall, r,
-                                                   NREFS(StrideObject, one_type));
+                                                   NREFS(StrideObject, failed));
     if (self != NULL) {
         memcpy(self->off, off, sizeof(off));
         self->rows = kind;
@@ -284,6 +351,7 @@ stride_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
 }
 
 HOT_TYPE(StrideType, "Stride", StrideObject, stride_new,
-         "Stride(spec, tuple_type, one_type, rows): a stride of the bolt's data loop, "
-         "bolt_side._untracked, _tracked or _run (rows 'untracked', 'tracked', 'run'), "
-         "in C.");
+         "Stride(spec, tuple_type, one_type, rows[, current, ack, fail, failed]): a "
+         "stride of the bolt's data loop, bolt_side._untracked, _tracked or _run (rows "
+         "'untracked', 'tracked', 'run'), in C; with the four last, a BasicBolt's "
+         "(bolt_side._basic of one of them).");

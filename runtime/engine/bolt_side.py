@@ -51,8 +51,10 @@ class BoltSide(InputAcks):
                         for sub in spec.inputs
                         if sub.source in specs and (keyer := _keyer(
                             sub.grouping, specs[sub.source].streams.get(sub.stream, ())))}
-        # execute_data's strides, untracked, tracked and a RUN's: C or Python (hot.py)
-        self._strides = _strides()
+        # execute_data's strides, untracked, tracked and a RUN's: C or Python (hot.py);
+        # a BasicBolt's ack or fail each input as process returns or raises (_basic)
+        self._strides = _strides((self.current, self.ack_basic, self.fail)
+                                 if self.basic else None)
 
     # -- frames -------------------------------------------------------------------------
     def on_frame(self, h: wire.Header, body: bytes, waiting: Sized,
@@ -63,30 +65,30 @@ class BoltSide(InputAcks):
         flush: a traced frame's, which would otherwise cost a frame of acks of its own).
         ``process``, if given, is called instead of the user's (the tracer's wrapper).
         ``before``: frames that rode with this one, ``(kind, body, process, after)``
-        each (a TRACED frame's traced entries, tracing.py), processed first in the same
-        :meth:`execute`, each with its own ``process``, ``after()`` once its tuples are
-        done; their acks go with this frame's."""
+        each (a TRACED frame's traced entries, tracing.py), processed first, each with
+        its own ``process``, ``after()`` once its tuples are done
+        (:meth:`execute_riders`); their acks go with this frame's."""
         self.counts.frame_arrived()
         batch = wire.decode_batch(body)
         source = self._source(h.src, h.stream)
         parts = [(*_parts(kind, wire.decode_batch(inner)), call, after)
                  for kind, inner, call, after in before]  # (a frame's traced riders: few)
-        plain = process is None and not self.basic and not self.leftover
+        plain = not self.leftover
         if plain and parts:
             # a TRACED frame's riders first, each with its wrapper, then the frame they
             # rode in the data loop, as if untraced (at 1 % nearly every frame carries
             # a traced tuple: docs/internals/tracing-log.md, "2026-11-27, night")
-            self.execute([], source, None, waiting, None, None, parts)
+            self.execute_riders(parts, source, waiting)
             parts, plain = [], not self.leftover
         if h.kind == wire.DATA:
             if plain:
-                return self.execute_data(batch, source, waiting)
+                return self.execute_data(batch, source, waiting, process=process)
             return self.execute(batch, source, None, waiting, None, process, parts)
         entries, ids, vals = _PARTS[h.kind](batch)
         try:
             if plain:  # (a RUN's ids counted from its first root: execute_data)
                 return self.execute_data(entries, source, waiting, ids, vals,
-                                         batch[0] if h.kind == wire.RUN else None)
+                                         batch[0] if h.kind == wire.RUN else None, process)
             return self.execute(entries, source, ids, waiting, vals, process, parts)
         finally:  # they are few frames, and waiting for the flush timer would add to
             if ack_now:  # complete latency
@@ -124,9 +126,11 @@ class BoltSide(InputAcks):
         ``before``: batches to process first, in this call, ``(entries, ids, vals,
         process, after)`` each (the traced frames that rode with this one, each with its
         wrapper, ``after()`` once its last tuple is done and acked, before the next
-        batch's first): one call, one batch of statistics, for the whole TRACED frame
-        (docs/internals/tracing-log.md, "2026-11-27, evening"). The switch between wrappers
-        is per batch, not a test per tuple.
+        batch's first), the switch between wrappers per batch, not a test per tuple.
+        Since 2026-11-28 :meth:`on_frame` hands them here only while input is set aside
+        (to be set aside after it); else :meth:`execute_riders` runs them in the data
+        loop, as it runs a BasicBolt's frames (docs/internals/performance-log.md, "Issue
+        17, fourteenth pass").
 
         Once output waits unsent (``waiting``), the rest is set aside in ``leftover`` (a
         bolt emitting 10,000 tuples per input must not turn a whole frame of inputs into
@@ -201,17 +205,42 @@ class BoltSide(InputAcks):
             tids, tvals, first = iter(ids), iter(vals), done
         self._set_aside(entries, source, (ids, tids), (vals, tvals), done - first)
 
+    def execute_riders(self, parts: list[tuple], source: TupleSource, waiting: Sized,
+                       ) -> None:
+        """A TRACED frame's riders, ``(entries, ids, vals, process, after)`` each (as
+        :meth:`execute`'s ``before``), one :meth:`execute_data` each with its wrapper
+        ``process``, ``after()`` once all its tuples are done. Once output waits, the
+        rest (of this rider, and the riders after it) is set aside, with the user's
+        ``process``, untraced, as :meth:`execute` sets it aside. Before 2026-11-28 the
+        riders ran in :meth:`execute`'s general loop, ~1.5 µs a traced word at the
+        counter against ~0.8 µs in the data loop (docs/internals/tracing-log.md,
+        "2026-11-28, late morning")."""
+        for at, (entries, ids, vals, process, after) in enumerate(parts):
+            if self.leftover or (at and waiting):
+                return self._set_aside_riders(parts[at:], source)
+            self.execute_data(entries, source, waiting, ids, vals, process=process)
+            if not self.leftover:
+                after()
+
+    def _set_aside_riders(self, parts: list[tuple], source: TupleSource) -> None:
+        """Riders not processed, set aside whole after what was (if anything was)."""
+        if not self.leftover:
+            self.leftover = ([], source, [], [])
+        self._set_aside_after(parts)
+
     def execute_data(self, entries: list, source: TupleSource, waiting: Sized,
                      ids: Iterable | None = None, vals: Iterable | None = None,
-                     first: int | None = None) -> None:
+                     first: int | None = None, process: Callable | None = None) -> None:
         """:meth:`execute` for the commonest frames: untracked tuples (DATA, ``ids`` None)
         or tracked ones (RUN, TRACKED, ANCHORED: ``ids`` and ``vals`` as :meth:`execute`
         takes them; a RUN's also its ``first`` root, from which its ids are counted here
-        instead), to a plain bolt (not a BasicBolt), nothing traced riding with them,
-        no input set aside. A reused Tuple gets its values set, and a tracked one its
+        instead), nothing traced riding with them, no input set aside; a BasicBolt's
+        too, whose strides ack or fail each input as :meth:`execute` does
+        (:func:`_basic`). A reused Tuple gets its values set, and a tracked one its
         ``ids`` and ``ack_val`` (an untracked Tuple has no ids and an ``ack_val`` of 0,
         which nothing changes: an ``ack`` or ``fail`` of it leaves its fields alone).
-        The loop counts no tuples: it runs from one sampled tuple
+        A ``process`` given is called instead of the user's (a traced entry's wrapper,
+        as :meth:`execute` takes it). The loop counts no tuples: it runs from one sampled tuple
         (:meth:`TaskCounts.checkpoint`) to the next, one stride a call of
         :func:`_untracked` or :func:`_tracked` (or of their C twins, ``_hot.Stride``:
         :func:`_strides`), and one stopped by output waiting, or a raise, reads how far
@@ -219,7 +248,9 @@ class BoltSide(InputAcks):
         2,799 instructions a tuple at most once with the Python strides, of which its own
         ``process``, decoding and a Tuple's values are ~2,350
         (docs/internals/performance-log.md, "Word count on a faster machine"), 2,418 with
-        the C ones; at least once 4,311 -> 3,479 ("Issue 17, thirteenth pass")."""
+        the C ones; at least once 4,311 -> 3,479 ("Issue 17, thirteenth pass"). The
+        sentences' split (a BasicBolt) in C: 35,951 -> 34,700 a sentence at least once,
+        37,739 -> 36,864 at most once ("fourteenth pass")."""
         counts, n, left = self.counts, len(entries), iter(entries)
         if ids is None:
             rows, stride = left, self._strides[0]
@@ -228,7 +259,8 @@ class BoltSide(InputAcks):
             rows, stride = zip(left, tids, tvals), self._strides[1]
         else:
             rows, stride = left, self._strides[2]
-        call = (self.user.process, OneFieldTuple if len(source.fields) == 1 else Tuple,
+        call = (self.user.process if process is None else process,
+                OneFieldTuple if len(source.fields) == 1 else Tuple,
                 source, waiting)  # (a one-field stream's entries are bare values: wire)
         started = counts.started_batch(self._keyers.get((source.component, source.stream)))
         mark, done = counts.left, 0
@@ -339,18 +371,46 @@ def _run(entries: Iterator, k: int, process: Callable, make: type, source: Tuple
     return _tracked(zip(entries, *tee(count(root))), k, process, make, source, waiting)
 
 
+def _basic(stride: Callable, current: list, ack: Callable, fail: Callable) -> Callable:
+    """``stride`` for a BasicBolt, as :meth:`BoltSide.execute` runs one: its input is
+    ``current[0]`` while ``process`` runs and while it is acked (``ack``, after a
+    return) or failed (``fail``, after a FailedException, and the stride goes on), and
+    None after, also after a raise, which comes out as raised. Neither keeps the Tuple,
+    so it is reused as a plain bolt's is. The spec of the C strides made with
+    ``current``, ``ack``, ``fail`` and ``failed`` (``_hot.Stride``), which
+    ``tests/runtime/test_hot_strides.py`` holds to the same rules."""
+    def basic_stride(rows, k, process, make, source, waiting, *root) -> bool:
+        def one(tup) -> None:
+            current[0] = tup
+            try:
+                process(tup)
+            except FailedException:
+                fail(tup)
+            else:
+                ack(tup)
+            finally:
+                current[0] = None
+        return stride(rows, k, one, make, source, waiting, *root)
+    return basic_stride
+
+
 _STRIDES = {"untracked": _untracked, "tracked": _tracked, "run": _run}
 
 
-def _strides() -> tuple[Callable, Callable, Callable]:
+def _strides(basic: tuple | None = None) -> tuple[Callable, Callable, Callable]:
     """:func:`_untracked`, :func:`_tracked` and :func:`_run`, or their C twins
     (``_hot.Stride``, which do the same and hand any other call to them), as
-    :mod:`runtime.engine.hot` chooses."""
+    :mod:`runtime.engine.hot` chooses; a BasicBolt's (``basic``: its ``current``, ack
+    and fail) each as :func:`_basic` makes it."""
+    specs = {rows: spec if basic is None else _basic(spec, *basic)
+             for rows, spec in _STRIDES.items()}
     hot = c_module()
     if hot is None:
-        return _untracked, _tracked, _run
-    return tuple(hot.Stride(spec=spec, tuple_type=Tuple, one_type=OneFieldTuple, rows=rows)
-                 for rows, spec in _STRIDES.items())
+        return tuple(specs.values())
+    more = {} if basic is None else {**dict(zip(("current", "ack", "fail"), basic)),
+                                     "failed": FailedException}
+    return tuple(hot.Stride(spec=spec, tuple_type=Tuple, one_type=OneFieldTuple, rows=rows,
+                            **more) for rows, spec in specs.items())
 
 
 def _rest(parts: list[tuple], at: int, done: int, tids: Iterator,

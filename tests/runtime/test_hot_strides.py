@@ -13,7 +13,7 @@ from itertools import count, tee
 import pytest
 
 from runtime.engine import bolt_side, hot
-from runtime.model.api import OneFieldTuple, Tuple, TupleSource
+from runtime.model.api import FailedException, OneFieldTuple, Tuple, TupleSource
 
 ONE = TupleSource.of("words", 3, "default", ["word"])
 TWO = TupleSource.of("pairs", 4, "default", ["a", "b"])
@@ -218,3 +218,133 @@ def test_a_k_or_a_root_out_of_the_c_range_is_the_python_ways(strides):
     process = Seen()
     run(iter("ab"), 2, process, OneFieldTuple, ONE, [], (1 << 64) - 1)
     assert [ids for _, _, ids, _, _ in process.seen] == [(1 << 64) - 1, 1 << 64]
+
+
+# -- a BasicBolt's strides (bolt_side._basic and its C twins) ------------------------------
+
+
+class Basic:
+    """A BasicBolt's side as its strides see it: ``current``, and an ``ack`` and a
+    ``fail`` that note what they were given (and what ``current[0]`` and the exception
+    being handled were then), keeping the Tuple only when ``keep`` says."""
+
+    def __init__(self, keep: bool = False) -> None:
+        self.current: list = [None]
+        self.keep, self.settled, self.kept = keep, [], []
+
+    def ack(self, tup) -> None:
+        self.note("ack", tup)
+
+    def fail(self, tup) -> None:
+        self.note("fail", tup)
+
+    def note(self, how: str, tup) -> None:
+        self.settled.append((how, tup.values[0], tup.ids, self.current[0] is tup,
+                             type(sys.exc_info()[1]).__name__))
+        if self.keep:
+            self.kept.append(tup)
+
+
+@pytest.fixture
+def basic(closures):
+    """(side, (untracked, tracked, run)): a BasicBolt's strides, made as a BoltSide
+    makes them, C or Python (``closures``)."""
+    side = Basic()
+    made = bolt_side._strides((side.current, side.ack, side.fail))
+    kinds = {"python": ["function"] * 3, "c": ["Stride"] * 3}[closures]
+    assert [type(s).__name__ for s in made] == kinds
+    return side, made
+
+
+def test_a_basic_input_is_current_while_processed_acked_after_and_none_then(basic):
+    side, (untracked, *_) = basic
+    during = []
+    process = lambda tup: during.append((tup.values[0], side.current[0] is tup))  # noqa: E731
+    assert untracked(iter("abc"), 3, process, OneFieldTuple, ONE, []) is True
+    assert during == [("a", True), ("b", True), ("c", True)]
+    # acked after each return, current still the input then, no exception handled
+    assert side.settled == [("ack", w, None, True, "NoneType") for w in "abc"]
+    assert side.current == [None]
+
+
+def test_a_failed_exception_fails_the_input_and_the_stride_goes_on(basic):
+    side, (_, tracked, _) = basic
+    failed = FailedException("no")
+    process = Seen(at="b", raises=failed)
+    rows = zip("abc", [ROOT, ROOT + 1, {ROOT: 9}], [ROOT, 3, 0])
+    assert tracked(rows, 3, process, OneFieldTuple, ONE, []) is True
+    assert [values for _, values, *_ in process.seen] == [["a"], ["c"]]
+    # the failed input is failed with its ids, while the FailedException is handled
+    assert side.settled == [("ack", "a", ROOT, True, "NoneType"),
+                            ("fail", "b", ROOT + 1, True, "FailedException"),
+                            ("ack", "c", {ROOT: 9}, True, "NoneType")]
+    assert side.current == [None] and sys.exc_info() == (None, None, None)
+
+
+def test_a_basic_inputs_other_exception_comes_out_as_raised_current_none(basic):
+    side, (untracked, _, run) = basic
+    error = ValueError("minus one")
+    process, left = Seen(at=-1, raises=error), iter([1, 2, -1, 4])
+    with pytest.raises(ValueError) as raised:
+        untracked(left, 4, process, OneFieldTuple, ONE, [])
+    assert raised.value is error and raised.value.__context__ is None
+    assert [(how, n) for how, n, *_ in side.settled] == [("ack", 1), ("ack", 2)]
+    assert side.current == [None] and next(left) == 4  # neither acked nor failed
+    left = iter("xyz")
+    with pytest.raises(FailedException):  # a fail that raises: raised as it comes,
+        bolt_side._strides((side.current, side.ack, _raising_fail))[2](  # in the except
+            left, 3, Seen(at="y", raises=FailedException("y")), OneFieldTuple, ONE, [],
+            ROOT)
+    assert side.current == [None] and next(left) == "z"
+
+
+def _raising_fail(tup) -> None:
+    assert isinstance(sys.exc_info()[1], FailedException)
+    raise FailedException(f"fail of {tup.values[0]}: {sys.exc_info()[1]}")
+
+
+def test_a_fail_that_raises_has_the_failed_exception_as_its_context(basic):
+    side, _ = basic
+    *_, run = bolt_side._strides((side.current, side.ack, _raising_fail))
+    cause = FailedException("y")
+    with pytest.raises(FailedException) as raised:
+        run(iter("xy"), 2, Seen(at="y", raises=cause), OneFieldTuple, ONE, [], ROOT)
+    assert str(raised.value) == "fail of y: y" and raised.value.__context__ is cause
+
+
+def test_a_basic_tuple_is_reused_until_process_or_the_ack_keeps_it(basic):
+    side, (untracked, _, run) = basic
+    process = Seen(keep=lambda tup: tup.values[0] == 2)
+    assert untracked(iter(range(5)), 5, process, OneFieldTuple, ONE, []) is True
+    assert len(set(process.objects[:3])) == 1 and len(set(process.objects[3:])) == 1
+    assert process.objects[0] != process.objects[3]
+    assert [t.values for t in process.kept] == [[2]]
+    side.keep, process = True, Seen()  # an ack that keeps its input: a new one each
+    assert run(iter("abc"), 3, process, OneFieldTuple, ONE, [], ROOT) is True
+    assert len(set(process.objects)) == 3
+    assert [(t.values, t.ids) for t in side.kept] == [
+        (["a"], ROOT), (["b"], ROOT + 1), (["c"], ROOT + 2)]
+
+
+def test_a_basic_stride_looks_at_waiting_after_each_input_and_its_ack(basic):
+    side, (untracked, _, _) = basic
+    waiting, left = Waiting(after=2), iter(range(10))
+    assert untracked(left, 10, waiting.process, OneFieldTuple, ONE, waiting) is False
+    assert waiting.looks == [1, 2] and next(left) == 2
+    assert [how for how, *_ in side.settled] == ["ack", "ack"]  # before the look
+    assert side.current == [None]
+
+
+@pytest.mark.skipif(hot.pure_python(), reason="TUPLEFLOW_PURE_PYTHON is set: no C strides")
+def test_a_basic_c_stride_hands_an_odd_call_to_its_python_spec_and_wants_all_four():
+    side = Basic()
+    spec = bolt_side._basic(bolt_side._untracked, side.current, side.ack, side.fail)
+    stride = hot._hot.Stride(spec=spec, tuple_type=Tuple, one_type=OneFieldTuple,
+                             rows="untracked", current=side.current, ack=side.ack,
+                             fail=side.fail, failed=FailedException)
+    # a list, not an iterator: the spec's islice takes it, and acks as the C would
+    assert stride([5, 6], 2, Seen(), OneFieldTuple, ONE, []) is True
+    assert [(how, n) for how, n, *_ in side.settled] == [("ack", 5), ("ack", 6)]
+    with pytest.raises(TypeError, match="all four"):
+        hot._hot.Stride(spec=spec, tuple_type=Tuple, one_type=OneFieldTuple,
+                        rows="untracked", current=side.current, ack=side.ack)

@@ -181,19 +181,26 @@ def to_heard(sentences: int) -> Topology:
 
 
 def executes_of(trace: float, ackers: int) -> tuple[dict[tuple[str, str], int], list]:
-    """``BoltSide.execute`` and ``execute_data`` calls per bolt, and the traces, for 400
-    sentences driven as the instances are: the spout's turns, then the flush timer."""
+    """``BoltSide.execute`` and ``execute_data`` calls per bolt, the riders handed to
+    ``execute_riders`` and the frames given a wrapper ``process`` (a traced entry no
+    frame rode), and the traces, for 400 sentences driven as the instances are: the
+    spout's turns, then the flush timer."""
     random.seed(7)
     calls: Counter = Counter()
+    counters = {"execute": lambda *args, **kwargs: 1,
+                "execute_data": lambda *args, **kwargs: 1,
+                "execute_riders": lambda parts, *args: len(parts),
+                "on_frame": lambda *args, process=None, **kwargs: process is not None}
     with InMemoryCluster(to_heard(400), ackers=ackers, trace=trace, eager_flush=False,
                          target_latency=None) as cluster:
         for comp in ("split", "count"):
             bolt = cluster.executors[cluster.plan.component_tasks()[comp][0]].bolt
-            for name in ("execute", "execute_data"):
+            for name, many in counters.items():
                 execute = getattr(bolt, name)
 
-                def counted(*args, comp=comp, name=name, execute=execute, **kwargs):
-                    calls[comp, name] += 1
+                def counted(*args, comp=comp, name=name, execute=execute, many=many,
+                            **kwargs):
+                    calls[comp, name] += many(*args, **kwargs)
                     return execute(*args, **kwargs)
 
                 setattr(bolt, name, counted)
@@ -201,26 +208,28 @@ def executes_of(trace: float, ackers: int) -> tuple[dict[tuple[str, str], int], 
             cluster.step(25)
             cluster.advance(0.01)
         traces = cluster.traces(limit=1000)
-    return dict(calls), traces
+    return calls, traces
 
 
 @pytest.mark.parametrize("ackers", [1, 0])
-def test_a_traced_frame_and_the_frame_it_carries_are_executed_in_one_call(ackers):
-    # a TRACED frame's traced entries run in the execute of the frame they rode, each
-    # with its own wrapper (one batch of statistics, no call per entry): a traced run
-    # makes the very execute calls an untraced one does, and every tree is whole; but
-    # the frame a plain bolt's traced entries rode (untracked with acking off, ANCHORED
-    # with it on) runs in the data loop after them, as in an untraced run: one execute
-    # for the riders, and the very execute_data calls of the untraced run
+def test_a_traced_frames_riders_and_the_frame_they_rode_run_in_the_data_loop(ackers):
+    # a TRACED frame's traced entries each run in the data loop with its own wrapper
+    # (execute_riders), and every tree is whole; the frame they rode (untracked with
+    # acking off, RUN or ANCHORED with it on) runs in the data loop after them, as in an
+    # untraced run, a BasicBolt's too (since 2026-11-28): execute_data calls of the
+    # untraced run, and one more a rider or a traced entry no frame rode; the general
+    # loop (execute) runs for neither
     untraced, _ = executes_of(0.0, ackers)
     traced, traces = executes_of(0.1, ackers)
     assert len(traces) >= 20 and all(t.status == "acked" for t in traces)
     for t in traces:
         check_tree(t, 4)
-    assert traced["split", "execute"] == untraced["split", "execute"]  # a BasicBolt
-    assert traced["count", "execute_data"] == untraced["count", "execute_data"] > 0
-    assert 0 < traced["count", "execute"] <= traced["count", "execute_data"]
-    assert ("count", "execute") not in untraced
+    for bolt in ("split", "count"):  # a BasicBolt, a plain bolt
+        assert traced[bolt, "execute_riders"] > 0 and untraced[bolt, "execute_data"] > 0
+        assert traced[bolt, "execute_data"] == (untraced[bolt, "execute_data"]
+                                                + traced[bolt, "execute_riders"]
+                                                + traced[bolt, "on_frame"])
+        assert traced[bolt, "execute"] == untraced[bolt, "execute"] == 0
 
 
 @pytest.mark.parametrize("ackers", [1, 0])
@@ -249,6 +258,30 @@ def test_a_traced_frame_met_by_waiting_output_sets_all_its_rest_aside(ackers):
         assert heard.words == ["t1", "t2", "t3", "u1", "u2"]
         hops = [r for r in executor.tracer.drain() if r[0] == "hops"]
         assert [(r[2], len(r[3:]) // 3) for r in hops] == [(51, 1)]  # what ran traced
+
+
+def test_riders_after_one_that_ended_as_output_began_to_wait_are_set_aside():
+    # the first rider's only tuple fills the output: its hops are recorded, and the
+    # next rider and the frame they rode are set aside whole, in order, none processed
+    with InMemoryCluster(to_heard(1), ackers=0, trace=0.0, eager_flush=False,
+                         target_latency=None) as cluster:
+        tasks = cluster.plan.component_tasks()
+        split, count = tasks["split"][0], tasks["count"][0]
+        executor = cluster.executors[count]
+        stream = cluster.plan.streams.index(("split", "default"))
+        body = wire.encode_traced([[wire.DATA, wire.encode_batch(["t1"]), 5, 51, 0.0],
+                                   [wire.DATA, wire.encode_batch(["t2", "t3"]), 6, 61, 0.0],
+                                   [wire.DATA, wire.encode_batch(["u1"]), 0, 0, 0.0]])
+        executor.output_waiting = ["a frame waits"]
+        executor.on_frame(wire.data_header(wire.TRACED, stream, count, split), body)
+        heard = cluster.user_object(count)
+        assert heard.words == ["t1"]
+        assert executor.leftover[0] == ["t2", "t3", "u1"]
+        hops = [r for r in executor.tracer.drain() if r[0] == "hops"]
+        assert [(r[2], len(r[3:]) // 3) for r in hops] == [(51, 1)]
+        executor.output_waiting = ()
+        executor.run_leftover()
+        assert heard.words == ["t1", "t2", "t3", "u1"]
 
 
 def test_a_traced_frame_of_traced_entries_only_met_by_waiting_output_loses_nothing():
