@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import random
 from collections import Counter
+from contextlib import contextmanager
 
 import pytest
 
@@ -232,53 +233,54 @@ def test_a_traced_frames_riders_and_the_frame_they_rode_run_in_the_data_loop(ack
         assert traced[bolt, "execute"] == untraced[bolt, "execute"] == 0
 
 
-@pytest.mark.parametrize("ackers", [1, 0])
-def test_a_traced_frame_met_by_waiting_output_sets_all_its_rest_aside(ackers):
-    # output waits (backpressure): execute stops after one tuple and sets the rest
-    # aside; the rest of a traced entry and the whole frame it rode are set aside as
-    # one, in order, none lost (each entry's own execute set its rest aside in turn,
-    # and the frame's overwrote the traced entry's, before)
+@contextmanager
+def traced_frame_met_by_waiting_output(ackers: int, entries: list[list]):
+    """The counter of :func:`to_heard`, its output waiting, given one TRACED frame of
+    DATA ``entries`` (``[words, trace, hop]`` each; trace 0: the untraced frame they
+    rode): its executor and its bolt, for the test to read what ran and what waits."""
     with InMemoryCluster(to_heard(1), ackers=ackers, trace=0.0, eager_flush=False,
                          target_latency=None) as cluster:
         tasks = cluster.plan.component_tasks()
         split, count = tasks["split"][0], tasks["count"][0]
         executor = cluster.executors[count]
         stream = cluster.plan.streams.index(("split", "default"))
-        traced = wire.encode_batch(["t1", "t2", "t3"])
-        carried = wire.encode_batch(["u1", "u2"])
-        body = wire.encode_traced([[wire.DATA, traced, 5, 51, 0.0],
-                                   [wire.DATA, carried, 0, 0, 0.0]])
+        body = wire.encode_traced([[wire.DATA, wire.encode_batch(words), trace, hop, 0.0]
+                                   for words, trace, hop in entries])
         executor.output_waiting = ["a frame waits"]
         executor.on_frame(wire.data_header(wire.TRACED, stream, count, split), body)
-        heard = cluster.user_object(count)
+        yield executor, cluster.user_object(count)
+
+
+def ran_traced(executor) -> list[tuple[int, int]]:
+    """The hops records the executor's tracer holds: each one's first hop, and how many
+    tuples it ran traced."""
+    return [(r[2], len(r[3:]) // 3) for r in executor.tracer.drain() if r[0] == "hops"]
+
+
+@pytest.mark.parametrize("ackers", [1, 0])
+def test_a_traced_frame_met_by_waiting_output_sets_all_its_rest_aside(ackers):
+    # output waits (backpressure): execute stops after one tuple and sets the rest
+    # aside; the rest of a traced entry and the whole frame it rode are set aside as
+    # one, in order, none lost (each entry's own execute set its rest aside in turn,
+    # and the frame's overwrote the traced entry's, before)
+    with traced_frame_met_by_waiting_output(ackers, [[["t1", "t2", "t3"], 5, 51],
+                                                     [["u1", "u2"], 0, 0]]) as (executor, heard):
         assert heard.words == ["t1"]
         assert executor.leftover[0] == ["t2", "t3", "u1", "u2"]
         executor.output_waiting = ()
         executor.run_leftover()
         assert heard.words == ["t1", "t2", "t3", "u1", "u2"]
-        hops = [r for r in executor.tracer.drain() if r[0] == "hops"]
-        assert [(r[2], len(r[3:]) // 3) for r in hops] == [(51, 1)]  # what ran traced
+        assert ran_traced(executor) == [(51, 1)]
 
 
 def test_riders_after_one_that_ended_as_output_began_to_wait_are_set_aside():
     # the first rider's only tuple fills the output: its hops are recorded, and the
     # next rider and the frame they rode are set aside whole, in order, none processed
-    with InMemoryCluster(to_heard(1), ackers=0, trace=0.0, eager_flush=False,
-                         target_latency=None) as cluster:
-        tasks = cluster.plan.component_tasks()
-        split, count = tasks["split"][0], tasks["count"][0]
-        executor = cluster.executors[count]
-        stream = cluster.plan.streams.index(("split", "default"))
-        body = wire.encode_traced([[wire.DATA, wire.encode_batch(["t1"]), 5, 51, 0.0],
-                                   [wire.DATA, wire.encode_batch(["t2", "t3"]), 6, 61, 0.0],
-                                   [wire.DATA, wire.encode_batch(["u1"]), 0, 0, 0.0]])
-        executor.output_waiting = ["a frame waits"]
-        executor.on_frame(wire.data_header(wire.TRACED, stream, count, split), body)
-        heard = cluster.user_object(count)
+    with traced_frame_met_by_waiting_output(0, [[["t1"], 5, 51], [["t2", "t3"], 6, 61],
+                                                [["u1"], 0, 0]]) as (executor, heard):
         assert heard.words == ["t1"]
         assert executor.leftover[0] == ["t2", "t3", "u1"]
-        hops = [r for r in executor.tracer.drain() if r[0] == "hops"]
-        assert [(r[2], len(r[3:]) // 3) for r in hops] == [(51, 1)]
+        assert ran_traced(executor) == [(51, 1)]
         executor.output_waiting = ()
         executor.run_leftover()
         assert heard.words == ["t1", "t2", "t3", "u1"]
@@ -290,25 +292,14 @@ def test_a_traced_frame_of_traced_entries_only_met_by_waiting_output_loses_nothi
     # one tuple, and the rest of every entry is set aside as one, in order (each entry's
     # own execute set its rest aside over the one before's, and two words of each
     # three-word sentence were lost: the count never ran them and their trees timed out)
-    with InMemoryCluster(to_heard(1), ackers=0, trace=0.0, eager_flush=False,
-                         target_latency=None) as cluster:
-        tasks = cluster.plan.component_tasks()
-        split, count = tasks["split"][0], tasks["count"][0]
-        executor = cluster.executors[count]
-        stream = cluster.plan.streams.index(("split", "default"))
-        body = wire.encode_traced([
-            [wire.DATA, wire.encode_batch(["a1", "a2", "a3"]), 5, 51, 0.0],
-            [wire.DATA, wire.encode_batch(["b1", "b2", "b3"]), 6, 61, 0.0]])
-        executor.output_waiting = ["a frame waits"]
-        executor.on_frame(wire.data_header(wire.TRACED, stream, count, split), body)
-        heard = cluster.user_object(count)
+    with traced_frame_met_by_waiting_output(0, [[["a1", "a2", "a3"], 5, 51],
+                                                [["b1", "b2", "b3"], 6, 61]]) as (executor, heard):
         assert heard.words == ["a1"]
         assert executor.leftover[0] == ["a2", "a3", "b1", "b2", "b3"]
         executor.output_waiting = ()
         executor.run_leftover()
         assert heard.words == ["a1", "a2", "a3", "b1", "b2", "b3"]
-        hops = [r for r in executor.tracer.drain() if r[0] == "hops"]
-        assert [(r[2], len(r[3:]) // 3) for r in hops] == [(51, 1)]  # what ran traced
+        assert ran_traced(executor) == [(51, 1)]
 
 
 class RunsSeen(InMemoryCluster):
