@@ -11,8 +11,7 @@ from runtime import wire
 from runtime.model import controls as _controls
 from runtime.model.constants import TAP_SECONDS
 from runtime.model.controls import check_keep, check_tap
-from runtime.observe.traces import TRACE_STATUSES, Trace
-from runtime.observe.tracestore import trace_from_plain
+from runtime.observe.traces import TRACE_STATUSES, Trace, trace_from_plain
 
 __all__ = ["TraceQuestions"]
 

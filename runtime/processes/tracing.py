@@ -18,8 +18,8 @@ from typing import Any
 from runtime import wire
 from runtime.model.constants import MESSAGE_TIMEOUT, TRACE_STORE
 from runtime.model.plan import PhysicalPlan
-from runtime.observe.traces import TRACE_STATUSES
-from runtime.observe.tracestore import TraceStore, trace_to_plain
+from runtime.observe.traces import TRACE_STATUSES, trace_to_plain
+from runtime.observe.tracestore import TraceStore
 
 from .tasks import TaskTable
 

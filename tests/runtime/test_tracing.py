@@ -15,8 +15,8 @@ import pytest
 from runtime import BasicBolt, Bolt, FailedException, Spout, Topology, wire
 from runtime.engine.tracing import RUN
 from runtime.model.errors import TopologyError
-from runtime.observe.traces import HOP_OUTCOMES, TRANSIT
-from runtime.observe.tracestore import TraceStore, trace_from_plain, trace_to_plain
+from runtime.observe.traces import HOP_OUTCOMES, TRANSIT, trace_from_plain, trace_to_plain
+from runtime.observe.tracestore import TraceStore
 from runtime.testing import FakeClock, InMemoryCluster
 
 
