@@ -157,7 +157,9 @@ class SpoutTracker:
         self.in_flight += 1
 
     def add_run(self, first: int, msg_ids: list, stamps: list) -> None:
-        """Roots ``first``, ``first + 1``, ... emitted with these msg_ids at these times."""
+        """Roots ``first``, ``first + 1``, ... emitted with these msg_ids at these times.
+        The tracker keeps the two lists as they are, and may hand them out (changed) as
+        the msg_ids it settles: the caller gives them up (:meth:`complete_range`)."""
         self.runs.newest[first] = (msg_ids, stamps)
         self.in_flight += len(msg_ids)
 
@@ -173,9 +175,12 @@ class SpoutTracker:
             if run is None or first + len(run[0]) > end:
                 break
             runs.remove(first)
-            acked += run[0]
-            starts += run[1]
             first += len(run[0])
+            if acked:
+                acked += run[0]
+                starts += run[1]
+            else:  # the first run's own lists, not copies: no one else holds them (add_run)
+                acked, starts = run
         self.latency.record_since(starts, now)  # (_settled, written out: a call a frame)
         self.in_flight -= len(acked)
         self.acked += len(acked)

@@ -2,6 +2,8 @@
  * make them; runtime/engine/hot.py chooses C or Python):
  *
  *   Ack        a bolt's ``ack``                        (Collector.bolt_ack's ``ack``)
+ *   LeafRun    the leaves it acked in order, as a stretch (AckOut.stretch; new
+ *                                                       2026-11-28, afternoon)
  *   Stride     a stride of a bolt's data loop          (bolt_side's ``_untracked``,
  *                                                       ``_tracked``, ``_run``; a
  *                                                       BasicBolt's: ``_basic`` of one,
@@ -144,20 +146,6 @@ exact_lists(PyObject **lists, Py_ssize_t n)
 
 /* -- the module ----------------------------------------------------------------------- */
 
-/* An exact int as a uint64_t, as PyLong_AsUnsignedLongLong: through PyLong_AsUnsignedLong
- * where that is 64 bits, a loop over the int's three digits, where CPython 3.11's
- * PyLong_AsUnsignedLongLong goes through a byte array (~230 instructions a root against
- * ~30 in the word count's count). */
-static inline uint64_t
-as_u64(PyObject *v)
-{
-#if ULONG_MAX == UINT64_MAX
-    return PyLong_AsUnsignedLong(v);
-#else
-    return PyLong_AsUnsignedLongLong(v);
-#endif
-}
-
 /* -- consecutive: a bolt's leaves, one run acked in order? ---------------------------- */
 
 /* ``consecutive(leaves)``, acks.py's ``_consecutive`` in C: whether ``leaves`` (a list)
@@ -212,7 +200,8 @@ PyMODINIT_FUNC
 PyInit__hot(void)
 {
     crc_init();
-    if (PyType_Ready(&AckType) < 0 || PyType_Ready(&EmitChildType) < 0
+    if (PyType_Ready(&AckType) < 0 || PyType_Ready(&LeafRunType) < 0
+            || PyType_Ready(&EmitChildType) < 0
             || PyType_Ready(&EmitKeyedType) < 0 || PyType_Ready(&EmitRunType) < 0
             || PyType_Ready(&EmitPickedType) < 0 || PyType_Ready(&StrideType) < 0
             || PyType_Ready(&EmitOneType) < 0)
@@ -229,6 +218,7 @@ PyInit__hot(void)
     if (m == NULL)
         return NULL;
     if (PyModule_AddObjectRef(m, "Ack", (PyObject *)&AckType) < 0
+            || PyModule_AddObjectRef(m, "LeafRun", (PyObject *)&LeafRunType) < 0
             || PyModule_AddObjectRef(m, "EmitChild", (PyObject *)&EmitChildType) < 0
             || PyModule_AddObjectRef(m, "EmitKeyed", (PyObject *)&EmitKeyedType) < 0
             || PyModule_AddObjectRef(m, "EmitRun", (PyObject *)&EmitRunType) < 0

@@ -2,6 +2,109 @@
 
 #include "_hot.h"
 
+/* -- LeafRun: the leaves a bolt acked in order, as a stretch ---------------------- */
+
+/* AckOut.stretch: while AckOut.leaves is empty, the leaves the C Ack takes in order are
+ * kept here as the first root (its int) and a count, not an int each on the list. A
+ * RUN frame's roots, acked as they came (the word count's count), then cost no append
+ * and no int held until the flush (so the stride may make the next root in the last
+ * one's int), and the flush sends the stretch as it is, ``first, count``
+ * (AckOut._send_stretch). A leaf that does not carry the stretch on goes on the list,
+ * and so does every leaf after it until the flush: the stretch's roots were all acked
+ * before the list's, and the flush puts them first, so the leaves go in the order they
+ * were acked, as the Python ack's list has them (docs/internals/performance-log.md,
+ * "Issue 17, fifteenth pass"). */
+typedef struct {
+    PyObject_HEAD
+    PyObject *first;      /* the stretch's first root (NULL: no stretch) */
+    uint64_t base;        /* its value */
+    Py_ssize_t count;     /* roots in the stretch: base, base + 1, ... */
+} LeafRunObject;
+
+/* A leaf ``root`` acked while AckOut.leaves is empty: 1 when the stretch took it (started
+ * with it, or carried on by it), 0 when it goes on the list. Only an exact int in
+ * [0, 2**64 - 1) is taken. */
+static inline Py_ALWAYS_INLINE int
+leafrun_take(LeafRunObject *run, PyObject *root)
+{
+    if (!PyLong_CheckExact(root))
+        return 0;
+    uint64_t r = as_u64(root);
+    if (r == (uint64_t)-1) {  /* negative or too large (an error), or 2**64 - 1 */
+        PyErr_Clear();
+        return 0;
+    }
+    if (run->count == 0) {
+        run->first = Py_NewRef(root);
+        run->base = r;
+        run->count = 1;
+        return 1;
+    }
+    if (r != run->base + (uint64_t)run->count)
+        return 0;
+    run->count++;
+    return 1;
+}
+
+static PyObject *
+leafrun_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
+{
+    static char *names[] = {NULL};
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, ":LeafRun", names))
+        return NULL;
+    return type->tp_alloc(type, 0);
+}
+
+static void
+leafrun_dealloc(LeafRunObject *run)
+{
+    Py_CLEAR(run->first);
+    Py_TYPE(run)->tp_free((PyObject *)run);
+}
+
+static Py_ssize_t
+leafrun_len(LeafRunObject *run)
+{
+    return run->count;
+}
+
+/* ``take()``: the stretch as ``(first, count)``, now empty; None when there is none. */
+static PyObject *
+leafrun_take_all(LeafRunObject *run, PyObject *unused)
+{
+    if (run->count == 0)
+        Py_RETURN_NONE;
+    PyObject *result = Py_BuildValue("(On)", run->first, run->count);
+    if (result != NULL) {
+        run->count = 0;
+        Py_CLEAR(run->first);
+    }
+    return result;
+}
+
+static PyMethodDef leafrun_methods[] = {
+    {"take", (PyCFunction)leafrun_take_all, METH_NOARGS,
+     "take(): the stretch as (first root, count), emptied; None when empty"},
+    {NULL}
+};
+
+static PySequenceMethods leafrun_as_sequence = {
+    .sq_length = (lenfunc)leafrun_len,
+};
+
+PyTypeObject LeafRunType = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "runtime.engine._hot.LeafRun",
+    .tp_doc = PyDoc_STR("LeafRun(): the leaves a bolt's C Ack took in order, kept as their "
+                        "first root and count (AckOut.stretch); len() is the count."),
+    .tp_basicsize = sizeof(LeafRunObject),
+    .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_new = leafrun_new,
+    .tp_dealloc = (destructor)leafrun_dealloc,
+    .tp_as_sequence = &leafrun_as_sequence,
+    .tp_methods = leafrun_methods,
+};
+
 /* -- Ack: a bolt's ``ack`` --------------------------------------------------------- */
 
 typedef struct {
@@ -11,6 +114,7 @@ typedef struct {
     PyObject *acked;      /* dict: root -> XOR of this task's acks of it (AckOut.acked) */
     PyObject *tuple_type, *one_type;
     PyObject *slow;       /* BoltSide.ack: several roots, untracked, acked already */
+    PyObject *stretch;    /* a LeafRun (AckOut.stretch), or None: every leaf on ``leaves`` */
     Py_ssize_t ids_off, val_off;
 } AckObject;
 
@@ -30,7 +134,9 @@ ack_vectorcall(PyObject *op, PyObject *const *args, size_t nargsf, PyObject *kwn
         return hot_spec((HotObject *)self, args, nargsf, kwnames);
     if (ids == val) {  /* a spout tuple's only copy, untouched: a leaf */
         *ids_slot = Py_NewRef(Py_None);  /* the slot's reference to ids is ours now */
-        int bad = PyList_Append(self->leaves, ids);
+        int bad = (self->stretch == Py_None || PyList_GET_SIZE(self->leaves) > 0
+                   || !leafrun_take((LeafRunObject *)self->stretch, ids))
+                  && PyList_Append(self->leaves, ids) < 0;
         Py_DECREF(ids);
         return bad ? NULL : Py_NewRef(Py_None);
     }
@@ -67,19 +173,25 @@ static PyObject *
 ack_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
 {
     static char *names[] = {"spec", "leaves", "combined", "acked", "tuple_type",
-                            "one_type", "slow", NULL};
-    PyObject *r[7];
+                            "one_type", "slow", "stretch", NULL};
+    PyObject *r[8] = {NULL};
     Py_ssize_t off[TUPLE_SLOTS];
-    if (!PyArg_ParseTupleAndKeywords(args, kwds, "OOOO!OOO:Ack", names, &r[0], &r[1], &r[2],
-                                     &PyDict_Type, &r[3], &r[4], &r[5], &r[6])
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "OOOO!OOO|O:Ack", names, &r[0], &r[1],
+                                     &r[2], &PyDict_Type, &r[3], &r[4], &r[5], &r[6], &r[7])
             || exact_lists(r + 1, 2) < 0 || tuple_slots(r[4], r[5], off) < 0)
         return NULL;
+    if (r[7] == NULL)
+        r[7] = Py_None;
+    if (r[7] != Py_None && !Py_IS_TYPE(r[7], &LeafRunType)) {
+        PyErr_SetString(PyExc_TypeError, "stretch must be a LeafRun or None");
+        return NULL;
+    }
     if (!PyDict_CheckExact(r[3])) {  /* a subclass's get or __setitem__ would be skipped */
         PyErr_SetString(PyExc_TypeError, "acked must be exactly a dict");
         return NULL;
     }
     AckObject *self = (AckObject *)hot_alloc(type, ack_vectorcall, r,
-                                             NREFS(AckObject, slow));
+                                             NREFS(AckObject, stretch));
     if (self != NULL) {
         self->ids_off = off[IDS];
         self->val_off = off[ACK_VAL];
@@ -88,8 +200,9 @@ ack_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
 }
 
 HOT_TYPE(AckType, "Ack", AckObject, ack_new,
-         "Ack(spec, leaves, combined, acked, tuple_type, one_type, slow): a bolt's ack, the "
-         "closure Collector.bolt_ack makes, in C.");
+         "Ack(spec, leaves, combined, acked, tuple_type, one_type, slow, stretch=None): a "
+         "bolt's ack, the closure Collector.bolt_ack makes, in C (its leaves taken in order "
+         "kept in the LeafRun ``stretch`` while ``leaves`` is empty).");
 
 /* -- Stride: the bolt's data loop ---------------------------------------------------- */
 
@@ -124,11 +237,33 @@ make_tuple(PyObject *make, PyObject *entry, PyObject *source)
     return PyObject_Vectorcall(make, a, 2, NULL);
 }
 
-/* The next row's entry, and for a tracked row its ids and ack_val (new references);
- * 1, 0 when the rows ran out, -1 with an error. ``root``: a RUN's next root. */
+/* Whether ``v``, an exact int nobody else holds, was made ``value`` in place: when it has
+ * as many digits (a RUN's roots all have bit 63 set: three). Its reader cannot tell it
+ * from a new int, as nobody can read it; CPython 3.11's layout only (elsewhere, never). */
 static inline Py_ALWAYS_INLINE int
-next_row(int kind, PyObject *rows, uint64_t root, PyObject **entry, PyObject **ids,
-         PyObject **val)
+root_in_place(PyObject *v, uint64_t value)
+{
+#if PY_VERSION_HEX >= 0x030B0000 && PY_VERSION_HEX < 0x030C0000
+    digit d[(64 + PyLong_SHIFT - 1) / PyLong_SHIFT];
+    Py_ssize_t n = 0;
+    for (uint64_t x = value; x; x >>= PyLong_SHIFT)
+        d[n++] = (digit)(x & PyLong_MASK);
+    if (n == 0 || n != Py_SIZE(v))
+        return 0;
+    memcpy(((PyLongObject *)v)->ob_digit, d, (size_t)n * sizeof(digit));
+    return 1;
+#else
+    return 0;
+#endif
+}
+
+/* The next row's entry, and for a tracked row its ids and ack_val (new references);
+ * 1, 0 when the rows ran out, -1 with an error. ``root``: a RUN's next root; ``spare``:
+ * the last row's root int when nobody but the reused Tuple holds it (else NULL), which
+ * becomes this one's in place instead of an int made and the old one freed. */
+static inline Py_ALWAYS_INLINE int
+next_row(int kind, PyObject *rows, uint64_t root, PyObject *spare, PyObject **entry,
+         PyObject **ids, PyObject **val)
 {
     PyObject *row = PyIter_Next(rows);
     if (row == NULL)
@@ -138,7 +273,9 @@ next_row(int kind, PyObject *rows, uint64_t root, PyObject **entry, PyObject **i
         return 1;
     }
     if (kind == RUN) {  /* a spout tuple's only copy: its root is its own edge id */
-        if ((*ids = PyLong_FromUnsignedLongLong(root)) == NULL) {
+        if (spare != NULL && root_in_place(spare, root))
+            *ids = Py_NewRef(spare);
+        else if ((*ids = PyLong_FromUnsignedLongLong(root)) == NULL) {
             Py_DECREF(row);
             return -1;
         }
@@ -267,8 +404,15 @@ stride_vectorcall(PyObject *op, PyObject *const *args, size_t nargsf, PyObject *
     Py_ssize_t alone = Py_REFCNT(tup);
     PyObject *call[2] = {NULL, NULL};  /* (a slot before the argument: the bound method's) */
     for (Py_ssize_t i = 0; i < k; i++) {
-        PyObject *entry, *ids = NULL, *val = NULL;
-        int got = next_row(kind, rows, root + (uint64_t)i, &entry, &ids, &val);
+        PyObject *entry, *ids = NULL, *val = NULL, *spare = NULL;
+        if (kind == RUN && i > 0 && Py_REFCNT(tup) == alone) {  /* the Tuple is reused */
+            PyObject *last = *SLOT(tup, self->off[ACK_VAL]);  /* (its ids: the same, or
+                                                               * None once acked) */
+            if (last != NULL && PyLong_CheckExact(last)
+                    && Py_REFCNT(last) == 1 + (*SLOT(tup, self->off[IDS]) == last))
+                spare = last;
+        }
+        int got = next_row(kind, rows, root + (uint64_t)i, spare, &entry, &ids, &val);
         if (got <= 0) {
             if (got == 0)
                 break;

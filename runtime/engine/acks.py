@@ -47,6 +47,10 @@ class AckOut:
         self._task_bits = plan.root_bits()  # the task field of every root
         hot = c_module()  # whether the leaves are one run acked in order: C or Python
         self._consecutive = _consecutive if hot is None else hot.consecutive
+        # the leaves the C ack took in order while ``leaves`` was empty, as their first
+        # root and count (``_hot.LeafRun``): what ``leaves`` holds comes after them. None
+        # with the Python ack, which puts every leaf on ``leaves``
+        self.stretch = None if hot is None else hot.LeafRun()
 
     def queue(self, op: int, root: int, value: int) -> None:
         """Queue one message for the acker task that keeps ``root``: the root id mod the
@@ -60,18 +64,23 @@ class AckOut:
 
     def waiting(self) -> bool:
         """Whether any message waits for the next flush."""
-        return bool(self.acked or self.leaves or any(self._batches))
+        return bool(self.acked or self.leaves or self.stretch or any(self._batches))
 
     def flush(self) -> None:
         """Send the completed leaves to their spout tasks, and what was queued for each
         acker task."""
-        if self.leaves:  # the user's acks of leaves count now (those _file_acked adds
-            self.counts.acked += len(self.leaves)  # are counted already, or below)
+        stretch = self.stretch.take() if self.stretch is not None else None
+        if stretch is not None:  # the user's acks of leaves count now (those _file_acked
+            self.counts.acked += stretch[1]  # adds are counted already, or below)
+        if self.leaves:
+            self.counts.acked += len(self.leaves)
         if self.acked:
             self.counts.acked += len(self.combined)
             self.combined.clear()
             self._file_acked()
-        if self.leaves:
+        if stretch is not None:
+            self._send_stretch(*stretch)
+        elif self.leaves:
             self._send_leaves()
         for task, messages in self._out.items():
             if messages:
@@ -109,6 +118,19 @@ class AckOut:
         for task, roots in self._by_spout_task().items():
             self.send(self._leaf_header(task), wire.encode_batch([0, 0, roots]))
         leaves.clear()
+
+    def _send_stretch(self, first: int, count: int) -> None:
+        """The leaves the C ack took in order (``stretch``), then those on ``leaves``: the
+        stretch alone, of one spout task (a run acked in order: the usual frame), goes as
+        ``first, count`` without an int a root ever made; anything else as the Python
+        ack's list would have gone, the stretch's roots first."""
+        bits = self._task_bits
+        task = root_task(first, bits)
+        if not self.leaves and task is not None and root_task(first + count - 1, bits) == task:
+            self.send(self._leaf_header(task), wire.encode_batch([first, count, []]))
+            return
+        self.leaves[:0] = range(first, first + count)
+        self._send_leaves()
 
     def _by_spout_task(self) -> dict[int, list[int]]:
         """The leaves by the spout task written in each; an int id that is no

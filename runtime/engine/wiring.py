@@ -262,8 +262,9 @@ class Collector:
             else:  # of the root (AckOut); several roots, untracked, acked already
                 slow(tup)
 
-        hot = c_module()
-        return ack if hot is None else hot.Ack(ack, leaves, combined, acked, *_TUPLES, slow)
+        hot = c_module()  # (the C one keeps the leaves it takes in order in a stretch:
+        return ack if hot is None else hot.Ack(  # AckOut.stretch, _hot_bolt.c's LeafRun)
+            ack, leaves, combined, acked, *_TUPLES, slow, self.bolt.acks.stretch)
 
     def emit_direct(self, task: int, values, stream=DEFAULT_STREAM, msg_id=None,
                     anchors=None):

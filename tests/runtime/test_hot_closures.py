@@ -428,3 +428,99 @@ def test_a_bolts_leaves_go_as_one_stretch_only_when_they_count_up(closures):
         out.leaves += leaves
         out.flush()
     assert sent == [(spout, [start, 3, []]), (spout, [0, 0, [start + 5, start + 4, start + 6]])]
+
+
+def _leaf(root: int, ids=None):
+    """A spout tuple's only copy as a RUN frame gives it: ``ids`` is ``ack_val``."""
+    from runtime.model.api import OneFieldTuple, TupleSource
+
+    tup = OneFieldTuple(["w"], TupleSource.of("feed", 1, "default", ["n"]))
+    tup.ids = tup.ack_val = root
+    if ids is not None:  # the same value, another object: a one-root tuple, combined
+        tup.ids = ids
+    return tup
+
+
+def _leaf_bolt(closures):
+    """A bolt Executor whose frames land in ``sent`` (dest, body), its spout task, and
+    the first root of one of that spout task's runs."""
+    from runtime.acking._ids import RootIds
+    from runtime.engine.executor import Executor
+
+    topo = Topology("leaves-acked")
+    topo.spout("feed", ListSpout([[1]], fields=["n"]))
+    topo.bolt("count", Bolt).shuffle_grouping("feed")
+    plan = topo.physical_plan(1, ackers=1)
+    (spout,), (bolt,) = plan.component_tasks()["feed"], plan.component_tasks()["count"]
+    sent: list = []
+    ex = Executor(plan, topo.components, bolt, lambda h, b: sent.append(
+        (wire.parse_header(h).dest, wire.decode_batch(b))))
+    ex.start()
+    assert type(ex.user.ack).__name__ == ("Ack" if closures == "c" else "function")
+    return ex, sent, spout, RootIds(spout, plan.root_bits()).run_start()
+
+
+def test_leaves_acked_in_order_go_as_one_stretch_and_others_in_the_order_acked(closures):
+    """The C ack keeps the leaves it takes in order as a stretch (``_hot.LeafRun``), not
+    an int each on the list: what it sends, counts and says waits must be what the
+    Python ack's list gives, the stretch's roots first, for every mix of leaves in
+    order, out of order, acked through ``BoltSide.ack`` and found whole at the flush."""
+    ex, sent, spout, s = _leaf_bolt(closures)
+    ack, acks = ex.user.ack, ex.acks
+
+    def flush(*tuples):
+        for tup in tuples:
+            ack(tup)
+        waiting = acks.waiting()
+        ex.flush()
+        return waiting, acks.waiting(), sent.pop(), ex.acked
+    # in order: one stretch, as the Python's consecutive leaves go
+    assert flush(*map(_leaf, range(s, s + 4))) == (True, False, (spout, [s, 4, []]), 4)
+    assert flush(_leaf(s + 9)) == (True, False, (spout, [s + 9, 1, []]), 5)
+    # out of order: each root, in the order acked (the stretch spilled first)
+    order = [s + 5, s + 6, s + 4, s + 7]
+    assert flush(*map(_leaf, order)) == (True, False, (spout, [0, 0, order]), 9)
+    # a leaf acked through BoltSide.ack while a stretch is open, then more in order
+    ack(_leaf(s + 20))
+    ack(_leaf(s + 21))
+    ex.bolt.ack(_leaf(s + 30))
+    got = flush(_leaf(s + 22), _leaf(s + 23))
+    assert got == (True, False, (spout, [0, 0, [s + 20, s + 21, s + 30, s + 22, s + 23]]), 14)
+    # a one-root tuple whose acks make its whole tree, found at the flush: after them
+    ack(_leaf(s + 40))
+    ack(_leaf(s + 40 + 10, ids=s + 40 + 10 + 0))
+    got = flush(_leaf(s + 41))
+    assert got == (True, False, (spout, [0, 0, [s + 40, s + 41, s + 50]]), 17)
+    # a stretch whose next root is not the next one ends there
+    assert flush(_leaf(s + 60), _leaf(s + 62)) == (
+        True, False, (spout, [0, 0, [s + 60, s + 62]]), 19)
+    assert not sent
+
+
+@pytest.mark.skipif(PURE, reason="TUPLEFLOW_PURE_PYTHON is set: no C LeafRun")
+def test_a_leaf_run_takes_only_roots_and_is_emptied_by_take():
+    from runtime.engine.hot import _hot
+
+    run, leaves = _hot.LeafRun(), []
+    ack = _hot.Ack(lambda tup: None, leaves, [], {}, *_tuple_types(), lambda tup: None, run)
+    top = (1 << 64) - 1  # no stretch carries on to it: it goes on the list
+    for root in (top - 2, top - 1, top):
+        ack(_leaf(root))
+    assert (len(run), leaves, run.take(), run.take(), len(run)) == (
+        2, [top], (top - 2, 2), None, 0)
+    for odd in (-1, 1 << 64, "7"):  # no stretch starts with what is no root
+        leaves.clear()
+        ack(_leaf(odd))
+        assert (leaves, len(run)) == ([odd], 0)
+    leaves.clear()
+    for root in (7, 8, 10, 9):
+        ack(_leaf(root))
+    assert (leaves, run.take()) == ([10, 9], (7, 2))
+    with pytest.raises(TypeError):
+        _hot.Ack(lambda tup: None, leaves, [], {}, *_tuple_types(), lambda tup: None, [])
+
+
+def _tuple_types():
+    from runtime.model.api import OneFieldTuple, Tuple
+
+    return Tuple, OneFieldTuple

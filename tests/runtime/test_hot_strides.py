@@ -120,6 +120,36 @@ def test_a_run_stride_counts_the_ids_from_its_root_each_its_own_ack_val(strides)
     assert identical == [True] * 3
 
 
+@pytest.mark.parametrize("first", [ROOT, (1 << 60) - 1, (1 << 64) - 12])
+def test_a_run_root_the_user_keeps_keeps_its_value(strides, first):
+    """The C RUN stride makes a row's root in the last row's int when nothing but the
+    reused Tuple holds that int (the ack let go of it: ``_hot.LeafRun``), instead of a new
+    int made and the old one freed: every int the user kept (an ``ack_val``, a dict key,
+    a kept Tuple's, one not acked) keeps its value, across a change of the int's size
+    too (2**60 takes one more digit; docs/internals/performance-log.md, "Issue 17,
+    fifteenth pass")."""
+    *_, run = strides
+    seen, kept, keys, tuples = [], [], {}, []
+
+    def process(tup) -> None:
+        n = tup.values[0]
+        seen.append((hex(tup.ids), hex(tup.ack_val)))  # (strings: no reference kept)
+        if n % 5 == 1:
+            kept.append(tup.ack_val)
+        elif n % 5 == 2:
+            keys[tup.ids] = n
+        elif n % 5 == 3:
+            tuples.append(tup)
+        if n % 5 != 4:  # acked, as an ack does: only the Tuple's ack_val holds it now
+            tup.ids = None
+
+    assert run(iter(range(12)), 12, process, OneFieldTuple, ONE, [], first) is True
+    assert seen == [(hex(first + n), hex(first + n)) for n in range(12)]
+    assert kept == [first + 1, first + 6, first + 11]
+    assert keys == {first + 2: 2, first + 7: 7}
+    assert [t.ack_val for t in tuples] == [first + 3, first + 8]
+
+
 def test_k_rows_at_most_and_the_rest_left_in_the_iterator(strides):
     untracked, *_ = strides
     process, left = Seen(), iter(range(10))
