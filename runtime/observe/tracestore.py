@@ -50,36 +50,37 @@ class _Tree:
     a store of 10,000 trees is ~2 tracked containers a tree, and each full collection of
     the master traverses them all), read per hop only when the tree is assembled."""
 
-    __slots__ = ("start", "status", "complete_ms", "frames", "runs", "outcomes", "settled",
-                 "restarts", "unread")
+    # Every field's default is the class's, shared: a tree is made without a call of
+    # ``__init__`` (which set nine slots and made a dict: ~1.2 k instructions of the
+    # ~32 k a traced tree's filing took; tracing-log.md, "2026-11-28, afternoon").
 
-    def __init__(self) -> None:
-        # the spout's start: (msg_id, component, task, values, started, tracked), values
-        # None when its sent frames hold them (read by _assemble)
-        self.start: tuple | None = None
-        self.status: str | None = None  # the spout's outcome (tracked trees)
-        self.complete_ms: float | None = None
-        # copies sent, a frame's at a time: (hops, parent, dest, stream, values, emitted),
-        # hops and values (one tuple of fields a copy) tuples; a tuple, not a list, grown
-        # by a copy (two or three frames a tree): the collector lets it go too. A frame
-        # is filed as its "sent" record made a tuple ("sent", trace, first hop, parent,
-        # dest, stream, body, bare, emitted, kind), its body as sent, until the tree is
-        # first read (_read)
-        self.frames: tuple[tuple, ...] = ()
-        self.unread = False  # some frame's body is not read yet
-        # copies processed, a traced frame's at a time: (task, incarnation, its "hops"
-        # record made a tuple: ("hops", trace, first hop, queued µs, executed µs,
-        # outcome code, ...)), or a run's entry's span of them: (task, incarnation, the
-        # entry's record ("hops", trace, first hop, spans, ...), shared by its trees,
-        # the span's offset in it, its tuples), read by _Hops (_own_hops)
-        self.runs: tuple[tuple, ...] = ()
-        self.outcomes: dict[int, str] = {}  # hop -> a later ack or fail of a held copy
-        # whether every copy sent ran (an untracked tree's status), None until asked
-        # again after a record came
-        self.settled: bool | None = None
-        # a tree carried over from the master before: the restarts that master knew of
-        # its copies' tasks (None: the store's own, as it learns them)
-        self.restarts: dict[int, list[float]] | None = None
+    # the spout's start: (msg_id, component, task, values, started, tracked), values
+    # None when its sent frames hold them (read by _assemble)
+    start: tuple | None = None
+    status: str | None = None  # the spout's outcome (tracked trees)
+    complete_ms: float | None = None
+    # copies sent, a frame's at a time: (hops, parent, dest, stream, values, emitted),
+    # hops and values (one tuple of fields a copy) tuples; a tuple, not a list, grown
+    # by a copy (two or three frames a tree): the collector lets it go too. A frame
+    # is filed as its "sent" record made a tuple ("sent", trace, first hop, parent,
+    # dest, stream, body, bare, emitted, kind), its body as sent, until the tree is
+    # first read (_read)
+    frames: tuple[tuple, ...] = ()
+    unread = False  # some frame's body is not read yet
+    # copies processed, a traced frame's at a time: (task, incarnation, its "hops"
+    # record made a tuple: ("hops", trace, first hop, queued µs, executed µs,
+    # outcome code, ...)), or a run's entry's span of them: (task, incarnation, the
+    # entry's record ("hops", trace, first hop, spans, ...), shared by its trees,
+    # the span's offset in it, its tuples), read by _Hops (_own_hops)
+    runs: tuple[tuple, ...] = ()
+    # hop -> a later ack or fail of a held copy; None until the first (rare) one
+    outcomes: dict[int, str] | None = None
+    # whether every copy sent ran (an untracked tree's status), None until asked
+    # again after a record came
+    settled: bool | None = None
+    # a tree carried over from the master before: the restarts that master knew of
+    # its copies' tasks (None: the store's own, as it learns them)
+    restarts: dict[int, list[float]] | None = None
 
 
 class _Hops:
@@ -89,7 +90,8 @@ class _Hops:
     __slots__ = ("start", "complete_ms", "sent", "ran", "outcomes", "restarts")
 
     def __init__(self, tree: _Tree, restarts: dict[int, list[float]]) -> None:
-        self.start, self.complete_ms, self.outcomes = tree.start, tree.complete_ms, tree.outcomes
+        self.start, self.complete_ms = tree.start, tree.complete_ms
+        self.outcomes = tree.outcomes or _NO_OUTCOMES
         self.restarts = restarts if tree.restarts is None else tree.restarts
         # hop -> (parent, dest, stream, values, emitted)
         self.sent: dict[int, tuple] = {}
@@ -183,6 +185,8 @@ class TraceStore:
         elif kind == "starts":  # a spout's run: consecutive traces, in one record
             self._file_starts(tree, task, record)
         elif kind == "outcome":
+            if tree.outcomes is None:
+                tree.outcomes = {}
             tree.outcomes[record[2]] = str(record[3])
         elif kind == "done":
             status = record[2]
@@ -261,9 +265,10 @@ class TraceStore:
                 or min(spans[1::2], default=-1) < 0):
             raise TypeError("a run's processed copies are a first hop, spans [d, n], and "
                             "(queued, executed, outcome) each")
-        _numbers(record, 4)
+        times = record[4:]
+        _numbers(times)
         # a tuple of atoms and one of ints: the collector lets it go (as _ran's)
-        record, at, trees = (*record[:3], tuple(spans), *record[4:]), 0, self._trees
+        record, at, trees = (*record[:3], tuple(spans), *times), 0, self._trees
         for d, n in zip(spans[0::2], spans[1::2]):
             mine = tree if d == 0 else trees.get(trace + d) or self._tree(trace + d)
             if mine is None:
@@ -283,12 +288,13 @@ class TraceStore:
         ``status`` if given."""
         if status is not None and status not in TRACE_STATUSES:
             raise ValueError(f"status must be one of {TRACE_STATUSES} or None, not {status!r}")
-        found = []
+        found: list[Trace] = []
+        bodies: dict = {}  # (a run's trees share their frames' bodies: _read)
         for tree, st in self._newest(now):
             if len(found) >= limit:
                 break
             if status is None or st == status:
-                found.append(self._assemble(tree, st))
+                found.append(self._assemble(tree, st, bodies))
         return found
 
     def finished(self, newest: int, *, now: float) -> list[Trace]:
@@ -321,7 +327,7 @@ class TraceStore:
         if any(len(run) == 5 for run in tree.runs):  # a run's span: its own record, for
             tree.runs = tuple(map(_own_run, tree.runs))  # the file (once: saved again)
         return [tree.start, tree.status or status, tree.complete_ms, tree.frames,
-                tree.runs, tree.outcomes, restarts]
+                tree.runs, tree.outcomes or {}, restarts]
 
     def refile(self, kept: list) -> int:
         """File the trees :meth:`kept` made (newest first; by a master before this one),
@@ -344,26 +350,27 @@ class TraceStore:
             filed += 1
         return filed
 
-    def _read(self, tree: _Tree) -> None:
+    def _read(self, tree: _Tree, bodies: dict | None = None) -> None:
         """Read the bodies of a tree's frames not read yet, once (its values until then
         are the frame's body as sent: the filing of a traced sentence decoded two bodies
         and made a tuple a copy, ~35 k instructions of ~157 k, for trees most of which are
         never asked for). A frame whose body is not one entry a hop is dropped and counted
-        malformed, now rather than when it was filed."""
+        malformed, now rather than when it was filed. ``bodies`` (a dict, one a query or
+        a save) keeps each body's values once decoded: a run's sixteen trees share their
+        frames' bodies, each one decoded once rather than once a trace."""
         if not tree.unread:
             return
         frames = []
         for frame in tree.frames:
             if len(frame) in _UNREAD:
                 _, _, first, parent, dest, stream, body, bare, emitted, kind = frame[:_SENT]
-                try:
-                    values = _copies(wire.batch_values(kind, body), bare)
-                    if len(frame) == _PART:  # a run's frame: this trace's tuples of it
-                        values = values[frame[10]:frame[10] + frame[11]]
-                except (TypeError, ValueError):  # (WireError: a ValueError)
+                values = _decoded(body, bare, kind, bodies)
+                if values is None:
                     self.malformed += 1
                     tree.settled = None  # (counted by its span until now: _settled)
                     continue
+                if len(frame) == _PART:  # a run's frame: this trace's tuples of it
+                    values = values[frame[10]:frame[10] + frame[11]]
                 hops = tuple(range(first, first + len(values)))
                 frame = (hops, parent, dest, stream, values, emitted)
             frames.append(frame)
@@ -400,8 +407,8 @@ class TraceStore:
         return "timed_out" if now - tree.start[4] > self.timeout else "pending"
 
     # -- assembly -----------------------------------------------------------------------
-    def _assemble(self, filed: _Tree, status: str) -> Trace:
-        self._read(filed)
+    def _assemble(self, filed: _Tree, status: str, bodies: dict | None = None) -> Trace:
+        self._read(filed, bodies)
         tree = _Hops(filed, self._restarts)
         msg_id, component, task, values, started, _tracked = tree.start
         if values is None:  # the spout's copies hold them (each the same)
@@ -519,6 +526,21 @@ def _dest(frame: tuple) -> Any:
     return frame[4] if len(frame) in _UNREAD else frame[2]
 
 
+def _decoded(body: bytes, bare: Any, kind: Any, bodies: dict | None) -> tuple | None:
+    """A frame's values (:func:`_copies`), None if its body is no batch; from
+    ``bodies`` (body -> (bare, kind, values)) if it was decoded there before."""
+    seen = bodies.get(body) if bodies is not None else None
+    if seen is not None and seen[0] is bare and seen[1] == kind:
+        return seen[2]
+    try:
+        values = _copies(wire.batch_values(kind, body), bare)
+    except (TypeError, ValueError):  # (WireError: a ValueError)
+        values = None
+    if bodies is not None:
+        bodies[body] = (bare, kind, values)
+    return values
+
+
 def _copies(entries: Any, bare: bool) -> tuple:
     """A frame's values, one tuple of fields a copy."""
     if type(entries) is not list:
@@ -526,6 +548,7 @@ def _copies(entries: Any, bare: bool) -> tuple:
     return tuple(zip(entries)) if bare else tuple(map(tuple, entries))
 
 
+_NO_OUTCOMES: dict[int, str] = {}  # a tree's without any (read, never written)
 _OUTCOMES = dict(enumerate(HOP_OUTCOMES))  # a code -> the outcome (an unknown one: None)
 
 
@@ -538,21 +561,23 @@ def _ran(tree: _Tree, task: int, incarnation: int, record: list) -> None:
     if len(record) % 3 or type(record[1]) is not int or type(record[2]) is not int:
         raise ValueError("processed copies are a first hop and (queued, executed, "
                          "outcome) each")
-    _numbers(record, 3)
+    record = tuple(record)
+    _numbers(record[3:])
     if len(record) > 3:
-        tree.runs += ((task, incarnation, tuple(record)),)
+        tree.runs += ((task, incarnation, record),)
         tree.settled = None
 
 
-def _numbers(record: list, at: int) -> None:
-    """Raise ValueError unless every field of ``record`` from ``at`` on is a number
-    (what the ``hops`` records' times and outcome codes are), so that :class:`_Hops`
-    reads them without a check of its own: one C ``sum`` over them, which a text, a
-    list, a map or None makes raise (a bool is taken as the number it is: harmless
-    where a time or a code is read). ``set(map(type, ...)) <= {int, float}`` called
-    ``type`` once a field (tracing-log.md, "2026-11-28, midday")."""
+def _numbers(values: list | tuple) -> None:
+    """Raise ValueError unless every one of ``values`` (a ``hops`` record's times and
+    outcome codes, sliced off it) is a number, so that :class:`_Hops` reads them
+    without a check of its own: one C ``sum`` over them, which a text, a list, a map or
+    None makes raise (a bool is taken as the number it is: harmless where a time or a
+    code is read). ``set(map(type, ...)) <= {int, float}`` called ``type`` once a field
+    (tracing-log.md, "2026-11-28, midday"); ``sum`` over an ``islice`` of the record
+    paid the islice's step an item (the slice is copied once, and kept)."""
     try:
-        sum(islice(record, at, None))
+        sum(values)
     except (TypeError, OverflowError):
         raise ValueError("a hops record holds numbers after its first hop") from None
 
@@ -627,7 +652,15 @@ def _finished_ms(hops: tuple[Hop, ...], started: float) -> float | None:
 
 
 def _key(msg_id: Any) -> Any:
-    """A msg_id as a dict key: lists (msgpack's tuples) as tuples."""
+    """A msg_id as a dict key: lists (msgpack's tuples) as tuples. (An atom first, by
+    its type: ``isinstance(msg_id, list | tuple)`` made the union each call,
+    ~1.4 k instructions a traced tree of ~32 k filing it; tracing-log.md, "2026-11-28,
+    afternoon".)"""
+    if type(msg_id) in _ATOMS:
+        return msg_id
     if isinstance(msg_id, list | tuple):
         return tuple(_key(v) for v in msg_id)
     return msg_id
+
+
+_ATOMS = frozenset({int, str, type(None), float, bytes, bool})  # (no list, no tuple)

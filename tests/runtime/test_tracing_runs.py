@@ -271,6 +271,23 @@ def test_a_runs_entry_is_one_hops_record_filed_a_span_to_each_trace():
                                                                           ("c", 3.0)]
 
 
+def test_a_query_decodes_a_runs_shared_body_once_for_all_its_trees(monkeypatch):
+    # a run's trees share their frames' bodies: traces() reads each body once (it read
+    # it once a trace of the run), and a malformed one still counts once a frame
+    store, body = run_filed()
+    store.add(1, 0, [("start", 12, "c", 2.0, False), ("start", 13, "d", 2.0, False),
+                     ("sent", 12, 200, [0, 0], 2, "default", b"\xc1", True, 2.0, wire.DATA,
+                      [0, 1, 1, 1])], now=2.0)
+    read = []
+    values = wire.batch_values
+    monkeypatch.setattr(wire, "batch_values", lambda *a: read.append(a) or values(*a))
+    found = {t.msg_id: [h.values for h in t.hops] for t in store.traces(now=2.0)}
+    assert found == {"a": [("x",)], "b": [("y",), ("z",)], "c": [], "d": []}
+    assert [a[1] for a in read] == [b"\xc1", body] and store.malformed == 2
+    assert [h.values for h in store.lineage("b", now=2.0).hops] == [("y",), ("z",)]
+    assert len(read) == 2  # each tree read once
+
+
 def test_an_untracked_runs_status_is_told_without_reading_its_frames(monkeypatch):
     # the master's saves ask every couple of seconds for the status of its newest
     # trees: acking off, a run's frames are counted by their spans, not decoded (the
