@@ -237,8 +237,9 @@ class TraceStore:
                 self.late += 1
                 continue
             mine.start = (msg_id, component, task, None, float(started), tracked)
-            trees.move_to_end(trace + n)
-            by_msg[_key(msg_id)] = trace + n
+            ours = trace + n  # (once: three additions of a 63-bit int a tuple before)
+            trees.move_to_end(ours)
+            by_msg[msg_id if type(msg_id) in _ATOMS else _key(msg_id)] = ours
 
     def _start(self, tree: _Tree, trace: int, task: int, record: list) -> None:
         """A spout tuple's start: its tree is the newest now (newest first means by the
