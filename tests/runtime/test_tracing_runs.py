@@ -271,6 +271,21 @@ def test_a_runs_entry_is_one_hops_record_filed_a_span_to_each_trace():
                                                                           ("c", 3.0)]
 
 
+def test_a_runs_spans_that_are_not_ints_are_refused_whole():
+    # a run's spans are checked by their sum's type (a float among them makes it a
+    # float): a float, a text or None refuses the record, a bool is its number
+    store, body = run_filed()
+    for spans in ([0, 1.0], [0.5, 0.5], [0, None], [0, "1"]):
+        store.add(2, 0, [("hops", 10, 100, spans, 5, 5, 0)], now=1.0)
+    store.add(1, 0, [("sent", 12, 200, [0, 0], 2, "default", body, True, 1.0, wire.DATA,
+                      [0, 1.5, 1, 1.5])], now=1.0)
+    # (the record's own tree, 12, is made before its fields are read: no 12.0, 10.5...)
+    assert store.malformed == 5 and len(store) == 3
+    store.add(2, 0, [("hops", 10, 100, [False, True], 5, 5, 0)], now=1.0)
+    assert store.malformed == 5
+    assert [h.executed_ms for h in store.lineage("a", now=1.0).hops] == [0.005]
+
+
 def test_a_query_decodes_a_runs_shared_body_once_for_all_its_trees(monkeypatch):
     # a run's trees share their frames' bodies: traces() reads each body once (it read
     # it once a trace of the run), and a malformed one still counts once a frame
