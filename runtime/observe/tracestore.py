@@ -143,22 +143,32 @@ class TraceStore:
     def _tree(self, trace: int) -> _Tree | None:
         """The tree of ``trace``, made if new; None if it was dropped already."""
         tree = self._trees.get(trace)
-        if tree is None:
-            if trace in self._gone:
-                return None
-            tree = self._trees[trace] = _Tree()
-            gone = self._gone
-            while len(self._trees) > self.capacity:
-                dropped, old = self._trees.popitem(last=False)
-                self.dropped += 1
-                gone[dropped] = None
-                if len(gone) > self.capacity:  # (a dict keeps its keys in insertion order)
-                    del gone[next(iter(gone))]
-                if old.start is not None:  # (a replayed msg_id's newer trace stays)
-                    key = _key(old.start[0])
-                    if self._by_msg.get(key) == dropped:
-                        del self._by_msg[key]
+        return tree if tree is not None else self._new(trace)
+
+    def _new(self, trace: int) -> _Tree | None:
+        """A new tree for ``trace``, which has none (the filing of a run's records looks
+        its traces up first, and calls this only for a new one: a lookup less a tree);
+        None if it was dropped already."""
+        if trace in self._gone:
+            return None
+        tree = self._trees[trace] = _Tree()
+        if len(self._trees) > self.capacity:
+            self._drop()
         return tree
+
+    def _drop(self) -> None:
+        """Drop the oldest trees beyond the capacity, counted and remembered."""
+        gone = self._gone
+        while len(self._trees) > self.capacity:
+            dropped, old = self._trees.popitem(last=False)
+            self.dropped += 1
+            gone[dropped] = None
+            if len(gone) > self.capacity:  # (a dict keeps its keys in insertion order)
+                del gone[next(iter(gone))]
+            if old.start is not None:  # (a replayed msg_id's newer trace stays)
+                key = _key(old.start[0])
+                if self._by_msg.get(key) == dropped:
+                    del self._by_msg[key]
 
     def _file(self, task: int, incarnation: int, record: list) -> None:
         """One record, kept as it came (a tuple): a hop's are read only when its tree is
@@ -208,12 +218,13 @@ class TraceStore:
             raise TypeError("a run's sent frame has a parent and a span [d, n] a trace")
         at, trees = 0, self._trees
         for parent, d, n in zip(parents, spans[0::2], spans[1::2]):
-            # (a tree is looked up before it is made: _tree, a call, only for a new one)
-            mine = tree if d == 0 else trees.get(trace + d) or self._tree(trace + d)
+            # (a tree is looked up before it is made: _new, a call, only for a new one)
+            ours = trace + d
+            mine = tree if d == 0 else trees.get(ours) or self._new(ours)
             if mine is None:
                 self.late += 1
             else:  # (_sent_frame's record, checked above for every part)
-                mine.frames += (("sent", trace + d, first + at, parent, dest, stream, body,
+                mine.frames += (("sent", ours, first + at, parent, dest, stream, body,
                                  bare, emitted, kind, at, n),)
                 mine.unread, mine.settled = True, None
             at += n
@@ -232,12 +243,12 @@ class TraceStore:
         tracked, trees, component = bool(tracked), self._trees, self.components.get(task, "?")
         by_msg = self._by_msg
         for n, (msg_id, started) in enumerate(zip(msg_ids, starts)):
-            mine = tree if n == 0 else trees.get(trace + n) or self._tree(trace + n)
+            ours = trace + n  # (once: three additions of a 63-bit int a tuple before)
+            mine = tree if n == 0 else trees.get(ours) or self._new(ours)
             if mine is None:
                 self.late += 1
                 continue
             mine.start = (msg_id, component, task, None, float(started), tracked)
-            ours = trace + n  # (once: three additions of a 63-bit int a tuple before)
             trees.move_to_end(ours)
             by_msg[msg_id if type(msg_id) in _ATOMS else _key(msg_id)] = ours
 
@@ -271,7 +282,8 @@ class TraceStore:
         # a tuple of atoms and one of ints: the collector lets it go (as _ran's)
         record, at, trees = (*record[:3], tuple(spans), *times), 0, self._trees
         for d, n in zip(spans[0::2], spans[1::2]):
-            mine = tree if d == 0 else trees.get(trace + d) or self._tree(trace + d)
+            ours = trace + d
+            mine = tree if d == 0 else trees.get(ours) or self._new(ours)
             if mine is None:
                 self.late += 1
             elif n:
