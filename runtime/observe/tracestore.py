@@ -96,15 +96,11 @@ class TraceStore:
         """``task`` was replaced at wall time ``at``: copies sent to it before are lost."""
         self._restarts.setdefault(task, []).append(at)
 
-    def _tree(self, trace: int) -> Tree | None:
-        """The tree of ``trace``, made if new; None if it was dropped already."""
-        tree = self._trees.get(trace)
-        return tree if tree is not None else self._new(trace)
-
     def _new(self, trace: int) -> Tree | None:
-        """A new tree for ``trace``, which has none (the filing of a run's records looks
-        its traces up first, and calls this only for a new one: a lookup less a tree);
-        None if it was dropped already."""
+        """A new tree for ``trace``, which has none (the filing looks a trace up first,
+        ``self._trees.get(trace) or self._new(trace)``, and calls this only for a new
+        one: a call and a lookup less a record or a trace); None if it was dropped
+        already."""
         if trace in self._gone:
             return None
         tree = self._trees[trace] = Tree()
@@ -132,11 +128,16 @@ class TraceStore:
         kind, trace = record[0], record[1]
         if type(trace) is not int:
             raise TypeError("a trace id is an int")
-        tree = self._tree(trace)
+        tree = self._trees.get(trace) or self._new(trace)
         if tree is None:
             self.late += 1
             return
-        if kind == "hops":  # a frame's copies processed: first hop, flat times and outcomes
+        if kind == "done":  # first: a tracked tree's every one has one (acking on)
+            status = record[2]
+            if status not in TRACE_STATUSES:
+                raise ValueError(f"unknown trace status {status!r}")
+            tree.status, tree.complete_ms = status, float(record[3])
+        elif kind == "hops":  # a frame's copies processed: first hop, flat times and outcomes
             if len(record) % 3 == 1:  # a run's entry's: its spans filed in their own trees
                 self._file_run_hops(tree, task, incarnation, record)
             else:
@@ -154,11 +155,6 @@ class TraceStore:
             if tree.outcomes is None:
                 tree.outcomes = {}
             tree.outcomes[record[2]] = str(record[3])
-        elif kind == "done":
-            status = record[2]
-            if status not in TRACE_STATUSES:
-                raise ValueError(f"unknown trace status {status!r}")
-            tree.status, tree.complete_ms = status, float(record[3])
         else:
             raise ValueError(f"unknown trace record {kind!r}")
 
@@ -174,7 +170,7 @@ class TraceStore:
             raise TypeError("a run's sent frame has a parent and a span [d, n] a trace")
         at, trees = 0, self._trees
         for parent, d, n in zip(parents, spans[0::2], spans[1::2]):
-            # (a tree is looked up before it is made: _new, a call, only for a new one)
+            # (a tree is looked up before it is made: _new)
             ours = trace + d
             mine = tree if d == 0 else trees.get(ours) or self._new(ours)
             if mine is None:
