@@ -289,7 +289,7 @@ class TraceStore:
             dests = map(frame_dest, tree.frames)
             restarts = {dest: mine[dest] for dest in dests
                         if type(dest) is int and dest in mine} if mine else {}
-        if any(len(run) == 5 for run in tree.runs):  # a run's span: its own record, for
+        if 5 in map(len, tree.runs):  # a run's span: its own record, for
             tree.runs = tuple(map(own_run, tree.runs))  # the file (once: saved again)
         return [tree.start, tree.status or status, tree.complete_ms, tree.frames,
                 tree.runs, tree.outcomes or {}, restarts]
@@ -364,7 +364,8 @@ class TraceStore:
         if tree.start[5]:  # tracked: the spout's word
             return tree.status or "pending"
         if tree.settled is None:  # (a run's frames are counted unread: settled)
-            if tree.unread and any(len(frame) == SENT for frame in tree.frames):
+            # (a frame not of a run, unread: read; ``in map``, no generator, a tree a save)
+            if tree.unread and SENT in map(len, tree.frames):
                 self._read(tree)
             tree.settled = settled(tree)
         if tree.settled:

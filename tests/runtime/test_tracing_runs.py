@@ -271,6 +271,29 @@ def test_a_runs_entry_is_one_hops_record_filed_a_span_to_each_trace():
                                                                           ("c", 3.0)]
 
 
+def test_an_untracked_tree_is_acked_once_its_processed_hops_cover_every_copy_sent():
+    # hops compared as ranges (a frame's, a record's): a gap leaves it pending, however
+    # the records that cover it overlap or come
+    store, body = run_filed()  # "b": hops 101 and 102, in one frame of the run
+    store.add(2, 0, [("hops", 11, 102, 5, 5, 0)], now=1.0)
+    assert store.lineage("b", now=1.0).status == "pending"  # 101 not processed
+    store.add(2, 0, [("hops", 11, 100, 5, 5, 0, 5, 5, 0)], now=1.0)  # 100-101: 100 is a's
+    assert store.lineage("b", now=1.0).status == "acked"
+    assert store.lineage("a", now=1.0).status == "pending"  # a's copy is in b's tree
+    store.add(2, 0, [("hops", 10, 100, 5, 5, 0)], now=1.0)
+    assert [t.status for t in store.traces(now=1.0)] == ["acked", "acked"]
+    # read (traces() read them), carried to a next master: the same; a carried hop id
+    # that is no int is no kept tree
+    kept = store.kept(10, now=2.0)
+    assert all(len(frame) == 6 for tree in kept for frame in tree[3])  # read frames
+    again = TraceStore({1: "spout", 2: "bolt"})
+    assert again.refile(kept) == 2
+    assert [t.status for t in again.traces(now=40.0)] == ["acked", "acked"]
+    texts = [[*tree[:3], [[["101"], *frame[1:]] for frame in tree[3]], *tree[4:]]
+             for tree in kept]
+    assert TraceStore({1: "spout", 2: "bolt"}).refile(texts) == 0
+
+
 def test_a_runs_spans_that_are_not_ints_are_refused_whole():
     # a run's spans are checked by their sum's type (a float among them makes it a
     # float): a float, a text or None refuses the record, a bool is its number
