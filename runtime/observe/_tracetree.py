@@ -227,9 +227,9 @@ def own_run(run: tuple) -> tuple:
     """A tree's processed frame as a record of its own (a run's span made one)."""
     if len(run) == 3:
         return run
-    task, incarnation, record, at, n = run
-    hop, lo, hi = own_hops(record, [at, n])
-    return (task, incarnation, ("hops", record[1], hop, *record[lo:hi]))
+    task, incarnation, record, at, n = run  # (own_hops, written out: a call a run)
+    lo = 4 + 3 * at
+    return (task, incarnation, ("hops", record[1], record[2] + at) + record[lo:lo + 3 * n])
 
 
 def settled(tree: Tree) -> bool:
