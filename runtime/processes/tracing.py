@@ -23,7 +23,9 @@ from runtime.observe.tracestore import TraceStore
 
 from .tasks import TaskTable
 
-KEEP = 200  # finished traces kept on disk for the next master (a bounded file: ~100 KB)
+# finished traces kept on disk for the next master: a bounded file, ~0.5 MB acking off and
+# ~1 MB on at the sentence topology (each tree's part of a run's frame holds its body)
+KEEP = 200
 SAVE_EVERY = 2.0  # seconds between two saves, and only when new records came
 
 

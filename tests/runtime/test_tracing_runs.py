@@ -271,6 +271,61 @@ def test_a_runs_entry_is_one_hops_record_filed_a_span_to_each_trace():
                                                                           ("c", 3.0)]
 
 
+def test_an_untracked_tree_is_acked_once_its_processed_hops_cover_every_copy_sent():
+    # hops compared as ranges (a frame's, a record's): a gap leaves it pending, however
+    # the records that cover it overlap or come
+    store, body = run_filed()  # "b": hops 101 and 102, in one frame of the run
+    store.add(2, 0, [("hops", 11, 102, 5, 5, 0)], now=1.0)
+    assert store.lineage("b", now=1.0).status == "pending"  # 101 not processed
+    store.add(2, 0, [("hops", 11, 100, 5, 5, 0, 5, 5, 0)], now=1.0)  # 100-101: 100 is a's
+    assert store.lineage("b", now=1.0).status == "acked"
+    assert store.lineage("a", now=1.0).status == "pending"  # a's copy is in b's tree
+    store.add(2, 0, [("hops", 10, 100, 5, 5, 0)], now=1.0)
+    assert [t.status for t in store.traces(now=1.0)] == ["acked", "acked"]
+    # read (traces() read them), carried to a next master: the same; a carried hop id
+    # that is no int is no kept tree
+    kept = store.kept(10, now=2.0)
+    assert all(len(frame) == 6 for tree in kept for frame in tree[3])  # read frames
+    again = TraceStore({1: "spout", 2: "bolt"})
+    assert again.refile(kept) == 2
+    assert [t.status for t in again.traces(now=40.0)] == ["acked", "acked"]
+    texts = [[*tree[:3], [[["101"], *frame[1:]] for frame in tree[3]], *tree[4:]]
+             for tree in kept]
+    assert TraceStore({1: "spout", 2: "bolt"}).refile(texts) == 0
+
+
+def test_a_runs_spans_that_are_not_ints_are_refused_whole():
+    # a run's spans are checked by their sum's type (a float among them makes it a
+    # float): a float, a text or None refuses the record, a bool is its number
+    store, body = run_filed()
+    for spans in ([0, 1.0], [0.5, 0.5], [0, None], [0, "1"]):
+        store.add(2, 0, [("hops", 10, 100, spans, 5, 5, 0)], now=1.0)
+    store.add(1, 0, [("sent", 12, 200, [0, 0], 2, "default", body, True, 1.0, wire.DATA,
+                      [0, 1.5, 1, 1.5])], now=1.0)
+    # (the record's own tree, 12, is made before its fields are read: no 12.0, 10.5...)
+    assert store.malformed == 5 and len(store) == 3
+    store.add(2, 0, [("hops", 10, 100, [False, True], 5, 5, 0)], now=1.0)
+    assert store.malformed == 5
+    assert [h.executed_ms for h in store.lineage("a", now=1.0).hops] == [0.005]
+
+
+def test_a_query_decodes_a_runs_shared_body_once_for_all_its_trees(monkeypatch):
+    # a run's trees share their frames' bodies: traces() reads each body once (it read
+    # it once a trace of the run), and a malformed one still counts once a frame
+    store, body = run_filed()
+    store.add(1, 0, [("start", 12, "c", 2.0, False), ("start", 13, "d", 2.0, False),
+                     ("sent", 12, 200, [0, 0], 2, "default", b"\xc1", True, 2.0, wire.DATA,
+                      [0, 1, 1, 1])], now=2.0)
+    read = []
+    values = wire.batch_values
+    monkeypatch.setattr(wire, "batch_values", lambda *a: read.append(a) or values(*a))
+    found = {t.msg_id: [h.values for h in t.hops] for t in store.traces(now=2.0)}
+    assert found == {"a": [("x",)], "b": [("y",), ("z",)], "c": [], "d": []}
+    assert [a[1] for a in read] == [b"\xc1", body] and store.malformed == 2
+    assert [h.values for h in store.lineage("b", now=2.0).hops] == [("y",), ("z",)]
+    assert len(read) == 2  # each tree read once
+
+
 def test_an_untracked_runs_status_is_told_without_reading_its_frames(monkeypatch):
     # the master's saves ask every couple of seconds for the status of its newest
     # trees: acking off, a run's frames are counted by their spans, not decoded (the
