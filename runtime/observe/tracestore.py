@@ -202,7 +202,8 @@ class TraceStore:
                 continue
             mine.start = (msg_id, component, task, None, float(started), tracked)
             trees.move_to_end(ours)
-            by_msg[msg_id if type(msg_id) in ATOMS else msg_key(msg_id)] = ours
+            if msg_id is not None:  # (a tuple emitted without one: found by traces())
+                by_msg[msg_id if type(msg_id) in ATOMS else msg_key(msg_id)] = ours
 
     def _start(self, tree: Tree, trace: int, task: int, record: list) -> None:
         """A spout tuple's start: its tree is the newest now (newest first means by the
@@ -212,7 +213,8 @@ class TraceStore:
                       tuple(record[5]) if len(record) > 5 else None, float(started),
                       bool(tracked))
         self._trees.move_to_end(trace)
-        self._by_msg[msg_key(msg_id)] = trace
+        if msg_id is not None:
+            self._by_msg[msg_key(msg_id)] = trace
 
     def _file_run_hops(self, tree: Tree, task: int, incarnation: int,
                        record: list) -> None:
@@ -311,7 +313,8 @@ class TraceStore:
             key = -self._carried  # (reported trace ids are > 0)
             self._trees[key] = tree
             self._trees.move_to_end(key, last=False)  # each older than the one before
-            self._by_msg.setdefault(msg_key(tree.start[0]), key)
+            if tree.start[0] is not None:
+                self._by_msg.setdefault(msg_key(tree.start[0]), key)
             filed += 1
         return filed
 
@@ -350,7 +353,11 @@ class TraceStore:
                 yield tree, self._status(tree, now)
 
     def lineage(self, msg_id: Any, *, now: float) -> Trace | None:
-        """The newest trace of the spout tuple ``msg_id``, or None if none was traced."""
+        """The newest trace of the spout tuple ``msg_id``, or None if none was traced.
+        A tuple emitted without a msg_id (None) has none to be found by: ``traces()``
+        lists it, and ``lineage(None)`` is None, not whichever such tuple came last."""
+        if msg_id is None:
+            return None
         try:
             trace = self._by_msg.get(msg_key(msg_id))
         except TypeError:

@@ -44,7 +44,8 @@ class TraceQuestions:
 
     def lineage(self, msg_id: Any) -> Trace | None:
         """The trace of the spout tuple ``msg_id`` (the newest, if it was replayed), or
-        None if it was not traced (or was dropped from the store, oldest first)."""
+        None if it was not traced (or was dropped from the store, oldest first), and
+        for None: a tuple emitted without a msg_id is found by :meth:`traces` only."""
         found = self._ask(wire.AskTraces, msg_id=msg_id, by_msg=True)
         return None if found is None else trace_from_plain(found)
 

@@ -458,3 +458,25 @@ def test_a_fast_runs_entry_sends_its_trees_acks_together(monkeypatch):
     words, firsts = logged_run(monkeypatch, slow=False)
     back_to_back = [(a, b) for a, b in zip(words, words[1:]) if b == a + 1]
     assert [b for a, b in back_to_back if b in firsts], "every tree's acks went alone"
+
+
+def test_tuples_emitted_without_a_msg_id_are_listed_but_not_found_by_none():
+    # acking off a spout may emit without msg_ids: their traces are listed, and
+    # lineage(None) is None rather than whichever of them came last (the dashboard's
+    # lineage tab then draws the trace chosen, not the newest; tracing.md)
+    store = TraceStore({1: "spout", 2: "bolt"})
+    body = wire.encode_batch(["x", "y", "z"])
+    store.add(1, 0, [("start", 10, None, 1.0, False), ("start", 11, None, 1.5, False),
+                     ("sent", 10, 100, [0, 0], 2, "default", body, True, 1.0, wire.DATA,
+                      [0, 1, 1, 2]),
+                     ("starts", 20, False, [None, None], [2.0, 2.5])], now=2.5)
+    store.add(2, 0, [("hops", 10, 100, [0, 1, 1, 1], 5, 5, 0, 6, 6, 0),
+                     ("hops", 11, 102, [0, 1], 7, 7, 0)], now=2.5)
+    assert [(t.msg_id, t.started, t.status) for t in store.traces(now=2.5)] == [
+        (None, 2.5, "pending"), (None, 2.0, "pending"), (None, 1.5, "acked"),
+        (None, 1.0, "acked")]
+    assert store.lineage(None, now=2.5) is None
+    again = TraceStore({1: "spout", 2: "bolt"})
+    assert again.refile(store.kept(10, now=2.5)) == 2  # the two finished ones
+    assert [t.values for t in again.traces(now=2.5)] == [("y",), ("x",)]
+    assert again.lineage(None, now=2.5) is None
