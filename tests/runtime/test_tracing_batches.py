@@ -13,6 +13,8 @@ from contextlib import contextmanager
 import pytest
 
 from runtime import Bolt, Topology, wire
+from runtime.engine.outbound import StreamOut
+from runtime.engine.riders import Riders, traced_key
 from runtime.engine.tracing import Tracer
 from runtime.testing import InMemoryCluster
 
@@ -318,6 +320,27 @@ class RunsSeen(InMemoryCluster):
         super()._send(header, body)
 
 
+def test_a_frame_rides_in_the_traced_frame_of_its_own_task_and_stream():
+    # the riders' key is read off the raw header (its kind byte replaced, not parsed):
+    # the very header wire.data_header makes for a TRACED frame of that task and stream
+    sent = []
+    riders = Riders(lambda h, b: sent.append(("alone", h, b)))
+    out = StreamOut("words", 1, lambda h, b: sent.append(("own", h, b)), print)
+    for stream, dest, src in ((3, 7, 2), (65535, 2**32 - 1, 2**31)):
+        header = wire.data_header(wire.ANCHORED, stream, dest, src)
+        assert traced_key(header) == wire.data_header(wire.TRACED, stream, dest, src)
+    to7, to8 = (wire.data_header(wire.DATA, 3, d, 2) for d in (7, 8))
+    riders.keep(out, to7, [wire.DATA, b"traced", 11, 12, 1.5])
+    out.send(to8, b"other task")  # goes as it is
+    out.send(to7, b"untraced")  # takes the entry along, last
+    riders.flush()  # nothing left to go alone
+    (_, h8, b8), (_, h7, b7) = sent
+    assert (h8, b8) == (to8, b"other task")
+    assert h7 == wire.data_header(wire.TRACED, 3, 7, 2)
+    assert wire.decode_traced(b7) == [(wire.DATA, b"traced", 11, 12, 1.5, None),
+                                      (wire.DATA, b"untraced", 0, 0, 0.0, None)]
+
+
 def test_a_traced_spout_tuple_is_a_run_of_one_between_the_waiting_runs_roots():
     # a traced emit's run (its own tail of the runs, sent alone) takes the root the
     # waiting run would have started at, and the waiting run goes on from the next: the
@@ -353,3 +376,4 @@ def test_a_spouts_watched_roots_expire_oldest_first_and_the_look_stops_at_a_kept
     assert tracer.by_msg == {"m": 1}  # forgotten with the last root only
     tracer._expire_roots(10.0 + keep)
     assert tracer.roots == {} and tracer.by_msg == {}
+
