@@ -85,7 +85,6 @@ from __future__ import annotations
 
 from collections import deque
 from collections.abc import Callable, Mapping
-from operator import sub
 from typing import Any
 
 from runtime import wire
@@ -216,8 +215,10 @@ class Tracer(SpoutTracing, BoltTracing):
                 if early:  # the last unit's: whatever its frames hold past the others'
                     counts[-1] = max(sum(sizes[header]) - sum(counts[:-1]), 0)
             spans = _take(counts, sizes[header].pop(0) if early else None)
-            flat = [x for n, c in spans for x in (units[n][0], c)]
-            parents = [units[n][1] for n, _ in spans]
+            flat, parents = [], []
+            for n, c in spans:
+                flat += (units[n][0], c)
+                parents.append(units[n][1])
             now, first = self.wall(), new_first()
             self.riders.keep(out, header, [h.kind, body, trace, first, now, flat])
             self.records.append(("sent", trace, first, parents, h.dest, out.name, body,
@@ -243,27 +244,25 @@ def _unit_counts(notes: list, head: int, i: int, stride: int) -> list[int]:
     """Each unit's tuples in the ``i``-th pending list (of the window's, every stream's
     in order): its length's growth from the note before (``head`` at first) to the
     unit's own."""
-    lengths = [note[i] for note in notes]  # (C loops, not a Python one a unit)
-    grown = list(map(sub, lengths, [head, *lengths[:-1]]))
-    return grown if stride == 1 else [g // stride for g in grown]
+    counts, before = [], head
+    for note in notes:
+        counts.append((note[i] - before) // stride)
+        before = note[i]
+    return counts
 
 
 def _take(counts: list[int], size: int | None) -> list[tuple[int, int]]:
     """A frame's spans, ``(unit, tuples)``, taken from the front of ``counts`` (which it
     consumes): all of them, or the first ``size`` tuples (a list sent in several
     frames, when a batch filled)."""
-    if size is None:  # all of them (the usual: no batch filled), in one comprehension
-        spans = [(n, c) for n, c in enumerate(counts) if c > 0]
-        for n, _ in spans:
-            counts[n] = 0
-    else:
-        spans = []
-        for n, c in enumerate(counts):
+    spans = []
+    for n, c in enumerate(counts):
+        if size is not None:
             c = min(c, size)
             size -= c
-            if c > 0:
-                spans.append((n, c))
-                counts[n] -= c
+        if c > 0:
+            spans.append((n, c))
+            counts[n] -= c
     if not spans:  # (cannot be: a frame holds a tuple) the last unit's
         spans.append((len(counts) - 1, max(size or 1, 1)))
     return spans
