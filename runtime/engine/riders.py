@@ -19,6 +19,17 @@ from .outbound import Send, StreamOut
 
 __all__ = ["Riders"]
 
+# a TRACED header's first byte, its kind (wire's data header: kind, pad, stream, dest, src)
+_TRACED = wire.data_header(wire.TRACED, 0, 0, 0)[:1]
+
+
+def traced_key(header: bytes) -> bytes:
+    """The TRACED header for the task and stream of a data ``header``: its kind byte
+    replaced, the rest as it is (``wire.data_header(TRACED, stream, dest, src)`` of the
+    parsed header, without parsing it: ~3,500 instructions less a frame sent while
+    entries wait)."""
+    return _TRACED + header[1:]
+
 
 class Riders:
     """The entries waiting per TRACED header, and the streams whose ``send`` they ride.
@@ -32,11 +43,10 @@ class Riders:
         # id(stream) -> (stream, its own send, the riding send swapped in)
         self.riding: dict[int, tuple[StreamOut, Send, Send]] = {}
 
-    def keep(self, out: StreamOut, h: wire.Header, entry: list) -> None:
+    def keep(self, out: StreamOut, header: bytes, entry: list) -> None:
         """Keep ``entry`` (``[kind, body, trace, first hop, emitted]``) of a frame ``out`` was
-        to send under ``h``, to ride ``out``'s next frame to the same task."""
-        key = wire.data_header(wire.TRACED, h.stream, h.dest, h.src)
-        self.pending.setdefault(key, []).append(entry)
+        to send under ``header``, to ride ``out``'s next frame to the same task."""
+        self.pending.setdefault(traced_key(header), []).append(entry)
         if id(out) not in self.riding:
             self._ride(out)
 
@@ -45,11 +55,10 @@ class Riders:
 
         def send(header: bytes, body: bytes) -> None:
             if pending:  # (discard empties this very dict, and puts the sends back)
-                h = wire.parse_header(header)
-                key = wire.data_header(wire.TRACED, h.stream, h.dest, h.src)
+                key = traced_key(header)
                 entries = pending.pop(key, None)
-                if entries is not None:  # the frame rides last, as trace 0
-                    entries.append([h.kind, body, 0, 0, 0.0])
+                if entries is not None:  # the frame rides last, as trace 0 (its kind: the
+                    entries.append([header[0], body, 0, 0, 0.0])  # header's first byte)
                     return own(key, wire.encode_traced(entries))
             return own(header, body)
 

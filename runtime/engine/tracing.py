@@ -176,7 +176,7 @@ class Tracer(SpoutTracing, BoltTracing):
             if only_anchored and h.kind == wire.DATA:
                 self.send(header, body)
             else:
-                self._mark(out, h, body, trace, parent)
+                self._mark(out, header, h, body, trace, parent)
                 kept.append((h.kind, body))
         return kept
 
@@ -220,21 +220,21 @@ class Tracer(SpoutTracing, BoltTracing):
                 flat += (units[n][0], c)
                 parents.append(units[n][1])
             now, first = self.wall(), new_first()
-            self.riders.keep(out, h, [h.kind, body, trace, first, now, flat])
+            self.riders.keep(out, header, [h.kind, body, trace, first, now, flat])
             self.records.append(("sent", trace, first, parents, h.dest, out.name, body,
                                  out.bare, now, h.kind, flat))
             kept.append((h.kind, body, spans))
         return kept
 
-    def _mark(self, out: StreamOut, h: wire.Header, body: bytes, trace: int,
-              parent: int) -> None:
+    def _mark(self, out: StreamOut, header: bytes, h: wire.Header, body: bytes,
+              trace: int, parent: int) -> None:
         """Keep a caught frame, marked, to ride, and record its copies. The body is
         neither decoded nor counted here: its hop ids are consecutive from ``first``
         (the receiver numbers its tuples on from it), and the record carries the body
         itself (bytes, as the report encodes them) for the master's store to read, once.
         """
         now, first = self.wall(), new_first()
-        self.riders.keep(out, h, [h.kind, body, trace, first, now])
+        self.riders.keep(out, header, [h.kind, body, trace, first, now])
         # one record for the frame (the store splits it), a tuple of atoms
         self.records.append(("sent", trace, first, parent, h.dest, out.name, body,
                              out.bare, now, h.kind))

@@ -135,11 +135,13 @@ class SpoutTracing:
         # one record for the run's starts (a record a tuple before 2026-11-28, midday)
         msg_ids, starts = [t[0] for t in tuples], [t[1] for t in tuples]
         self.records.append(("starts", trace, run.tracked, _plain_all(msg_ids), starts))
-        if run.tracked:
+        if run.tracked and roots:
+            if self.roots:  # the old roots looked at once, against the run's newest start
+                self._expire_roots(starts[-1])
             for n, msg_id in enumerate(msg_ids):
                 root = roots.get(n)
                 if root is not None:
-                    self._watch_root(root, trace + n, msg_id, starts[n])
+                    self._watch(root, trace + n, msg_id, starts[n])
 
     def _started(self, trace: int, msg_id, started: float, values, tracked: bool,
                  root: int | None) -> None:
@@ -153,6 +155,15 @@ class SpoutTracing:
 
     def _watch_root(self, root: int, trace: int, msg_id, started: float) -> None:
         if self.roots:
+            self._expire_roots(started)
+        self._watch(root, trace, msg_id, started)
+
+    def _watch(self, root: int, trace: int, msg_id, started: float) -> None:
+        """Watch ``root`` (the old roots expired before: a run's once, not a root at a
+        time, ~2,500 instructions a tracked traced tuple until 2026-11-28, afternoon;
+        the roots expire by start time, oldest first, so looking once against the run's
+        newest start forgets what looking at each start did)."""
+        if len(self.roots) >= MAX_WATCHED:
             self._expire_roots(started)
         self.roots[root] = (trace, started)
         try:  # (not contextlib.suppress: three Python calls a traced emit)  # noqa: SIM105

@@ -13,7 +13,10 @@ from contextlib import contextmanager
 import pytest
 
 from runtime import Bolt, Topology, wire
+from runtime.engine.outbound import StreamOut
+from runtime.engine.riders import Riders, traced_key
 from runtime.engine.tracing import Tracer
+from runtime.engine.tracing_spout import Run
 from runtime.testing import InMemoryCluster
 
 from .test_checkpoints import INTERVAL, WORDS, chaos, drain, fill_log, word_count
@@ -318,6 +321,27 @@ class RunsSeen(InMemoryCluster):
         super()._send(header, body)
 
 
+def test_a_frame_rides_in_the_traced_frame_of_its_own_task_and_stream():
+    # the riders' key is read off the raw header (its kind byte replaced, not parsed):
+    # the very header wire.data_header makes for a TRACED frame of that task and stream
+    sent = []
+    riders = Riders(lambda h, b: sent.append(("alone", h, b)))
+    out = StreamOut("words", 1, lambda h, b: sent.append(("own", h, b)), print)
+    for stream, dest, src in ((3, 7, 2), (65535, 2**32 - 1, 2**31)):
+        header = wire.data_header(wire.ANCHORED, stream, dest, src)
+        assert traced_key(header) == wire.data_header(wire.TRACED, stream, dest, src)
+    to7, to8 = (wire.data_header(wire.DATA, 3, d, 2) for d in (7, 8))
+    riders.keep(out, to7, [wire.DATA, b"traced", 11, 12, 1.5])
+    out.send(to8, b"other task")  # goes as it is
+    out.send(to7, b"untraced")  # takes the entry along, last
+    riders.flush()  # nothing left to go alone
+    (_, h8, b8), (_, h7, b7) = sent
+    assert (h8, b8) == (to8, b"other task")
+    assert h7 == wire.data_header(wire.TRACED, 3, 7, 2)
+    assert wire.decode_traced(b7) == [(wire.DATA, b"traced", 11, 12, 1.5, None),
+                                      (wire.DATA, b"untraced", 0, 0, 0.0, None)]
+
+
 def test_a_traced_spout_tuple_is_a_run_of_one_between_the_waiting_runs_roots():
     # a traced emit's run (its own tail of the runs, sent alone) takes the root the
     # waiting run would have started at, and the waiting run goes on from the next: the
@@ -353,3 +377,27 @@ def test_a_spouts_watched_roots_expire_oldest_first_and_the_look_stops_at_a_kept
     assert tracer.by_msg == {"m": 1}  # forgotten with the last root only
     tracer._expire_roots(10.0 + keep)
     assert tracer.roots == {} and tracer.by_msg == {}
+
+
+def test_a_tracked_runs_end_forgets_the_stale_roots_once_and_watches_each_of_its_own():
+    # the old roots are looked at once a run, against its newest start (not once a
+    # tuple): what is stale by then is forgotten, as the tuple by tuple look forgot it
+    tracer = Tracer("sentences", 1, {}, lambda h, b: None, acking=True, rate=0.0,
+                    timeout=1.0, wall=lambda: 0.0, spout=True)
+    keep = tracer.keep
+    tracer.roots.update({1: (10, 0.6), 2: (20, 2.0)})  # 1 stale by the last start only
+    tracer.by_msg.update({"old1": 1, "old2": 2})
+    body = wire.encode_batch([500, [["a"], ["b"], ["c"]]])  # a RUN: roots 500, 501, 502
+    tracer.catch_units = lambda window, trace, units, only_anchored: [
+        (wire.RUN, body, [(0, 1), (1, 1), (2, 1)])]
+    tracer.run = Run(None, None, True, True)
+    tracer.run.tuples += [("m0", 0.5 + keep, ["a"]), ("m1", 0.7 + keep, ["b"]),
+                          ("m2", 1.5 + keep, ["c"])]
+    tracer._end_run()
+    (_, trace, tracked, msg_ids, starts), = tracer.records
+    assert (tracked, msg_ids, starts) == (True, ["m0", "m1", "m2"],
+                                          [0.5 + keep, 0.7 + keep, 1.5 + keep])
+    assert tracer.roots == {2: (20, 2.0), 500: (trace, 0.5 + keep),
+                            501: (trace + 1, 0.7 + keep), 502: (trace + 2, 1.5 + keep)}
+    assert tracer.by_msg == {"old1": 1, "old2": 2, "m0": 500, "m1": 501, "m2": 502}  # (kept
+    # until no root is watched: a stale entry names a root no longer in roots)
