@@ -17,9 +17,9 @@ from typing import Any
 
 from runtime import wire
 
-from .traces import HOP_OUTCOMES, TRACE_STATUSES, Hop
+from .traces import ATOMS, HOP_OUTCOMES, TRACE_STATUSES, Hop
 
-__all__ = ["ATOMS", "causal", "copies", "covered", "decoded", "file_ran", "file_sent",
+__all__ = ["causal", "copies", "covered", "decoded", "file_ran", "file_sent",
            "finished_ms", "frame_dest", "Hops", "ints", "msg_key", "NO_OUTCOMES",
            "numbers", "OUTCOMES", "own_hops", "own_run", "PART", "RUN_SENT", "SENT",
            "settled", "Tree", "unplain", "unplain_frame", "UNREAD"]
@@ -315,6 +315,3 @@ def msg_key(msg_id: Any) -> Any:
     if isinstance(msg_id, list | tuple):
         return tuple(msg_key(v) for v in msg_id)
     return msg_id
-
-
-ATOMS = frozenset({int, str, type(None), float, bytes, bool})  # (no list, no tuple)

@@ -17,8 +17,8 @@ from copy import deepcopy
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["HOP_OUTCOMES", "Hop", "Trace", "TRACE_STATUSES", "TRANSIT", "trace_from_plain",
-           "trace_to_plain"]
+__all__ = ["ATOMS", "HOP_OUTCOMES", "Hop", "Trace", "TRACE_STATUSES", "TRANSIT",
+           "trace_from_plain", "trace_to_plain"]
 
 TRACE_STATUSES = ("acked", "failed", "timed_out", "pending")
 TRANSIT = "<transit>"  # held_by's component when a tuple of the tree never reached its task
@@ -84,15 +84,17 @@ def _hop_to_plain(hop: Hop) -> dict:
     return plain
 
 
-_ATOMS = frozenset({str, int, float, bool, bytes, type(None)})
+# the immutable scalars a msg_id or a value may be (msgpack's, no list or tuple): kept as
+# they are, and a dict key as they are (the store's msg_key)
+ATOMS = frozenset({str, int, float, bool, bytes, type(None)})
 
 
 def _copied(value: Any) -> Any:
     """``value`` as ``asdict`` copies a field: itself when it is an atom or a tuple of
     atoms (immutable: a copy would be equal and no safer), else a deep copy."""
-    if type(value) in _ATOMS:
+    if type(value) in ATOMS:
         return value
-    if type(value) is tuple and set(map(type, value)) <= _ATOMS:
+    if type(value) is tuple and set(map(type, value)) <= ATOMS:
         return value
     return deepcopy(value)
 

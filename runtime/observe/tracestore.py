@@ -39,7 +39,6 @@ from itertools import islice
 from typing import Any
 
 from ._tracetree import (
-    ATOMS,
     PART,
     RUN_SENT,
     SENT,
@@ -59,7 +58,7 @@ from ._tracetree import (
     settled,
     unplain,
 )
-from .traces import TRACE_STATUSES, TRANSIT, Hop, Trace
+from .traces import ATOMS, TRACE_STATUSES, TRANSIT, Hop, Trace
 
 __all__ = ["TraceStore"]
 
